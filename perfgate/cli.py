@@ -1,0 +1,301 @@
+"""The ``perfgate`` command: one argparse parser, subcommands from a registry.
+
+Each subcommand is a :class:`Subcommand` in :data:`SUBCOMMANDS` (add one with the
+:func:`subcommand` decorator: a name, a help line, a function that adds its arguments and a
+function that runs it and returns the exit code). This module is the only place that sees an
+argparse ``Namespace``: the run functions translate it into library calls.
+
+Exit codes common to every subcommand: 0 success, 2 usage error or unreadable input
+(``perfgate gate`` adds 1 and 3; see ``docs/gate.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfgate import __version__
+from perfgate.errors import PerfgateError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subcommand:
+    """One ``perfgate <name>`` subcommand."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+"""The registry, in the order subcommands are listed in ``--help``."""
+
+
+def subcommand(
+    name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register the decorated ``run(args) -> int`` as ``perfgate <name>``."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        if name in SUBCOMMANDS:
+            raise ValueError(f"subcommand {name!r} is registered twice")
+        SUBCOMMANDS[name] = Subcommand(name=name, help=help, add_arguments=add_arguments, run=run)
+        return run
+
+    return register
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="perfgate",
+        description="perfgate: performance regression suite for SGLang serving — report tools and CI gate.",
+    )
+    parser.add_argument("--version", action="version", version=f"perfgate {__version__}")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs.required = True
+    for cmd in SUBCOMMANDS.values():
+        p = subs.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``perfgate`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    try:
+        return int(args._run(args))
+    except PerfgateError as e:
+        print(f"perfgate {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        out = Path(output)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as e:
+            from perfgate.errors import ReportError
+
+            raise ReportError(f"{out}: cannot write: {e}") from e
+    else:
+        sys.stdout.write(text)
+
+
+# --- diff / gate -----------------------------------------------------------------------
+
+
+def _format_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        choices=("text", "md", "json"),
+        default="text",
+        help="text: terminal table (default); md: Markdown for a PR comment; json: for tools",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write there instead of stdout")
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", metavar="OLD.xml", help="report of the current stack")
+    p.add_argument("new", metavar="NEW.xml", help="report of the candidate stack")
+    _format_args(p)
+
+
+@subcommand("diff", "compare two JUnit reports: outcomes, tok/s beyond noise, stack changes", _diff_args)
+def _run_diff(args: argparse.Namespace) -> int:
+    from perfgate.report.diff import diff
+    from perfgate.report.junit_read import read_report
+    from perfgate.report.render import render_diff
+
+    d = diff(read_report(args.old), read_report(args.new))
+    _emit(render_diff(d, args.format), args.output)
+    return EXIT_OK
+
+
+def _gate_args(p: argparse.ArgumentParser) -> None:
+    _diff_args(p)
+    p.add_argument(
+        "--pyproject",
+        metavar="PATH",
+        help="read [tool.perfgate.gate] from this file (default: the first pyproject.toml from the "
+        "current directory upwards)",
+    )
+    p.add_argument(
+        "--block-on",
+        metavar="LIST",
+        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing (overrides gate.block_on)",
+    )
+    p.add_argument("--min-ratio", type=float, metavar="X", help="overrides gate.min_ratio")
+    p.add_argument(
+        "--allow-inconclusive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_inconclusive",
+    )
+    p.add_argument(
+        "--allow-mixed-engines",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_mixed_engines",
+    )
+    p.add_argument(
+        "--ignore", action="append", metavar="PATTERN", help="record key/id pattern that never blocks (repeatable)"
+    )
+
+
+@subcommand(
+    "gate",
+    "diff two reports and exit 0 (ok), 1 (regression/newly broken), 3 (unblocked: update expectations), "
+    "2 (usage/unreadable)",
+    _gate_args,
+)
+def _run_gate(args: argparse.Namespace) -> int:
+    from perfgate.report.gate import load_policy, run_gate
+    from perfgate.report.junit_read import read_report
+    from perfgate.report.render import render_diff
+
+    policy = load_policy(Path(args.pyproject) if args.pyproject else None)
+    block_on = None
+    if args.block_on is not None:
+        block_on = frozenset(x.strip() for x in args.block_on.split(",") if x.strip())
+    policy = policy.with_overrides(
+        block_on=block_on,
+        min_ratio=args.min_ratio,
+        allow_inconclusive=args.allow_inconclusive,
+        allow_mixed_engines=args.allow_mixed_engines,
+        ignore=tuple(policy.ignore) + tuple(args.ignore) if args.ignore else None,
+    )
+    d, result = run_gate(read_report(args.old), read_report(args.new), policy)
+    _emit(render_diff(d, args.format, result), args.output)
+    print(f"perfgate gate: exit {int(result.exit_code)}: {result.message}", file=sys.stderr)
+    return int(result.exit_code)
+
+
+# --- history / plot / report -----------------------------------------------------------
+
+
+def _history_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml", help="reports, any order (sorted by time)")
+    _format_args(p)
+    p.add_argument("--min-segment", type=int, default=2, metavar="N", help="points a level must last (default 2)")
+    p.add_argument(
+        "--threshold", type=float, default=3.0, metavar="K", help="step size in noise scales (default 3)"
+    )
+    p.add_argument(
+        "--min-rel-step", type=float, default=0.01, metavar="X", help="smallest relative step (default 0.01)"
+    )
+
+
+@subcommand("history", "table of outcome and tok/s per record across reports, with sustained steps", _history_args)
+def _run_history(args: argparse.Namespace) -> int:
+    from perfgate.report.history import build_history
+    from perfgate.report.junit_read import read_reports
+    from perfgate.report.render import render_history
+
+    if args.min_segment < 1:
+        raise _usage("--min-segment must be >= 1")
+    h = build_history(
+        read_reports(args.reports),
+        min_segment=args.min_segment,
+        threshold=args.threshold,
+        min_rel_step=args.min_rel_step,
+    )
+    _emit(render_history(h, args.format), args.output)
+    return EXIT_OK
+
+
+def _usage(message: str) -> PerfgateError:
+    from perfgate.errors import ConfigError
+
+    return ConfigError(message)
+
+
+def _plot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="folder for the PNG files")
+    p.add_argument(
+        "--what",
+        choices=("all", "history", "matrix"),
+        default="all",
+        help="history: tok/s per record over reports (history.png); matrix: variants × modes of the "
+        "newest report (matrix.png); all (default): both",
+    )
+
+
+@subcommand("plot", "PNG plots: tok/s per record over reports, and the compatibility matrix", _plot_args)
+def _run_plot(args: argparse.Namespace) -> int:
+    from perfgate.report.history import build_history, order_reports
+    from perfgate.report.junit_read import read_reports
+    from perfgate.report.matrix import build_matrix
+    from perfgate.report.plot import history_png, matrix_png, write_png
+
+    reports = order_reports(read_reports(args.reports))
+    out = Path(args.output_dir)
+    written = []
+    if args.what in ("all", "history"):
+        written.append(write_png(history_png(build_history(reports)), out / "history.png"))
+    if args.what in ("all", "matrix"):
+        latest = reports[-1]
+        written.append(
+            write_png(matrix_png(build_matrix(latest), title=f"compatibility matrix — {latest.label}"), out / "matrix.png")
+        )
+    for p in written:
+        print(p)
+    return EXIT_OK
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.html")
+    p.add_argument("--title", default="perfgate report")
+    p.add_argument("--no-plots", action="store_true", help="leave the PNG plots out (no matplotlib needed)")
+
+
+@subcommand("report", "one-page HTML: matrix, plots (embedded PNG) and stack side by side", _report_args)
+def _run_report(args: argparse.Namespace) -> int:
+    from perfgate.report.html import render_html
+    from perfgate.report.junit_read import read_reports
+
+    page = render_html(read_reports(args.reports), plots=not args.no_plots, title=args.title)
+    _emit(page, args.output)
+    print(args.output)
+    return EXIT_OK
+
+
+def _merge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output", required=True, metavar="MERGED.xml")
+
+
+@subcommand("merge", "merge the reports of several boxes into one (records of different boxes stay apart)", _merge_args)
+def _run_merge(args: argparse.Namespace) -> int:
+    from perfgate.report.merge import merge_reports
+
+    result = merge_reports(args.inputs, args.output)
+    print(f"{result.path}: {result.suites} suite(s), {result.records} record(s)")
+    if result.qualified_keys:
+        print(
+            f"{len(result.qualified_keys)} record id(s) occur on several boxes and are keyed apart:",
+            file=sys.stderr,
+        )
+        for k in result.qualified_keys:
+            print(f"  {k}", file=sys.stderr)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The real engine: ``python -m sglang.launch_server`` or ``sglang serve``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from perfgate.config import ServerConfig
+from perfgate.engines import render_flags
+from perfgate.variants import Spelling, spell_flags
+
+# Set by perfgate on every engine it launches where several GPUs share a host: NVLink
+# multicast can take a shared host's GPUs out of service; users may override in the profile.
+SAFE_ENV: dict[str, str] = {}
+
+
+def installed_sglang_version(python: str = "") -> str | None:
+    """SGLang's version in the interpreter that will run the server (None if absent)."""
+    if not python or python == sys.executable:
+        from importlib import metadata
+
+        try:
+            return metadata.version("sglang")
+        except metadata.PackageNotFoundError:
+            return None
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
+            capture_output=True, text=True, timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@dataclass(kw_only=True)
+class SGLangEngine:
+    """Launches real SGLang; flag names are spelled for the installed SGLang version."""
+
+    python: str = ""
+    launcher: str = "launch_server"  # or "serve"
+    sglang_version: str = ""
+    spellings: tuple[Spelling, ...] = ()
+    teardown_grace_s: float = 30.0
+    name: str = field(default="sglang", init=False)
+
+    def version(self) -> str | None:
+        return self.sglang_version or installed_sglang_version(self.python)
+
+    def argv_flags(self, config: ServerConfig) -> list[str]:
+        """The SGLang flags of ``config`` as argv, spelled for the target version."""
+        return render_flags(spell_flags(config.flag_dict, self.spellings, self.version()))
+
+    def command(self, config: ServerConfig, *, host: str, port: int) -> list[str]:
+        py = self.python or sys.executable
+        if self.launcher == "serve":
+            from pathlib import Path
+
+            exe = str(Path(py).with_name("sglang"))
+            head = [exe, "serve"]
+        else:
+            head = [py, "-m", "sglang.launch_server"]
+        return [*head, "--model-path", config.model_path, *self.argv_flags(config), "--host", host, "--port", str(port)]
+
+    def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update(SAFE_ENV)
+        env.update(config.env_dict)
+        return env

@@ -1,0 +1,516 @@
+"""perfgate's pytest plugin: options, markers, fixtures and hooks (heavy modules load lazily).
+
+Loaded by the repository's top-level ``conftest.py`` (``pytest_plugins = ["perfgate.plugin"]``).
+It stays inert for tests that do not ask for its fixtures: the profile is loaded, and servers
+started, only when a perf test runs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from perfgate.config import ServerConfig
+    from perfgate.metrics import Measurement
+    from perfgate.profiles import Profile
+    from perfgate.server import Progress, ServerManager
+    from perfgate.stack import Stack
+    from perfgate.variants import VariantSet
+    from perfgate.verdict import Verdict
+
+MARKERS = {
+    "baseline": "throughput floors for plain decoding (perfgate)",
+    "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
+    "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
+    "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
+    "perfgate(kind)": "a perfgate record of the given kind; parametrized with perf_case by the plugin",
+}
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "speculation-vs-baseline": 3, "variant": 4}
+DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One record to produce: a kind of check, in a mode, optionally with a variant."""
+
+    profile: str
+    kind: str
+    mode: str
+    variant: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.profile.split('/')[-1]}:{self.mode}" + (f"+{self.variant}" if self.variant else "")
+
+    @property
+    def expectation_key(self) -> str:
+        return self.variant or self.kind
+
+    def baseline(self, base_mode: str) -> Case:
+        return Case(self.profile, "floor", base_mode, None)
+
+
+# ----------------------------------------------------------------------------- state
+
+
+class PerfgateState:
+    """Everything perfgate keeps for one pytest session (in ``config.stash``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._profile: Profile | None = None
+        self._variants: VariantSet | None = None
+        self._stack: Stack | None = None
+        self._manager: ServerManager | None = None
+        self._hw_checked = False
+        self.measurements: dict[str, Measurement] = {}
+        self.failed: dict[str, Verdict] = {}
+        self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
+        self.update_meta: dict[str, dict[str, object]] = {}
+        self.auto_reason = ""
+        self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        self.log_dir = self._log_dir()
+
+    # --------------------------------------------------------------- options
+
+    def opt(self, name: str) -> Any:
+        return self.config.getoption(name)
+
+    def _log_dir(self) -> Path:
+        given = self.opt("perfgate_log_dir")
+        if given:
+            return Path(given).resolve()
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
+
+    # --------------------------------------------------------------- profile
+
+    @property
+    def profile(self) -> Profile:
+        if self._profile is None:
+            self._profile = self._load_profile()
+        return self._profile
+
+    def _load_profile(self) -> Profile:
+        from perfgate.errors import PerfgateError
+        from perfgate.profiles import load_profile, resolve_profile
+
+        root = self.config.rootpath
+        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
+        try:
+            if spec:
+                path = resolve_profile(spec, root)
+            else:
+                path = self._auto_profile(root)
+            return load_profile(path)
+        except PerfgateError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+
+    def _auto_profile(self, root: Path) -> Path:
+        from perfgate.stack import gpu_visible
+
+        if not gpu_visible():
+            self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
+            return root / DEFAULT_SIM_PROFILE
+        from perfgate.profiles import find_profiles, load_profile
+        from perfgate.stack import detect_stack
+
+        st = detect_stack()
+        for p in find_profiles(root):
+            try:
+                prof = load_profile(p)
+            except Exception:
+                continue
+            if prof.engine.name == "sglang" and _hw_matches(prof, st)[0]:
+                self.auto_reason = f"chosen for the detected {st.gpu_count}x {st.gpu}"
+                return p
+        raise pytest.UsageError(
+            f"perfgate: an NVIDIA GPU is visible ({st.gpu_count}x {st.gpu}, SM {st.sm}) but no profile under "
+            f"{root / 'baselines'} is for it; pass --perfgate-profile PATH (see README, 'Running on a GPU box'), "
+            f"or --perfgate-profile {DEFAULT_SIM_PROFILE} to run the simulated profile"
+        )
+
+    @property
+    def variants(self) -> VariantSet:
+        if self._variants is None:
+            from perfgate.errors import PerfgateError
+            from perfgate.variants import load_variants
+
+            path = self.opt("perfgate_variants_file") or (self.profile.root / "baselines" / "variants.toml")
+            try:
+                self._variants = load_variants(path)
+            except PerfgateError as e:
+                raise pytest.UsageError(f"perfgate: {e}") from None
+        return self._variants
+
+    @property
+    def stack(self) -> Stack:
+        if self._stack is None:
+            from perfgate import stack as st
+
+            if self.profile.simulated:
+                assert self.profile.engine.sim_hardware is not None
+                try:
+                    over = st.parse_overrides(self.sim_stack)
+                    self._stack = st.simulated_stack(self.profile.engine.sim_hardware, over)
+                except Exception as e:
+                    raise pytest.UsageError(f"perfgate: --perfgate-sim-stack: {e}") from None
+            else:
+                self._stack = st.detect_stack()
+        return self._stack
+
+    @property
+    def sim_stack(self) -> str:
+        return self.opt("perfgate_sim_stack") or os.environ.get("PERFGATE_SIM_STACK", "")
+
+    # --------------------------------------------------------------- cases
+
+    def cases(self, kind: str) -> list[Case]:
+        p = self.profile
+        base = p.baseline_mode()
+        modes = list(p.modes)
+        if kind == "floor":
+            return [Case(p.name, kind, m) for m in modes if not p.modes[m].speculative]
+        if kind == "sweep":
+            if not p.workload.concurrency_sweep:
+                return []
+            return [Case(p.name, kind, base)]
+        if kind in ("acceptance", "speculation-vs-baseline"):
+            return [Case(p.name, kind, m) for m in modes if p.modes[m].speculative]
+        if kind == "variant":
+            names = list(p.variant_include) if p.variant_include is not None else list(self.variants.variants)
+            wanted = self.opt("perfgate_variants")
+            if wanted:
+                names = [n for n in names if n in wanted.split(",")]
+            for n in names:
+                self.variants.get(n)  # validates the name
+            return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
+        raise pytest.UsageError(f"perfgate: unknown record kind '{kind}'")
+
+    def config_for(self, case: Case) -> ServerConfig:
+        v = self.variants.get(case.variant) if case.variant else None
+        return self.profile.config(case.mode, variant=v)
+
+    # --------------------------------------------------------------- servers
+
+    @property
+    def manager(self) -> ServerManager:
+        if self._manager is None:
+            from perfgate.server import ServerManager
+
+            p = self.profile
+            timeout = self.opt("perfgate_startup_timeout")
+            self._manager = ServerManager(
+                engine_for=self._engine_for,
+                log_dir=self.log_dir,
+                startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
+                on_progress=self._progress,
+            )
+        return self._manager
+
+    def _engine_for(self, config: ServerConfig) -> Any:
+        from perfgate.engines import get_engine
+
+        p = self.profile
+        if config.engine == "sim":
+            return get_engine("sim", sim_stack=self.sim_stack,
+                              fault=self.opt("perfgate_sim_fault") or "")
+        spell = tuple(self.variants.spellings)
+        if config.variant:
+            spell = self.variants.get(config.variant).spellings + spell
+        return get_engine("sglang", python=p.engine.python, launcher=p.engine.launcher,
+                          sglang_version=p.engine.sglang_version, spellings=spell,
+                          teardown_grace_s=p.engine.teardown_timeout_s)
+
+    def _progress(self, ev: Progress) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"perfgate: [{ev.config}] {ev.phase} ({ev.elapsed_s:.0f} s)"
+        if ev.line:
+            msg += f": {ev.line[:120]}"
+        if ev.phase == "launching" and ev.log_path:
+            msg += f"  log: {ev.log_path}"
+        if tr is not None and not hasattr(self.config, "workerinput"):
+            tr.write_line(msg)
+
+    def check_hardware(self) -> None:
+        if self._hw_checked:
+            return
+        self._hw_checked = True
+        p = self.profile
+        if p.simulated or self.opt("perfgate_allow_hardware_mismatch") or self.opt("perfgate_url"):
+            return
+        ok, why = _hw_matches(p, self.stack)
+        if not ok:
+            from perfgate.errors import HardwareMismatch
+
+            raise HardwareMismatch(
+                f"profile {p.path} is for {p.hardware.count}x {p.hardware.gpu} (SM {p.hardware.sm}, "
+                f"{p.hardware.interconnect}) but this box has {self.stack.gpu_count}x {self.stack.gpu} "
+                f"(SM {self.stack.sm}, {self.stack.interconnect}): {why}; use the profile for this hardware, or pass "
+                f"--perfgate-allow-hardware-mismatch to measure anyway",
+                profile_path=str(p.path), expected=p.hardware.gpu, detected=str(self.stack.gpu),
+            )
+
+    def stop(self) -> None:
+        if self._manager is not None:
+            self._manager.stop()
+
+
+def _hw_matches(p: Profile, st: Stack) -> tuple[bool, str]:
+    gpu = str(st.gpu).lower()
+    if st.gpu == "unknown" or p.hardware.gpu.lower() not in gpu and gpu not in p.hardware.gpu.lower():
+        return False, f"GPU '{st.gpu}' is not '{p.hardware.gpu}'"
+    try:
+        if int(st.gpu_count) < p.hardware.count:
+            return False, f"{st.gpu_count} GPUs visible, the profile needs {p.hardware.count}"
+    except (TypeError, ValueError):
+        return False, "GPU count unknown"
+    if str(st.sm) != "unknown" and float(st.sm) != float(p.hardware.sm):
+        return False, f"compute capability {st.sm} is not {p.hardware.sm}"
+    return True, ""
+
+
+STATE = pytest.StashKey[PerfgateState]()
+
+
+def state_of(config: pytest.Config) -> PerfgateState:
+    return config.stash[STATE]
+
+
+# ----------------------------------------------------------------------------- hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("perfgate", "perfgate: SGLang performance regression suite")
+    g.addoption("--perfgate-profile", default=None, metavar="PATH|HW/MODEL",
+                help="profile to run (a path, or <hardware>/<model> under baselines/; env PERFGATE_PROFILE). "
+                     "Default: the simulated seed box when no NVIDIA GPU is visible, else the profile matching the GPUs.")
+    g.addoption("--perfgate-url", default=None, metavar="URL",
+                help="attach to a running server instead of launching; tests whose config differs are skipped")
+    g.addoption("--perfgate-update-baselines", action="store_true", default=False,
+                help="write the measured floors (with stack, date, n, CV) back into the profile")
+    g.addoption("--perfgate-allow-hardware-mismatch", action="store_true", default=False,
+                help="run a profile on hardware other than the one it is for")
+    g.addoption("--perfgate-log-dir", default=None, metavar="DIR", help="where server logs go")
+    g.addoption("--perfgate-sim-stack", default=None, metavar="PKG=VER,...",
+                help="simulated stack overrides, e.g. flashinfer=0.8.0 (env PERFGATE_SIM_STACK)")
+    g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse_suppress())
+    g.addoption("--perfgate-variants", default=None, metavar="A,B", help="only these variants")
+    g.addoption("--perfgate-variants-file", default=None, metavar="PATH", help="variants file (default baselines/variants.toml)")
+    g.addoption("--perfgate-trials", default=None, type=int, metavar="N", help="override the profile's trials")
+    g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
+                help="override the profile's server start-up timeout")
+
+
+def argparse_suppress() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, desc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {desc}")
+    config.stash[STATE] = PerfgateState(config)
+    _install_sigterm()
+
+
+def _install_sigterm() -> None:
+    """SIGTERM ends the session like Ctrl-C: JUnit is written, servers are torn down."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def _term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, _term)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    st = config.stash.get(STATE, None)
+    if st is not None:
+        st.stop()
+
+
+def _wants_perf(config: pytest.Config) -> bool:
+    if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
+        return True
+    return any("perftests" in str(a) for a in config.args)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or not _wants_perf(config):
+        return
+    st = state_of(config)
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for k, v in _suite_properties(st).items():
+        xml.add_global_property(k, v)
+
+
+def _suite_properties(st: PerfgateState) -> dict[str, str]:
+    import perfgate
+
+    p = st.profile
+    props = {
+        "perfgate.version": perfgate.__version__,
+        "perfgate.engine": p.engine.name,
+        "perfgate.profile": p.name,
+        "perfgate.profile_path": str(p.path),
+        "perfgate.simulated": "true" if p.simulated else "false",
+        "perfgate.started_at": st.started_at,
+    }
+    props.update(st.stack.as_properties())
+    return props
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "perf_case" not in metafunc.fixturenames:
+        return
+    mark = metafunc.definition.get_closest_marker("perfgate")
+    if mark is None or "kind" not in mark.kwargs:
+        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
+    st = state_of(metafunc.config)
+    cases = st.cases(mark.kwargs["kind"])
+    metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order perf tests by server config (baseline configs first) so each config starts once."""
+    st = state_of(config)
+    perf = [it for it in items if _case_of(it) is not None]
+    if not perf:
+        return
+    first_seen: dict[str, int] = {}
+    keyed = []
+    base = st.profile.baseline_mode()
+    for idx, it in enumerate(items):
+        case = _case_of(it)
+        if case is None:
+            keyed.append(((0, 0, 0, idx), it))
+            continue
+        key = st.config_for(case).key
+        first_seen.setdefault(key, len(first_seen))
+        is_base = case.mode == base and case.variant is None
+        keyed.append(((1, 0 if is_base else 1, first_seen[key], KIND_ORDER.get(case.kind, 9), idx), it))
+    items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    if not any(_case_of(it) is not None for it in items):
+        return []
+    return _banner(state_of(config))
+
+
+def _banner(st: PerfgateState) -> list[str]:
+    p = st.profile
+    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})" + (f" — {st.auto_reason}" if st.auto_reason else "")]
+    if p.simulated:
+        hw = p.hardware
+        lines.append(
+            f"perfgate: *** SIMULATED: these numbers come from perfgate's simulated SGLang server (a cost model of "
+            f"{hw.count}x {hw.gpu}, {hw.interconnect.upper()}), not from real hardware ***"
+        )
+    if st.opt("perfgate_url"):
+        lines.append(f"perfgate: attached to {st.opt('perfgate_url')} (no server is launched)")
+    lines.append(f"perfgate: server logs in {st.log_dir}")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    st = config.stash.get(STATE, None)
+    if st is None or st._profile is None:
+        return
+    tr = terminalreporter
+    tr.section("perfgate")
+    for line in _banner(st):
+        tr.write_line(line)
+    if st._manager is not None:
+        m = st._manager
+        tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
+    if st.opt("perfgate_update_baselines"):
+        _write_updates(st, tr)
+
+
+def _case_of(item: pytest.Item) -> Case | None:
+    cs = getattr(item, "callspec", None)
+    if cs is None:
+        return None
+    c = cs.params.get("perf_case")
+    return c if isinstance(c, Case) else None
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def perfgate_state(request: pytest.FixtureRequest) -> PerfgateState:
+    """The session's perfgate state (profile, variants, stack, server manager)."""
+    return state_of(request.config)
+
+
+@pytest.fixture(scope="session")
+def perfgate_profile(perfgate_state: PerfgateState) -> Profile:
+    """The active, validated profile."""
+    return perfgate_state.profile
+
+
+@pytest.fixture
+def perfgate_record(request: pytest.FixtureRequest) -> Any:
+    """``record(name, value)``: a JUnit property on this test (no xunit2 warning)."""
+
+    def record(name: str, value: object) -> None:
+        request.node.user_properties.append((name, _fmt(value)))
+
+    return record
+
+
+@pytest.fixture
+def perf(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
+    """The measuring helper of a perf test: ``measure``, ``conclude`` and the checks."""
+    from perfgate.runner import PerfRun
+
+    return PerfRun(item=request.node, state=perfgate_state)
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def _write_updates(st: PerfgateState, tr: Any) -> None:
+    from perfgate.baseline_update import write_updates
+
+    if not st.updates:
+        tr.write_line("perfgate: --perfgate-update-baselines: nothing measured to write")
+        return
+    path = write_updates(st.profile.path, st.updates, st.update_meta)
+    for mode, key, old, new in st.updates:
+        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {old} -> {new}")
+
+
+if sys.version_info < (3, 10):  # pragma: no cover
+    raise RuntimeError("perfgate needs Python 3.10+")

@@ -1,0 +1,642 @@
+"""Profiles: ``baselines/<hardware>/<model>.toml`` loaded, validated and turned into configs.
+
+A profile holds the hardware it is valid for, the engine, the controlled server settings
+shared by every run, the modes and their flags, the workload, the floors with tolerances and
+the expectations per variant × mode. Loading validates everything and fails with
+:class:`~perfgate.errors.ProfileSchemaError` naming the file, the key, what was expected and
+what was found. See ``docs/profiles.md`` for the schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.config import ServerConfig
+from perfgate.errors import ProfileNotFound, ProfileSchemaError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEMA_VERSION = 1
+ENGINES = ("sglang", "sim")
+CATEGORIES = (
+    "bad-flag",
+    "config-error",
+    "unsupported-arch",
+    "cuda-graph-capture",
+    "oom",
+    "nccl-error",
+    "assertion",
+    "missing-dependency",
+    "startup-timeout",
+    "crash",
+    "wrong-output",
+    "slower-than-baseline",
+)
+EXPECTS = ("pass", "xfail")
+SPEC_FLAG = "speculative-algorithm"
+
+
+# ----------------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """The hardware a profile is valid for."""
+
+    gpu: str
+    count: int
+    sm: str
+    interconnect: str  # "pcie" | "nvlink"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSpec:
+    """Which engine serves the model and how it is started."""
+
+    name: str  # "sglang" | "sim"
+    launcher: str = "launch_server"  # sglang: "launch_server" (python -m) | "serve"
+    python: str = ""  # interpreter for the engine; "" = the one running pytest
+    startup_timeout_s: float = 1200.0
+    teardown_timeout_s: float = 30.0
+    sglang_version: str = ""  # "" = detect; used to choose flag spellings
+    sim_hardware: Path | None = None
+    sim_startup_s: float = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """The served model as perfgate's cost model and micro-benchmarks see it."""
+
+    path: str
+    name: str
+    layers: int | None = None
+    hidden: int | None = None
+    allreduces_per_layer: int = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mode:
+    """A serving mode (baseline, eagle3, ngram, ...): flags and environment on top of the server."""
+
+    name: str
+    description: str = ""
+    flags: Mapping[str, object] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.flags.get(SPEC_FLAG))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What is sent to the server and how often."""
+
+    prompts: Path
+    max_new_tokens: int
+    concurrency: int = 1
+    requests_per_trial: int = 0  # 0 = concurrency
+    warmup: int = 1
+    trials: int = 5
+    request_timeout_s: float = 300.0
+    max_cv: float = 0.05
+    token_match_min: float = 1.0
+    concurrency_sweep: tuple[int, ...] = ()
+    confidence: float = 0.95
+
+    @property
+    def per_trial(self) -> int:
+        return self.requests_per_trial or self.concurrency
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floor:
+    """Floors of one mode, with the tolerance stored next to the value they guard."""
+
+    mode: str
+    tok_s: float | None = None
+    tolerance: float = 0.03
+    accept_len: float | None = None
+    accept_len_tolerance: float = 0.05
+    measured: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """What a check or variant is expected to do in one mode."""
+
+    expect: str  # "pass" | "xfail"
+    category: str | None = None
+    reason: str = ""
+    when: str = ""  # stack condition; "" = always
+    key: str = ""  # "expectations.<name>.<mode>" for messages
+    line: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroSpec:
+    """All-reduce micro-benchmark shapes."""
+
+    tokens: tuple[int, ...] = (1, 2, 4, 8)
+    sweep_bytes: tuple[int, ...] = ()
+    world_sizes: tuple[int, ...] = ()
+    iters: int = 200
+    warmup: int = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One validated profile file."""
+
+    path: Path
+    name: str
+    root: Path
+    description: str
+    hardware: Hardware
+    engine: EngineSpec
+    model: ModelSpec
+    server_flags: Mapping[str, object]
+    server_env: Mapping[str, str]
+    modes: Mapping[str, Mode]
+    workload: Workload
+    floors: Mapping[str, Floor]
+    expectations: Mapping[str, Mapping[str, tuple[Expectation, ...]]]
+    variant_modes: tuple[str, ...]
+    variant_include: tuple[str, ...] | None
+    variant_overrides: Mapping[str, Mapping[str, object]]
+    micro: MicroSpec
+
+    @property
+    def simulated(self) -> bool:
+        return self.engine.name == "sim"
+
+    def mode(self, name: str) -> Mode:
+        try:
+            return self.modes[name]
+        except KeyError:
+            raise ProfileSchemaError(
+                self.path, f"modes.{name}", f"one of {sorted(self.modes)}", name, fix=_close(name, self.modes)
+            ) from None
+
+    def baseline_mode(self) -> str:
+        """The mode speculative modes and variants are compared against."""
+        if "baseline" in self.modes:
+            return "baseline"
+        for m in self.modes.values():
+            if not m.speculative:
+                return m.name
+        raise ProfileSchemaError(self.path, "modes", "at least one non-speculative mode")
+
+    def config(
+        self,
+        mode: str,
+        *,
+        variant: object | None = None,
+    ) -> ServerConfig:
+        """The ServerConfig for a mode, optionally with a variant (a perfgate.variants.Variant)."""
+        m = self.mode(mode)
+        flags: dict[str, object] = dict(self.server_flags)
+        flags.update(m.flags)
+        env: dict[str, str] = dict(self.server_env)
+        env.update(m.env)
+        declared: set[str] = set()
+        vname = None
+        if variant is not None:
+            vname = variant.name  # type: ignore[attr-defined]
+            flags.update(variant.flags)  # type: ignore[attr-defined]
+            env.update(variant.env)  # type: ignore[attr-defined]
+            declared = set(variant.declared_keys())  # type: ignore[attr-defined]
+            # what the profile overrides for this variant (e.g. the seed's mem-fraction mistake)
+            for k, v in self.variant_overrides.get(vname, {}).items():
+                if k.startswith("env:"):
+                    env[k[4:]] = str(v)
+                else:
+                    flags[k] = v
+        opts: dict[str, object] = {}
+        if self.engine.sim_hardware is not None:
+            opts["sim_hardware"] = str(self.engine.sim_hardware)
+            opts["sim_startup_s"] = self.engine.sim_startup_s
+        return ServerConfig.build(
+            profile=self.name,
+            mode=mode,
+            variant=vname,
+            engine=self.engine.name,
+            model_path=self.model.path,
+            flags=flags,
+            env=env,
+            declared_keys=frozenset(declared),
+            speculative=m.speculative,
+            engine_options=opts,
+        )
+
+    def expectation(self, name: str, mode: str, stack: object | None = None) -> Expectation | None:
+        """The expectation for ``name`` (a variant or a check) in ``mode``, given the stack."""
+        table = self.expectations.get(name, {})
+        cands = tuple(table.get(mode, ())) + tuple(table.get("*", ()))
+        for e in cands:
+            if not e.when:
+                return e
+            if stack is None:
+                continue
+            from perfgate.stack import condition_holds
+
+            if condition_holds(e.when, stack):  # type: ignore[arg-type]
+                return e
+        return None
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _close(word: str, options: object) -> str | None:
+    opts = [str(o) for o in options]  # type: ignore[attr-defined]
+    m = difflib.get_close_matches(word, opts, n=1)
+    return f"did you mean '{m[0]}'?" if m else f"use one of {sorted(opts)}"
+
+
+class _Reader:
+    """Typed access into a TOML table that records the dotted key for error messages."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any], prefix: str = "") -> None:
+        self.path = path
+        self.data = data
+        self.prefix = prefix
+
+    def k(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def err(self, key: str, expected: str, found: object = None, fix: str | None = None) -> ProfileSchemaError:
+        return ProfileSchemaError(self.path, self.k(key), expected, found, fix=fix)
+
+    def only(self, allowed: set[str] | frozenset[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.err(key, f"a known key ({', '.join(sorted(allowed))})", key, fix=_close(key, allowed))
+
+    def req(self, key: str, typ: type | tuple[type, ...], what: str) -> Any:
+        if key not in self.data:
+            raise self.err(key, what, fix=f"add `{key} = ...` under [{self.prefix.rstrip('.') or 'top level'}]")
+        return self.get(key, typ, what, None)
+
+    def get(self, key: str, typ: type | tuple[type, ...], what: str, default: Any) -> Any:
+        if key not in self.data:
+            return default
+        v = self.data[key]
+        if isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+            raise self.err(key, what, v)
+        if not isinstance(v, typ):
+            raise self.err(key, what, v)
+        return v
+
+    def num(self, key: str, what: str, default: Any = None, *, lo: float | None = None, hi: float | None = None,
+            required: bool = False) -> Any:
+        v = self.req(key, (int, float), what) if required else self.get(key, (int, float), what, default)
+        if v is None:
+            return v
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise self.err(key, what, v)
+        return v
+
+    def sub(self, key: str, required: bool = False) -> _Reader:
+        v = self.data.get(key)
+        if v is None:
+            if required:
+                raise self.err(key, "a table", fix=f"add a [{self.k(key)}] table")
+            v = {}
+        if not isinstance(v, dict):
+            raise self.err(key, "a table", v)
+        return _Reader(self.path, v, f"{self.k(key)}.")
+
+
+def _flags(r: _Reader, key: str) -> dict[str, object]:
+    sub = r.sub(key)
+    out: dict[str, object] = {}
+    for name, v in sub.data.items():
+        if name.startswith("-"):
+            raise sub.err(name, "a flag name without leading dashes", name, fix=f"write `{name.lstrip('-')} = ...`")
+        if isinstance(v, dict):
+            raise sub.err(name, "a flag value (string, number, bool or list)", v)
+        if isinstance(v, list) and not all(isinstance(x, (str, int, float)) for x in v):
+            raise sub.err(name, "a list of strings or numbers", v)
+        out[name] = v
+    return out
+
+
+def _env(r: _Reader, key: str) -> dict[str, str]:
+    sub = r.sub(key)
+    out: dict[str, str] = {}
+    for name, v in sub.data.items():
+        if isinstance(v, (dict, list)):
+            raise sub.err(name, "an environment value (string or number)", v)
+        out[name] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
+
+
+def _line_of(text: str, *needles: str) -> int | None:
+    lines = text.splitlines()
+    start = 0
+    for needle in needles:
+        for i in range(start, len(lines)):
+            if needle in lines[i]:
+                start = i
+                break
+        else:
+            return None
+    return start + 1
+
+
+def project_root_of(path: Path) -> Path:
+    """The directory holding ``baselines/`` (relative paths in a profile resolve against it)."""
+    for parent in path.resolve().parents:
+        if parent.name == "baselines":
+            return parent.parent
+    return path.resolve().parent
+
+
+def _resolve(root: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (root / p)
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Load and validate one profile file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProfileNotFound(f"profile not found: {path}")
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
+    root = project_root_of(path)
+    data = _merge_parents(path, data, seen=(path.resolve(),))
+    r = _Reader(path, data)
+    r.only({"schema_version", "name", "description", "hardware", "engine", "model", "server", "modes",
+            "workload", "floors", "expectations", "variants", "micro"})
+    sv = r.req("schema_version", int, f"the integer {SCHEMA_VERSION}")
+    if sv != SCHEMA_VERSION:
+        raise r.err("schema_version", f"{SCHEMA_VERSION}", sv, fix="this perfgate reads schema_version 1")
+    name = r.get("name", str, "a string", None) or (f"{path.parent.name}/{path.stem}" if path.parent.name != "baselines" else path.stem)
+
+    h = r.sub("hardware", required=True)
+    h.only({"gpu", "count", "sm", "interconnect"})
+    sm = h.req("sm", (str,), 'a compute capability string such as "12.0"')
+    try:
+        float(sm)
+    except ValueError:
+        raise h.err("sm", 'a compute capability string such as "9.0"', sm) from None
+    ic = h.req("interconnect", str, '"pcie" or "nvlink"')
+    if ic not in ("pcie", "nvlink"):
+        raise h.err("interconnect", '"pcie" or "nvlink"', ic)
+    hardware = Hardware(gpu=h.req("gpu", str, "a GPU name string"),
+                        count=int(h.num("count", "a GPU count >= 1", required=True, lo=1)),
+                        sm=sm, interconnect=ic)
+
+    e = r.sub("engine", required=True)
+    e.only({"name", "launcher", "python", "startup_timeout_s", "teardown_timeout_s", "sglang_version",
+            "sim_hardware", "sim_startup_s"})
+    ename = e.req("name", str, f"one of {list(ENGINES)}")
+    if ename not in ENGINES:
+        raise e.err("name", f"one of {list(ENGINES)}", ename, fix=_close(ename, ENGINES))
+    launcher = e.get("launcher", str, '"launch_server" or "serve"', "launch_server")
+    if launcher not in ("launch_server", "serve"):
+        raise e.err("launcher", '"launch_server" or "serve"', launcher)
+    sim_hw = e.get("sim_hardware", str, "a path to a simulated hardware file", None)
+    if ename == "sim":
+        if not sim_hw:
+            raise e.err("sim_hardware", "a path to a simulated hardware file (fixtures/sim/*.toml)",
+                        fix='add sim_hardware = "fixtures/sim/<box>.toml" under [engine]')
+        sim_path = _resolve(root, sim_hw)
+        if not sim_path.is_file():
+            raise e.err("sim_hardware", "an existing file", sim_hw, fix=f"no file at {sim_path}")
+    else:
+        sim_path = None
+    engine = EngineSpec(
+        name=ename,
+        launcher=launcher,
+        python=e.get("python", str, "an interpreter path", ""),
+        startup_timeout_s=float(e.num("startup_timeout_s", "seconds > 0", 1200.0, lo=0.001)),
+        teardown_timeout_s=float(e.num("teardown_timeout_s", "seconds > 0", 30.0, lo=0.001)),
+        sglang_version=e.get("sglang_version", str, "a version string", ""),
+        sim_hardware=sim_path,
+        sim_startup_s=float(e.num("sim_startup_s", "seconds >= 0", 2.0, lo=0)),
+    )
+
+    mo = r.sub("model", required=True)
+    mo.only({"path", "name", "layers", "hidden", "allreduces_per_layer"})
+    mpath = mo.req("path", str, "a model path or Hugging Face id")
+    local = _resolve(root, mpath)
+    if not Path(mpath).is_absolute() and local.exists():
+        mpath = str(local)
+    model = ModelSpec(
+        path=mpath,
+        name=mo.get("name", str, "a string", Path(mpath).name),
+        layers=mo.num("layers", "an integer >= 1", None, lo=1),
+        hidden=mo.num("hidden", "an integer >= 1", None, lo=1),
+        allreduces_per_layer=int(mo.num("allreduces_per_layer", "an integer >= 0", 2, lo=0)),
+    )
+
+    s = r.sub("server")
+    server_flags = _flags(_Reader(path, {"server": {k: v for k, v in s.data.items() if k != "env"}}), "server")
+    for k in ("model-path", "model", "host", "port"):
+        if k in server_flags:
+            raise s.err(k, "no host/port/model flags here (perfgate sets them)", k,
+                        fix="model goes in [model] path; host and port are chosen per launch")
+    server_env = _env(s, "env")
+
+    ms = r.sub("modes", required=True)
+    if not ms.data:
+        raise ms.err("", "at least one mode table, e.g. [modes.baseline]")
+    modes: dict[str, Mode] = {}
+    for mname in ms.data:
+        if not mname.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ms.err(mname, "a mode name of letters, digits, '-', '_', '.'", mname)
+        mr = ms.sub(mname)
+        mr.only({"description", "flags", "env"})
+        modes[mname] = Mode(name=mname, description=mr.get("description", str, "a string", ""),
+                            flags=_flags(mr, "flags"), env=_env(mr, "env"))
+
+    w = r.sub("workload", required=True)
+    w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
+            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence"})
+    prompts = _resolve(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
+    if not prompts.is_file():
+        raise w.err("prompts", "an existing prompt file", str(prompts), fix="point it at a file under fixtures/prompts/")
+    sweep = w.get("concurrency_sweep", list, "a list of concurrency levels", [])
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in sweep):
+        raise w.err("concurrency_sweep", "a list of integers >= 1", sweep)
+    workload = Workload(
+        prompts=prompts,
+        max_new_tokens=int(w.num("max_new_tokens", "an integer >= 2", required=True, lo=2)),
+        concurrency=int(w.num("concurrency", "an integer >= 1", 1, lo=1)),
+        requests_per_trial=int(w.num("requests_per_trial", "an integer >= 0", 0, lo=0)),
+        warmup=int(w.num("warmup", "an integer >= 0", 1, lo=0)),
+        trials=int(w.num("trials", "an integer >= 1", 5, lo=1)),
+        request_timeout_s=float(w.num("request_timeout_s", "seconds > 0", 300.0, lo=0.001)),
+        max_cv=float(w.num("max_cv", "a fraction in (0, 1]", 0.05, lo=0.0001, hi=1)),
+        token_match_min=float(w.num("token_match_min", "a fraction in [0, 1]", 1.0, lo=0, hi=1)),
+        concurrency_sweep=tuple(sweep),
+        confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
+    )
+    for key in ("max_new_tokens",):
+        if not isinstance(w.data.get(key), int):
+            raise w.err(key, "an integer", w.data.get(key))
+
+    fl = r.sub("floors")
+    floors: dict[str, Floor] = {}
+    for mname in fl.data:
+        if mname not in modes:
+            raise fl.err(mname, f"a mode of this profile ({', '.join(modes)})", mname, fix=_close(mname, modes))
+        f = fl.sub(mname)
+        f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured"})
+        floors[mname] = Floor(
+            mode=mname,
+            tok_s=f.num("tok_s", "tok/s > 0", None, lo=1e-9),
+            tolerance=float(f.num("tolerance", "a fraction in [0, 1)", 0.03, lo=0, hi=0.999)),
+            accept_len=f.num("accept_len", "an acceptance length >= 1", None, lo=1),
+            accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
+            measured=dict(f.sub("measured").data),
+        )
+
+    ex = r.sub("expectations")
+    expectations: dict[str, dict[str, tuple[Expectation, ...]]] = {}
+    for ename_, _ in ex.data.items():
+        er = ex.sub(ename_)
+        per_mode: dict[str, tuple[Expectation, ...]] = {}
+        for mname, spec in er.data.items():
+            if mname != "*" and mname not in modes:
+                raise er.err(mname, f"a mode of this profile or \"*\" ({', '.join(modes)})", mname,
+                             fix=_close(mname, list(modes) + ["*"]))
+            specs = spec if isinstance(spec, list) else [spec]
+            out = []
+            for i, one in enumerate(specs):
+                if not isinstance(one, dict):
+                    raise er.err(mname, '{ expect = "pass" } or { expect = "xfail", category = "...", reason = "..." }', one)
+                sr = _Reader(path, one, f"{er.k(mname)}{f'[{i}]' if isinstance(spec, list) else ''}.")
+                sr.only({"expect", "category", "reason", "when"})
+                exp = sr.req("expect", str, '"pass" or "xfail"')
+                if exp not in EXPECTS:
+                    raise sr.err("expect", '"pass" or "xfail"', exp, fix=_close(exp, EXPECTS))
+                cat = sr.get("category", str, "a failure category", None)
+                if exp == "xfail" and not cat:
+                    raise sr.err("category", f"the category it must fail with (one of {', '.join(CATEGORIES)})",
+                                 fix="an xfail must say why it fails")
+                if cat is not None and cat not in CATEGORIES:
+                    raise sr.err("category", f"one of {', '.join(CATEGORIES)}", cat, fix=_close(cat, CATEGORIES))
+                when = sr.get("when", str, 'a stack condition such as "flashinfer < 0.8"', "")
+                if when:
+                    from perfgate.stack import parse_condition
+
+                    try:
+                        parse_condition(when)
+                    except Exception as err:  # ConfigError with the details
+                        raise sr.err("when", 'a stack condition such as "flashinfer < 0.8 and sm == 12.0"', when,
+                                     fix=str(err)) from None
+                out.append(Expectation(expect=exp, category=cat, reason=sr.get("reason", str, "a string", ""),
+                                       when=when, key=f"expectations.{ename_}.{mname}",
+                                       line=_line_of(text, f"[expectations.{ename_}", mname) or _line_of(text, ename_)))
+            per_mode[mname] = tuple(out)
+        expectations[ename_] = per_mode
+
+    vr = r.sub("variants")
+    vr.only({"modes", "include", "overrides"})
+    vmodes = vr.get("modes", list, "a list of mode names", [next(iter(modes))] if "baseline" not in modes else ["baseline"])
+    for m in vmodes:
+        if m not in modes:
+            raise vr.err("modes", f"mode names of this profile ({', '.join(modes)})", m, fix=_close(str(m), modes))
+    include = vr.get("include", list, "a list of variant names", None)
+    ov = vr.sub("overrides")
+    overrides = {vname: dict(ov.sub(vname).data) for vname in ov.data}
+
+    mi = r.sub("micro")
+    mi.only({"tokens", "sweep_bytes", "world_sizes", "iters", "warmup"})
+    micro = MicroSpec(
+        tokens=tuple(mi.get("tokens", list, "a list of token counts", [1, 2, 4, 8])),
+        sweep_bytes=tuple(mi.get("sweep_bytes", list, "a list of byte sizes", [])),
+        world_sizes=tuple(mi.get("world_sizes", list, "a list of world sizes", [])),
+        iters=int(mi.num("iters", "an integer >= 1", 200, lo=1)),
+        warmup=int(mi.num("warmup", "an integer >= 0", 20, lo=0)),
+    )
+
+    return Profile(
+        path=path.resolve(),
+        name=name,
+        root=root,
+        description=r.get("description", str, "a string", ""),
+        hardware=hardware,
+        engine=engine,
+        model=model,
+        server_flags=server_flags,
+        server_env=server_env,
+        modes=modes,
+        workload=workload,
+        floors=floors,
+        expectations=expectations,
+        variant_modes=tuple(vmodes),
+        variant_include=tuple(include) if include is not None else None,
+        variant_overrides=overrides,
+        micro=micro,
+    )
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _merge_parents(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
+    """``extends = "other.toml"``: the other profile's tables, overridden key by key by this one."""
+    parent = data.get("extends")
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ProfileSchemaError(path, "extends", "a path to another profile", parent)
+    ppath = (path.parent / parent).resolve()
+    if ppath in seen:
+        raise ProfileSchemaError(path, "extends", "no cycle of extends", parent)
+    if not ppath.is_file():
+        raise ProfileSchemaError(path, "extends", "an existing profile file", parent, fix=f"no file at {ppath}")
+    try:
+        pdata = tomllib.loads(ppath.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileSchemaError(ppath, "(file)", "valid TOML", str(e)) from None
+    pdata = _merge_parents(ppath, pdata, seen + (ppath,))
+    child = {k: v for k, v in data.items() if k != "extends"}
+    merged = _deep_merge(pdata, child)
+    merged.pop("name", None) if "name" not in child else None
+    return merged
+
+
+def find_profiles(root: Path) -> list[Path]:
+    """Every profile file under ``root/baselines`` (variants.toml excluded)."""
+    base = root / "baselines"
+    return sorted(p for p in base.glob("*/*.toml"))
+
+
+def resolve_profile(spec: str, root: Path) -> Path:
+    """A profile given as a path, or as ``<hardware>/<model>`` under ``root/baselines``."""
+    p = Path(spec).expanduser()
+    cands = [p, root / p, root / "baselines" / p, root / "baselines" / f"{spec}.toml"]
+    for c in cands:
+        if c.is_file():
+            return c
+    known = [str(x.relative_to(root / "baselines").with_suffix("")) for x in find_profiles(root)]
+    hint = difflib.get_close_matches(spec, known, n=1)
+    raise ProfileNotFound(
+        f"profile '{spec}' not found (looked for a file, and under {root / 'baselines'}); "
+        + (f"did you mean '{hint[0]}'? " if hint else "")
+        + f"known profiles: {', '.join(known) or 'none'}"
+    )

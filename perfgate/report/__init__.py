@@ -1,0 +1,41 @@
+"""Reading, comparing, gating and presenting perfgate's JUnit reports.
+
+``junit_read`` is the one reader (``Record``/``Report``); ``diff`` compares two reports
+(pure); ``gate`` applies a policy and picks the exit code; ``render`` writes text, Markdown
+or JSON; ``history`` tabulates many reports and finds sustained steps; ``matrix`` builds the
+variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge`` joins
+the reports of several boxes.
+"""
+
+from perfgate.report.diff import Diff, RecordDiff, StackChange, ThroughputChange, diff
+from perfgate.report.gate import ExitCode, GatePolicy, GateResult, evaluate, load_policy, run_gate
+from perfgate.report.history import History, build_history, detect_steps
+from perfgate.report.junit_read import OUTCOMES, Record, Report, read_report, read_reports
+from perfgate.report.matrix import Matrix, build_matrix
+from perfgate.report.merge import MergeResult, merge_reports
+
+__all__ = [
+    "OUTCOMES",
+    "Diff",
+    "ExitCode",
+    "GatePolicy",
+    "GateResult",
+    "History",
+    "Matrix",
+    "MergeResult",
+    "Record",
+    "RecordDiff",
+    "Report",
+    "StackChange",
+    "ThroughputChange",
+    "build_history",
+    "build_matrix",
+    "detect_steps",
+    "diff",
+    "evaluate",
+    "load_policy",
+    "merge_reports",
+    "read_report",
+    "read_reports",
+    "run_gate",
+]

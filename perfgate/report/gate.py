@@ -1,0 +1,290 @@
+"""The CI gate: a :class:`GatePolicy` applied to a :class:`~perfgate.report.diff.Diff`.
+
+Exit codes (``perfgate gate OLD.xml NEW.xml``; documented in ``docs/gate.md``):
+
+====  =====================================================================================
+0     nothing that the policy blocks on
+1     a blocking change: newly broken, regressed beyond noise (and below ``min_ratio``),
+      and, if the policy says so, gone records, other outcome changes, new failing records,
+      records that became inconclusive (``allow_inconclusive = false``)
+2     usage error or unreadable input (bad option, missing/invalid report, bad policy,
+      an empty NEW report, reports from different engines unless allowed)
+3     only unblocked records whose expectations must be updated (``xfail`` → ``xpass``, or
+      → ``pass`` while the new report still expects a failure)
+====  =====================================================================================
+
+1 wins over 3: a regression is reported even when something also unblocked.
+
+The policy lives in the project's ``pyproject.toml`` (the first one found from the current
+directory upwards) under ``[tool.perfgate.gate]`` (or dotted ``gate.*`` keys in
+``[tool.perfgate]``); command-line options override it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from pathlib import Path
+
+from perfgate.errors import ConfigError, ReportError
+from perfgate.report.diff import REGRESSED, Diff, RecordDiff, diff
+from perfgate.report.junit_read import Report
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ExitCode(IntEnum):
+    """Exit codes of ``perfgate gate`` (and of the other report subcommands: 0 and 2)."""
+
+    OK = 0
+    BLOCKED = 1
+    USAGE = 2
+    UNBLOCKED = 3
+
+
+BLOCK_ON_CHOICES: tuple[str, ...] = (
+    "newly-broken",  # pass/xpass -> fail/error
+    "regressed",  # tok_s dropped beyond noise (and new/old < min_ratio)
+    "unblocked",  # xfail -> pass/xpass needing an expectation update: exit 3
+    "gone",  # a record of OLD is missing from NEW
+    "changed",  # any other outcome change (pass -> xfail, xfail -> fail, ...)
+    "new-failing",  # a record only in NEW that fails or errors
+)
+"""Values allowed in ``gate.block_on``."""
+
+DEFAULT_BLOCK_ON: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "gone")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatePolicy:
+    """What blocks a stack upgrade. See ``docs/gate.md`` for every key."""
+
+    block_on: frozenset[str] = frozenset(DEFAULT_BLOCK_ON)
+    # a record that becomes inconclusive blocks (exit 1) unless this is true
+    allow_inconclusive: bool = True
+    # a regression beyond noise blocks only when new/old tok/s < min_ratio (1.0 = any)
+    min_ratio: float = 1.0
+    # fnmatch patterns of record keys/ids that never block (still shown)
+    ignore: tuple[str, ...] = ()
+    # comparing a simulated report with a real one is a usage error unless this is true
+    allow_mixed_engines: bool = False
+    source: str = field(default="defaults", compare=False)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.block_on) - set(BLOCK_ON_CHOICES)
+        if unknown:
+            raise ConfigError(
+                f"gate.block_on: unknown value(s) {sorted(unknown)} [{self.source}]; "
+                f"choose from {list(BLOCK_ON_CHOICES)}"
+            )
+        if not (0.0 < self.min_ratio <= 1.0):
+            raise ConfigError(
+                f"gate.min_ratio must be in (0, 1], found {self.min_ratio} [{self.source}]; "
+                "e.g. 0.98 lets significant drops smaller than 2% pass"
+            )
+
+    def ignored(self, key: str, rid: str) -> bool:
+        return any(fnmatch.fnmatchcase(key, p) or fnmatch.fnmatchcase(rid, p) for p in self.ignore)
+
+    def with_overrides(self, **changes: object) -> GatePolicy:
+        """A copy with the given fields replaced (``None`` values are ignored)."""
+        kw = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **kw) if kw else self  # type: ignore[arg-type]
+
+
+_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines"}
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    """The first ``pyproject.toml`` in ``start`` (default: the current directory) or above."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def policy_from_mapping(table: dict[str, object], *, source: str) -> GatePolicy:
+    """Build a policy from a ``[tool.perfgate.gate]`` table, checking keys and types."""
+    unknown = set(table) - _POLICY_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {sorted(unknown)} in [tool.perfgate.gate]; "
+            f"known keys: {sorted(_POLICY_KEYS)}"
+        )
+    kw: dict[str, object] = {"source": source}
+    if "block_on" in table:
+        v = table["block_on"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError(f"{source}: gate.block_on must be a list of strings, found {v!r}")
+        kw["block_on"] = frozenset(v)
+    for name in ("allow_inconclusive", "allow_mixed_engines"):
+        if name in table:
+            v = table[name]
+            if not isinstance(v, bool):
+                raise ConfigError(f"{source}: gate.{name} must be true or false, found {v!r}")
+            kw[name] = v
+    if "min_ratio" in table:
+        v = table["min_ratio"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(f"{source}: gate.min_ratio must be a number, found {v!r}")
+        kw["min_ratio"] = float(v)
+    if "ignore" in table:
+        v = table["ignore"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError(f"{source}: gate.ignore must be a list of strings, found {v!r}")
+        kw["ignore"] = tuple(v)
+    return GatePolicy(**kw)  # type: ignore[arg-type]
+
+
+def load_policy(pyproject: Path | None = None, *, start: Path | None = None) -> GatePolicy:
+    """Read the policy from ``pyproject`` (default: found from ``start``/cwd upwards).
+
+    No file, or no ``[tool.perfgate.gate]`` table, gives the defaults.
+    """
+    path = pyproject if pyproject is not None else find_pyproject(start)
+    if path is None:
+        return GatePolicy()
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: no such file") from e
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the TOML: {e}") from e
+    tool = data.get("tool", {})
+    perfgate = tool.get("perfgate", {}) if isinstance(tool, dict) else {}
+    gate = perfgate.get("gate", {}) if isinstance(perfgate, dict) else {}
+    if not isinstance(gate, dict):
+        raise ConfigError(f"{path}: [tool.perfgate] gate must be a table, found {gate!r}")
+    if not gate:
+        return GatePolicy(source=f"{path} (no [tool.perfgate.gate]: defaults)")
+    return policy_from_mapping(gate, source=str(path))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One record that the gate reports, and why."""
+
+    key: str
+    rule: str
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    """The gate's decision."""
+
+    exit_code: ExitCode
+    blocking: tuple[Finding, ...]
+    expectation_updates: tuple[Finding, ...]
+    ignored: tuple[Finding, ...]
+    policy: GatePolicy
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+
+def _detail(r: RecordDiff) -> str:
+    o = r.old.outcome_label if r.old else "absent"
+    n = r.new.outcome_label if r.new else "absent"
+    text = f"{o} → {n}"
+    tp = r.throughput
+    if tp is not None and tp.verdict == REGRESSED:
+        ratio = tp.ratio
+        text = f"tok/s {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
+    return text
+
+
+def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
+    """Apply the policy to a diff and decide the exit code."""
+    blocking: list[Finding] = []
+    updates: list[Finding] = []
+    ignored: list[Finding] = []
+
+    def add(target: list[Finding], r: RecordDiff, rule: str, detail: str | None = None) -> None:
+        rid = (r.new or r.old).id  # type: ignore[union-attr]
+        f = Finding(key=r.key, rule=rule, detail=detail or _detail(r))
+        if policy.ignored(r.key, rid):
+            ignored.append(f)
+        else:
+            target.append(f)
+
+    on = policy.block_on
+    for r in d.records:
+        t = r.transition
+        if t == "newly-broken" and "newly-broken" in on:
+            add(blocking, r, "newly-broken")
+        elif t == "gone" and "gone" in on:
+            add(blocking, r, "gone")
+        elif t == "new" and "new-failing" in on and r.new_outcome in ("fail", "error"):
+            add(blocking, r, "new-failing")
+        elif t == "changed" and "changed" in on:
+            add(blocking, r, "changed")
+        elif t == "unblocked" and "unblocked" in on and r.needs_expectation_update:
+            add(updates, r, "unblocked")
+        if (
+            not policy.allow_inconclusive
+            and r.new_outcome == "inconclusive"
+            and r.old_outcome != "inconclusive"
+        ):
+            before = r.old.outcome_label if r.old else "absent"
+            add(blocking, r, "inconclusive", f"{before} → inconclusive: {r.new.reason if r.new else ''}")
+        tp = r.throughput
+        if tp is not None and tp.verdict == REGRESSED and "regressed" in on:
+            ratio = tp.ratio
+            if ratio is None or ratio < policy.min_ratio:
+                add(blocking, r, "regressed")
+
+    if blocking:
+        code = ExitCode.BLOCKED
+        msg = f"BLOCKED: {len(blocking)} blocking change(s): " + ", ".join(
+            sorted({f.rule for f in blocking})
+        )
+        if updates:
+            msg += f"; also {len(updates)} unblocked record(s) whose expectations must be updated"
+    elif updates:
+        code = ExitCode.UNBLOCKED
+        msg = (
+            f"UNBLOCKED: {len(updates)} record(s) now pass while the profile expects a failure; "
+            "update their expectations (baselines/*.toml) and re-run"
+        )
+    else:
+        code = ExitCode.OK
+        msg = "OK: no blocking change"
+    return GateResult(
+        exit_code=code,
+        blocking=tuple(blocking),
+        expectation_updates=tuple(updates),
+        ignored=tuple(ignored),
+        policy=policy,
+        message=msg,
+    )
+
+
+def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
+    """Refuse inputs a gate cannot judge (exit 2): an empty NEW report, mixed engines."""
+    if not new.records:
+        raise ReportError(
+            f"{new.path}: the NEW report has no test cases; a gate that ran nothing must not pass "
+            "(check the pytest selection, -m, and the pytest exit code)"
+        )
+    if old.engine and new.engine and old.engine != new.engine and not policy.allow_mixed_engines:
+        raise ReportError(
+            f"the reports come from different engines ({old.engine} in {old.path}, {new.engine} in "
+            f"{new.path}); compare like with like, or set gate.allow_mixed_engines = true"
+        )
+
+
+def run_gate(old: Report, new: Report, policy: GatePolicy) -> tuple[Diff, GateResult]:
+    """Check the inputs, diff them and apply the policy."""
+    check_comparable(old, new, policy)
+    d = diff(old, new)
+    return d, evaluate(d, policy)

@@ -1,0 +1,423 @@
+"""Load a pytest JUnit XML report into frozen :class:`Record` / :class:`Report` values.
+
+This is the one reader that ``diff``, ``gate``, ``history``, ``plot``, ``report`` and
+``merge`` use. It follows the JUnit contract of perfgate's plugin (testcase and testsuite
+``<property>`` elements) and falls back to the XML outcome elements for reports of other
+projects that carry no ``outcome`` property.
+
+Record id = ``classname::name`` with any ``@group`` suffix (pytest-xdist ``loadgroup``)
+stripped. Within one report a record is addressed by its *key*: the id, or, when the same id
+occurs several times (a report merged from several boxes), the id plus ``@<qualifier>``
+where the qualifier is the record's ``stack.gpu``, else its hostname, else a counter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate.errors import ReportError
+
+OUTCOMES: tuple[str, ...] = ("pass", "fail", "xfail", "xpass", "inconclusive", "skip", "error")
+"""Every outcome a record can have (the contract's ``outcome`` property values)."""
+
+STACK_KEYS: tuple[str, ...] = (
+    "stack.gpu",
+    "stack.gpu_count",
+    "stack.sm",
+    "stack.interconnect",
+    "stack.driver",
+    "stack.cuda",
+    "stack.torch",
+    "stack.nccl",
+    "stack.sglang",
+    "stack.sgl_kernel",
+    "stack.flashinfer",
+    "stack.simulated",
+)
+"""The stack fingerprint keys, in display order."""
+
+TEXT_KEYS: frozenset[str] = frozenset(
+    {
+        "engine",
+        "profile",
+        "mode",
+        "variant",
+        "config",
+        "log",
+        "kind",
+        "outcome",
+        "category",
+        "expected",
+        "reason",
+        "backend",
+    }
+)
+"""Testcase properties that are text even when they look like numbers (``config`` is a hash)."""
+
+UNKNOWN = "unknown"
+
+
+def _parse_number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """Parse an ISO-8601 time; naive times are taken as UTC. ``None`` when absent or invalid."""
+    if not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t
+
+
+def strip_group(name: str) -> str:
+    """Drop a pytest-xdist ``@group`` suffix: after the last ``]``, or the first ``@`` if no ``[``."""
+    close = name.rfind("]")
+    if close >= 0:
+        at = name.find("@", close)
+        return name[:at] if at >= 0 else name
+    at = name.find("@")
+    return name[:at] if at >= 0 else name
+
+
+def record_id(classname: str, name: str) -> str:
+    """The contract's record id: ``classname::name`` without an ``@group`` suffix."""
+    name = strip_group(name)
+    return f"{classname}::{name}" if classname else name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One testcase of a report: identity, outcome, numbers and stack."""
+
+    key: str
+    id: str
+    classname: str
+    name: str
+    outcome: str
+    # "property" when the outcome came from the `outcome` property, "xml" when derived
+    outcome_source: str
+    message: str = ""
+    hostname: str = ""
+    suite_index: int = 0
+    properties: tuple[tuple[str, str], ...] = ()
+    numbers: tuple[tuple[str, float], ...] = ()
+    stack: tuple[tuple[str, str], ...] = ()
+
+    def prop(self, name: str, default: str = "") -> str:
+        """A testcase property as text (``default`` when absent)."""
+        for k, v in self.properties:
+            if k == name:
+                return v
+        return default
+
+    def num(self, name: str) -> float | None:
+        """A numeric property, ``None`` when absent (never ``-1``)."""
+        for k, v in self.numbers:
+            if k == name:
+                return v
+        return None
+
+    @property
+    def number_dict(self) -> dict[str, float]:
+        return dict(self.numbers)
+
+    @property
+    def stack_dict(self) -> dict[str, str]:
+        return dict(self.stack)
+
+    @property
+    def category(self) -> str:
+        return self.prop("category")
+
+    @property
+    def expected(self) -> str:
+        return self.prop("expected")
+
+    @property
+    def reason(self) -> str:
+        return self.prop("reason") or self.message
+
+    @property
+    def kind(self) -> str:
+        return self.prop("kind")
+
+    @property
+    def engine(self) -> str:
+        return self.prop("engine")
+
+    @property
+    def profile(self) -> str:
+        return self.prop("profile")
+
+    @property
+    def mode(self) -> str:
+        return self.prop("mode")
+
+    @property
+    def variant(self) -> str:
+        return self.prop("variant")
+
+    @property
+    def config(self) -> str:
+        return self.prop("config")
+
+    @property
+    def gpu(self) -> str:
+        return self.stack_dict.get("stack.gpu", "")
+
+    @property
+    def outcome_label(self) -> str:
+        """Outcome with its category, e.g. ``xfail(unsupported-arch)``."""
+        cat = self.category
+        return f"{self.outcome}({cat})" if cat and self.outcome != "pass" else self.outcome
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteInfo:
+    """One ``<testsuite>`` of a report (a merged report has one per box and run)."""
+
+    name: str
+    hostname: str
+    timestamp: datetime | None
+    started_at: datetime | None
+    properties: tuple[tuple[str, str], ...] = ()
+
+    def prop(self, name: str, default: str = "") -> str:
+        for k, v in self.properties:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def time(self) -> datetime | None:
+        """``perfgate.started_at``, else the testsuite timestamp."""
+        return self.started_at or self.timestamp
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """A whole JUnit report: its suites and its records (keys unique within the report)."""
+
+    path: str
+    suites: tuple[SuiteInfo, ...]
+    records: tuple[Record, ...]
+    notes: tuple[str, ...] = ()
+    _index: Mapping[str, Record] = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {r.key: r for r in self.records})
+
+    @property
+    def by_key(self) -> Mapping[str, Record]:
+        """Records by key."""
+        return self._index
+
+    @property
+    def started_at(self) -> datetime | None:
+        """Earliest suite time (``perfgate.started_at``, else the testsuite timestamp)."""
+        times = [s.time for s in self.suites if s.time is not None]
+        return min(times) if times else None
+
+    @property
+    def label(self) -> str:
+        """Short human label: file stem and start time."""
+        stem = Path(self.path).stem if self.path else "report"
+        t = self.started_at
+        return f"{stem} ({t.strftime('%Y-%m-%d %H:%M')})" if t else stem
+
+    def suite_prop(self, name: str) -> str:
+        """A suite property; distinct values of several suites are joined with `` | ``."""
+        values = sorted({s.prop(name) for s in self.suites if s.prop(name)})
+        return " | ".join(values)
+
+    @property
+    def engine(self) -> str:
+        """``perfgate.engine`` (suite), else the records' ``engine`` values; '' when unknown."""
+        eng = self.suite_prop("perfgate.engine")
+        if eng:
+            return eng
+        return " | ".join(sorted({r.engine for r in self.records if r.engine}))
+
+    @property
+    def simulated(self) -> bool | None:
+        v = self.suite_prop("perfgate.simulated") or self.stack.get("stack.simulated", "")
+        if v == "true":
+            return True
+        if v == "false":
+            return False
+        return None
+
+    @property
+    def stack(self) -> dict[str, str]:
+        """Stack fingerprint: suite ``stack.*`` properties, completed from the testcases.
+
+        Several distinct values (a merged report of several boxes) are joined with `` | ``.
+        Keys nobody reported are absent.
+        """
+        values: dict[str, set[str]] = defaultdict(set)
+        for s in self.suites:
+            for k, v in s.properties:
+                if k.startswith("stack."):
+                    values[k].add(v)
+        for r in self.records:
+            for k, v in r.stack:
+                values[k].add(v)
+        out = {k: " | ".join(sorted(vs)) for k, vs in values.items()}
+        order = {k: i for i, k in enumerate(STACK_KEYS)}
+        return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def _case_outcome(case: object) -> tuple[str, str]:
+    """Outcome and message from the XML elements alone."""
+    from junitparser import Error, Failure, Skipped
+
+    results = list(case.result)  # type: ignore[attr-defined]
+    if not results:
+        return "pass", ""
+    failures = [r for r in results if isinstance(r, Failure)]
+    errors = [r for r in results if isinstance(r, Error)]
+    skips = [r for r in results if isinstance(r, Skipped)]
+    if failures:
+        msg = failures[0].message or ""
+        return ("xpass" if msg.startswith("[XPASS(strict)]") else "fail"), msg
+    if errors:
+        return "error", errors[0].message or ""
+    if skips:
+        msg = skips[0].message or ""
+        return ("xfail" if skips[0].type == "pytest.xfail" else "skip"), msg
+    return "pass", ""
+
+
+def _props(element: object) -> list[tuple[str, str]]:
+    from junitparser import Properties
+
+    props = element.child(Properties)  # type: ignore[attr-defined]
+    if props is None:
+        return []
+    return [(p.name or "", p.value if p.value is not None else "") for p in props if p.name]
+
+
+def _qualify(records: list[dict[str, object]]) -> None:
+    """Give colliding record ids distinct keys: ``id @gpu``, ``id @host``, ``id @gpu/host``, ``#n``."""
+    groups: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for r in records:
+        groups[str(r["id"])].append(r)
+    for rid, group in groups.items():
+        if len(group) == 1:
+            group[0]["key"] = rid
+            continue
+
+        def gpu(r: dict[str, object]) -> str:
+            return dict(r["stack"]).get("stack.gpu", "") or UNKNOWN  # type: ignore[call-overload]
+
+        def host(r: dict[str, object]) -> str:
+            return str(r["hostname"]) or UNKNOWN
+
+        for qual in (gpu, host, lambda r: f"{gpu(r)}/{host(r)}"):
+            quals = [qual(r) for r in group]
+            if len(set(quals)) == len(quals):
+                break
+        seen: dict[str, int] = defaultdict(int)
+        for r, q in zip(group, quals):
+            seen[q] += 1
+            suffix = q if seen[q] == 1 else f"{q}#{seen[q]}"
+            r["key"] = f"{rid} @{suffix}"
+
+
+def read_report(path: str | Path) -> Report:
+    """Load a JUnit XML report. Raises :class:`ReportError` when it cannot be read."""
+    from junitparser import JUnitXmlError
+    from junitparser.xunit2 import JUnitXml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ReportError(f"{p}: no such report file")
+    try:
+        xml = JUnitXml.fromfile(str(p))
+    except JUnitXmlError as e:
+        raise ReportError(f"{p}: not a JUnit report (root must be <testsuites> or <testsuite>): {e}") from e
+    except Exception as e:  # ElementTree.ParseError / lxml XMLSyntaxError / OSError
+        raise ReportError(f"{p}: cannot parse the XML: {e}") from e
+    return _from_xml(xml, str(p))
+
+
+def read_reports(paths: Iterable[str | Path]) -> list[Report]:
+    """Load several reports (in the given order)."""
+    return [read_report(p) for p in paths]
+
+
+def _from_xml(xml: object, path: str) -> Report:
+    suites: list[SuiteInfo] = []
+    raw: list[dict[str, object]] = []
+    notes: list[str] = []
+    for si, suite in enumerate(xml):  # type: ignore[attr-defined]
+        sprops = _props(suite)
+        sd = dict(sprops)
+        info = SuiteInfo(
+            name=suite.name or "",
+            hostname=suite.hostname or "",
+            timestamp=parse_time(suite.timestamp),
+            started_at=parse_time(sd.get("perfgate.started_at")),
+            properties=tuple(sprops),
+        )
+        suites.append(info)
+        suite_stack = {k: v for k, v in sprops if k.startswith("stack.")}
+        for case in suite:
+            cprops = _props(case)
+            cd = dict(cprops)
+            xml_outcome, message = _case_outcome(case)
+            prop_outcome = cd.get("outcome", "")
+            if prop_outcome in OUTCOMES:
+                outcome, source = prop_outcome, "property"
+            else:
+                outcome, source = xml_outcome, "xml"
+                if prop_outcome:
+                    notes.append(
+                        f"{path}: {case.classname}::{case.name}: unknown outcome property "
+                        f"{prop_outcome!r}; used the XML element ({xml_outcome})"
+                    )
+            stack = dict(suite_stack)
+            stack.update({k: v for k, v in cprops if k.startswith("stack.")})
+            numbers = []
+            for k, v in cprops:
+                if k in TEXT_KEYS or k.startswith("stack."):
+                    continue
+                x = _parse_number(v)
+                if x is not None:
+                    numbers.append((k, x))
+            classname = case.classname or ""
+            name = case.name or ""
+            raw.append(
+                {
+                    "id": record_id(classname, name),
+                    "classname": classname,
+                    "name": strip_group(name),
+                    "outcome": outcome,
+                    "outcome_source": source,
+                    "message": message,
+                    "hostname": info.hostname,
+                    "suite_index": si,
+                    "properties": tuple(cprops),
+                    "numbers": tuple(numbers),
+                    "stack": tuple(sorted(stack.items())),
+                }
+            )
+    _qualify(raw)
+    records = tuple(Record(**r) for r in raw)  # type: ignore[arg-type]
+    return Report(path=path, suites=tuple(suites), records=records, notes=tuple(notes))

@@ -1,0 +1,126 @@
+"""PNG plots with matplotlib: tok/s per record over reports, and the compatibility matrix.
+
+matplotlib is an optional dependency (``pip install perfgate[plot]``) and is imported lazily,
+inside the functions. The plots use the object-oriented API on a :class:`Figure` rendered by
+the Agg canvas: no pyplot, no global backend switch, no display needed.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import ReportError
+from perfgate.report.history import History
+from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix
+
+MAX_PANELS = 36
+
+
+def _figure(width: float, height: float) -> Any:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ReportError(
+            "plotting needs matplotlib, which is not installed; install it with "
+            "`pip install 'perfgate[plot]'`"
+        ) from e
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _to_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _short(key: str, limit: int = 60) -> str:
+    name = key.split("::", 1)[-1]
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def history_png(h: History) -> bytes:
+    """Small multiples: one panel per record with tok/s, points coloured by outcome, steps marked."""
+    rows = [r for r in h.rows if any(c is not None and c.tok_s is not None for c in r.cells)]
+    truncated = len(rows) > MAX_PANELS
+    rows = rows[:MAX_PANELS]
+    n = max(len(rows), 1)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig = _figure(4.2 * ncols, 2.6 * nrows + 0.6)
+    x_labels = [f"#{i + 1}" for i in range(len(h.columns))]
+    if not rows:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.text(0.5, 0.5, "no record carries tok_s", ha="center", va="center")
+        ax.set_axis_off()
+        return _to_png(fig)
+    for i, row in enumerate(rows):
+        ax = fig.add_subplot(nrows, ncols, i + 1)
+        xs = [j for j, c in enumerate(row.cells) if c is not None and c.tok_s is not None]
+        ys = [row.cells[j].tok_s for j in xs]  # type: ignore[union-attr]
+        ax.plot(xs, ys, color="#555555", linewidth=1, zorder=1)
+        colors = [OUTCOME_COLORS.get(row.cells[j].outcome, "#000000") for j in xs]  # type: ignore[union-attr]
+        ax.scatter(xs, ys, c=colors, s=28, zorder=2, edgecolors="black", linewidths=0.4)
+        for s in row.steps:
+            ax.axvline(s.index - 0.5, color="#d32f2f" if s.direction == "drop" else "#1976d2", linestyle="--")
+        ax.set_title(_short(row.key), fontsize=8)
+        ax.set_xticks(range(len(h.columns)))
+        ax.set_xticklabels(x_labels, fontsize=7)
+        ax.set_xlim(-0.5, max(len(h.columns) - 0.5, 0.5))
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_ylabel("tok/s", fontsize=7)
+    title = "decode tok/s per record over reports (dashed: sustained step)"
+    if truncated:
+        title += f" — first {MAX_PANELS} records"
+    fig.suptitle(title, fontsize=10)
+    fig.subplots_adjust(hspace=0.6, wspace=0.3)
+    return _to_png(fig)
+
+
+def matrix_png(m: Matrix, title: str = "compatibility matrix") -> bytes:
+    """The variants × modes grid, each cell coloured by outcome and labelled."""
+    nr, nc = max(len(m.rows), 1), max(len(m.columns), 1)
+    fig = _figure(2.0 + 1.9 * nc, 1.2 + 0.75 * nr)
+    from matplotlib.patches import Patch, Rectangle
+
+    ax = fig.add_subplot(1, 1, 1)
+    if m.is_empty:
+        ax.text(0.5, 0.5, "no record carries mode/variant properties", ha="center", va="center")
+        ax.set_axis_off()
+        return _to_png(fig)
+    for i, row in enumerate(m.rows):
+        for j, _col in enumerate(m.columns):
+            cell = m.cells[i][j]
+            color = OUTCOME_COLORS.get(cell.outcome, "#000000") if cell else ABSENT_COLOR
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=color, edgecolor="white", linewidth=2))
+            if cell is not None:
+                ax.text(j + 0.5, i + 0.5, cell.label, ha="center", va="center", fontsize=7)
+    ax.set_xlim(0, nc)
+    ax.set_ylim(nr, 0)
+    ax.set_xticks([j + 0.5 for j in range(nc)])
+    ax.set_xticklabels(m.columns, fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(nr)])
+    ax.set_yticklabels(m.rows, fontsize=8)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    handles = [Patch(facecolor=c, edgecolor="#999999", label=o) for o, c in OUTCOME_COLORS.items()]
+    ax.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=4, fontsize=7, frameon=False
+    )
+    ax.set_title(title, fontsize=10, pad=24)
+    return _to_png(fig)
+
+
+def write_png(data: bytes, path: str | Path) -> Path:
+    """Write PNG bytes, creating the folder."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    return p

@@ -1,0 +1,360 @@
+"""Render a :class:`Diff` (optionally with a gate decision) or a :class:`History`.
+
+Three formats: ``text`` (a terminal table), ``md`` (Markdown for a pull-request comment) and
+``json`` (for tools). Rendering never decides anything: it shows what diff/gate/history found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from perfgate.report.diff import Diff, RecordDiff, ThroughputChange
+from perfgate.report.gate import GateResult
+from perfgate.report.history import History
+from perfgate.report.junit_read import Record
+
+FORMATS: tuple[str, ...] = ("text", "md", "json")
+
+SECTION_TITLES: dict[str, str] = {
+    "unblocked": "Unblocked (xfail → pass/xpass): update the expectations",
+    "newly-broken": "Newly broken (pass → fail/error)",
+    "regressed": "Regressed beyond noise (tok/s)",
+    "improved": "Improved beyond noise (tok/s)",
+    "changed": "Other outcome changes",
+    "unknown-noise": "Throughput moved, noise unknown (no CI or CV recorded; not blocking)",
+    "new": "New records",
+    "gone": "Gone records",
+}
+
+
+def fmt_num(x: float | None) -> str:
+    """A compact number: ``—`` when absent."""
+    if x is None:
+        return "—"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:.0f}"
+    if ax >= 100:
+        return f"{x:.1f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3g}"
+
+
+def _ratio(tp: ThroughputChange | None) -> str:
+    if tp is None or tp.ratio is None:
+        return "—"
+    return f"{(tp.ratio - 1) * 100:+.1f}%"
+
+
+def _noise(tp: ThroughputChange | None) -> str:
+    if tp is None:
+        return ""
+    if tp.verdict == "unchanged":
+        return "unchanged"
+    basis = {"ci": "CI", "cv": "CV", "none": ""}[tp.basis]
+    return f"{tp.verdict} ({basis})" if basis else tp.verdict
+
+
+def _outcome(r: Record | None) -> str:
+    return r.outcome_label if r else "absent"
+
+
+def _tok(r: Record | None) -> str:
+    if r is None:
+        return "—"
+    x = r.num("tok_s")
+    lo, hi = r.num("tok_s_ci_low"), r.num("tok_s_ci_high")
+    if x is not None and lo is not None and hi is not None:
+        return f"{fmt_num(x)} [{fmt_num(lo)}, {fmt_num(hi)}]"
+    return fmt_num(x)
+
+
+def _record_row(r: RecordDiff) -> list[str]:
+    return [
+        r.key,
+        f"{_outcome(r.old)} → {_outcome(r.new)}" if r.outcome_changed else _outcome(r.new or r.old),
+        _tok(r.old),
+        _tok(r.new),
+        _ratio(r.throughput),
+        _noise(r.throughput) + (" config changed" if r.config_changed else ""),
+    ]
+
+
+RECORD_HEADERS = ["record", "outcome", "tok/s old", "tok/s new", "Δ", "noise"]
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    """A plain aligned table."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = [indent + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append(indent + "  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], code_first: bool = True) -> str:
+    """A GitHub-flavoured Markdown table (first column as code)."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        cells = [_md_escape(c) for c in row]
+        if code_first and cells:
+            cells[0] = f"`{cells[0]}`"
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _stack_rows(d: Diff) -> list[list[str]]:
+    old, new = dict(d.old_stack), dict(d.new_stack)
+    keys = list(old) + [k for k in new if k not in old]
+    changed = {c.key for c in d.stack_changes}
+    return [
+        [k, old.get(k, "unknown"), new.get(k, "unknown"), "changed" if k in changed else ""] for k in keys
+    ]
+
+
+def _summary(d: Diff) -> str:
+    parts = [f"{len(v)} {k}" for k, v in d.sections().items()]
+    return ", ".join(parts) + f" (of {len(d.records)} records)"
+
+
+def _stack_change_line(d: Diff) -> str:
+    if not d.stack_changes:
+        return "stack unchanged"
+    return "; ".join(f"{c.key.removeprefix('stack.')} {c.old} → {c.new}" for c in d.stack_changes)
+
+
+def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
+    """Terminal rendering: header, stack, summary, sections, then every record."""
+    out = [
+        f"perfgate diff  OLD {d.old_label} [{d.old_engine or 'engine ?'}]  →  NEW {d.new_label} "
+        f"[{d.new_engine or 'engine ?'}]",
+    ]
+    if gate is not None:
+        out.append(f"gate: exit {int(gate.exit_code)}: {gate.message}")
+    for note in d.notes:
+        out.append(f"note: {note}")
+    out.append("")
+    out.append("Stack: " + _stack_change_line(d))
+    rows = _stack_rows(d)
+    if rows:
+        out.append(text_table(["key", "old", "new", ""], rows))
+    out.append("")
+    out.append("Summary: " + _summary(d))
+    for name, recs in d.sections().items():
+        if not recs:
+            continue
+        out.append("")
+        out.append(f"{SECTION_TITLES[name]}: {len(recs)}")
+        out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+    if gate is not None:
+        out.extend(_gate_text(gate))
+    out.append("")
+    out.append(f"All records: {len(d.records)}")
+    out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
+    return "\n".join(out) + "\n"
+
+
+def _gate_text(gate: GateResult) -> list[str]:
+    out = []
+    if gate.blocking:
+        out += ["", "Blocking:"]
+        out += [f"  [{f.rule}] {f.key}: {f.detail}" for f in gate.blocking]
+    if gate.expectation_updates:
+        out += ["", "Expectations to update:"]
+        out += [f"  {f.key}: {f.detail}" for f in gate.expectation_updates]
+    if gate.ignored:
+        out += ["", "Ignored by gate.ignore:"]
+        out += [f"  [{f.rule}] {f.key}: {f.detail}" for f in gate.ignored]
+    return out
+
+
+def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
+    """Markdown for a pull-request comment."""
+    out = ["### perfgate: stack diff", ""]
+    if gate is not None:
+        icon = {0: "✅", 1: "❌", 3: "🔓"}.get(int(gate.exit_code), "⚠️")
+        out += [f"{icon} **gate: exit {int(gate.exit_code)}** — {_md_escape(gate.message)}", ""]
+    out.append(
+        f"**OLD** `{d.old_label}` ({d.old_engine or 'engine ?'}) → **NEW** `{d.new_label}` "
+        f"({d.new_engine or 'engine ?'})"
+    )
+    out.append("")
+    for note in d.notes:
+        out.append(f"> note: {_md_escape(note)}")
+    if d.notes:
+        out.append("")
+    if d.stack_changes:
+        out.append("**Stack changes:** " + _md_escape(_stack_change_line(d)))
+        out.append("")
+        out.append(md_table(["key", "old", "new"], [[c.key, c.old, c.new] for c in d.stack_changes]))
+    else:
+        out.append("**Stack:** unchanged")
+    out.append("")
+    out.append("**Summary:** " + _summary(d))
+    for name, recs in d.sections().items():
+        if not recs:
+            continue
+        out += ["", f"#### {SECTION_TITLES[name]} ({len(recs)})", ""]
+        out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+    if gate is not None and (gate.blocking or gate.expectation_updates):
+        out += ["", "#### Gate findings", ""]
+        rows = [[f.key, f.rule, f.detail] for f in gate.blocking + gate.expectation_updates]
+        out.append(md_table(["record", "rule", "detail"], rows))
+    out += ["", f"<details><summary>All {len(d.records)} records and the full stack</summary>", ""]
+    out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
+    out.append("")
+    out.append(md_table(["key", "old", "new", ""], _stack_rows(d)))
+    out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def _record_json(r: Record | None) -> dict[str, object] | None:
+    if r is None:
+        return None
+    return {
+        "outcome": r.outcome,
+        "outcome_source": r.outcome_source,
+        "category": r.category,
+        "expected": r.expected,
+        "reason": r.reason,
+        "kind": r.kind,
+        "config": r.config,
+        "numbers": r.number_dict,
+    }
+
+
+def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
+    """The diff (and gate decision) as plain JSON-able data."""
+
+    def tp_json(tp: ThroughputChange | None) -> dict[str, object] | None:
+        if tp is None:
+            return None
+        return {
+            "old": tp.old,
+            "new": tp.new,
+            "ratio": tp.ratio,
+            "verdict": tp.verdict,
+            "basis": tp.basis,
+            "old_ci": list(tp.old_ci) if tp.old_ci else None,
+            "new_ci": list(tp.new_ci) if tp.new_ci else None,
+            "threshold": tp.threshold,
+        }
+
+    data: dict[str, object] = {
+        "old": {"path": d.old_path, "label": d.old_label, "engine": d.old_engine, "stack": dict(d.old_stack)},
+        "new": {"path": d.new_path, "label": d.new_label, "engine": d.new_engine, "stack": dict(d.new_stack)},
+        "stack_changes": [{"key": c.key, "old": c.old, "new": c.new} for c in d.stack_changes],
+        "sections": {k: [r.key for r in v] for k, v in d.sections().items()},
+        "records": [
+            {
+                "key": r.key,
+                "transition": r.transition,
+                "old_outcome": r.old_outcome,
+                "new_outcome": r.new_outcome,
+                "config_changed": r.config_changed,
+                "throughput": tp_json(r.throughput),
+                "old": _record_json(r.old),
+                "new": _record_json(r.new),
+            }
+            for r in d.records
+        ],
+        "notes": list(d.notes),
+        "empty": d.is_empty,
+    }
+    if gate is not None:
+        data["gate"] = {
+            "exit_code": int(gate.exit_code),
+            "message": gate.message,
+            "blocking": [{"key": f.key, "rule": f.rule, "detail": f.detail} for f in gate.blocking],
+            "expectation_updates": [
+                {"key": f.key, "rule": f.rule, "detail": f.detail} for f in gate.expectation_updates
+            ],
+            "ignored": [{"key": f.key, "rule": f.rule, "detail": f.detail} for f in gate.ignored],
+            "policy": {
+                "block_on": sorted(gate.policy.block_on),
+                "allow_inconclusive": gate.policy.allow_inconclusive,
+                "min_ratio": gate.policy.min_ratio,
+                "ignore": list(gate.policy.ignore),
+                "allow_mixed_engines": gate.policy.allow_mixed_engines,
+                "source": gate.policy.source,
+            },
+        }
+    return data
+
+
+def render_diff(d: Diff, fmt: str, gate: GateResult | None = None) -> str:
+    """Render in ``text``, ``md`` or ``json``."""
+    if fmt == "text":
+        return render_diff_text(d, gate)
+    if fmt == "md":
+        return render_diff_md(d, gate)
+    if fmt == "json":
+        return json.dumps(diff_to_json(d, gate), indent=2, ensure_ascii=False) + "\n"
+    raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
+
+
+# --- history ---------------------------------------------------------------------------
+
+
+def _cell_text(outcome: str, tok: float | None) -> str:
+    return outcome if tok is None else f"{outcome} {fmt_num(tok)}"
+
+
+def _history_rows(h: History) -> list[list[str]]:
+    rows = []
+    for row in h.rows:
+        cells = [_cell_text(c.outcome, c.tok_s) if c else "—" for c in row.cells]
+        steps = "; ".join(
+            f"{s.direction} at #{s.index + 1}: {fmt_num(s.before)} → {fmt_num(s.after)}"
+            + (f" ({(s.ratio - 1) * 100:+.1f}%)" if s.ratio is not None else "")
+            for s in row.steps
+        )
+        rows.append([row.key, *cells, steps])
+    return rows
+
+
+def render_history(h: History, fmt: str) -> str:
+    """The history table (one column per report, in time order) with detected steps."""
+    headers = ["record", *[f"#{i + 1}" for i in range(len(h.columns))], "steps"]
+    legend = [f"#{i + 1} = {c.label} ({c.path})" for i, c in enumerate(h.columns)]
+    if fmt == "json":
+        data = {
+            "columns": [
+                {"label": c.label, "path": c.path, "time": c.time.isoformat() if c.time else None} for c in h.columns
+            ],
+            "rows": [
+                {
+                    "key": row.key,
+                    "cells": [None if c is None else {"outcome": c.outcome, "tok_s": c.tok_s} for c in row.cells],
+                    "steps": [
+                        {"index": s.index, "before": s.before, "after": s.after, "direction": s.direction}
+                        for s in row.steps
+                    ],
+                }
+                for row in h.rows
+            ],
+        }
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    rows = _history_rows(h)
+    n_steps = len(h.steps)
+    if fmt == "md":
+        out = ["### perfgate: history", "", *[f"- {_md_escape(x)}" for x in legend], ""]
+        out.append(f"**{n_steps} sustained step(s)** in tok/s across {len(h.columns)} reports.")
+        out += ["", md_table(headers, rows), ""]
+        return "\n".join(out)
+    if fmt == "text":
+        out = ["perfgate history", *["  " + x for x in legend], ""]
+        out.append(f"{n_steps} sustained step(s) in tok/s across {len(h.columns)} reports")
+        out.append(text_table(headers, rows))
+        return "\n".join(out) + "\n"
+    raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")

@@ -1,0 +1,363 @@
+"""Server lifecycle: one subprocess in its own process group, a log file, readiness, teardown.
+
+    with Server(config, engine=engine, log_dir=logs) as s:
+        ... s.url ...
+
+Start-up picks a free port (refusing one that already answers), starts the engine's command
+in a new session with stdout+stderr in a per-config log file, and polls ``/health_generate``
+against a deadline while checking that the process is alive: a dead process fails at once,
+classified, with the log tail in the error. Teardown sends SIGTERM to the whole group, then
+SIGKILL after the engine's grace period, waits until no process of the group is left and,
+on GPU boxes, until NVML shows the GPU memory released. A reaper process kills the group if
+the owning pytest dies without tearing down (SIGKILL, ``os._exit`` of pytest-timeout).
+
+:class:`ServerManager` keeps at most one server alive per process and starts each distinct
+config once; failed starts are remembered and re-raised without a second launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from perfgate.config import ServerConfig
+from perfgate.engines import Engine
+from perfgate.errors import (
+    GpuMemoryNotReleased,
+    PortInUse,
+    ServerError,
+    ServerExitedError,
+    ServerStartTimeout,
+)
+
+ProgressFn = Callable[["Progress"], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """What a starting server is doing (for a progress line during long loads)."""
+
+    config: str
+    phase: str  # "launching" | "weights" | "kv-cache" | "cuda-graph" | "warmup" | "ready" | ...
+    elapsed_s: float
+    line: str = ""
+    log_path: str = ""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True if something accepts TCP connections on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        return s.connect_ex((host, port)) == 0
+
+
+def tail(path: str | Path, lines: int = 30, max_bytes: int = 64_000) -> str:
+    """The last ``lines`` lines of a file (empty if missing)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return out
+
+
+def _phase_of(line: str) -> str | None:
+    try:
+        from perfgate.classify import phase_of
+    except ImportError:  # pragma: no cover - classify ships with perfgate
+        return None
+    return phase_of(line)
+
+
+@dataclass
+class Server:
+    """One server process for one config (a context manager)."""
+
+    config: ServerConfig
+    engine: Engine
+    log_dir: Path
+    host: str = "127.0.0.1"
+    port: int | None = None
+    startup_timeout_s: float = 1200.0
+    poll_interval_s: float = 0.5
+    on_progress: ProgressFn | None = None
+    progress_every_s: float = 15.0
+    gpu_release_timeout_s: float = 120.0
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    log_path: Path | None = field(default=None, init=False)
+    startup_s: float | None = field(default=None, init=False)
+    pgid: int | None = field(default=None, init=False)
+    _reaper: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _seen_pids: set[int] = field(default_factory=set, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> Server:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Launch the process (does not wait for readiness)."""
+        if self.port is None:
+            self.port = free_port(self.host)
+        elif port_answers(self.host, self.port):
+            raise PortInUse(f"port {self.host}:{self.port} already answers; another server is running there",
+                            category="config-error")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"{self.config.slug}.log"
+        argv = self.engine.command(self.config, host=self.host, port=self.port)
+        env = self.engine.environment(self.config, os.environ)
+        with open(self.log_path, "ab") as log:
+            header = (
+                f"# perfgate: {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.engine} server "
+                f"for {self.config.profile} {self.config.name}\n# command: {' '.join(argv)}\n"
+                f"# env: {' '.join(f'{k}={v}' for k, v in self.config.env)}\n"
+            )
+            log.write(header.encode())
+            log.flush()
+            self._t0 = time.monotonic()
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise ServerExitedError(f"cannot start {argv[0]}: {e}", log_path=self.log_path,
+                                        category="missing-dependency") from e
+        self.pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
+        self._seen_pids.add(self.proc.pid)
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "perfgate.reaper", str(os.getpid()), str(self.pgid),
+             str(self.engine.teardown_grace_s)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, env={**os.environ, "PYTHONPATH": _perfgate_path()},
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _exited_error(self, during: str) -> ServerExitedError:
+        from perfgate.classify import classify
+
+        assert self.proc is not None and self.log_path is not None
+        rc = self.proc.returncode
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        cls = classify(rc, text)
+        cat = cls.category or "crash"
+        what = f"server for {self.config.name} exited with code {rc} {during} [{cat}]"
+        if cls.evidence:
+            what += f": {cls.evidence.strip()[:300]}"
+        return ServerExitedError(what, log_path=self.log_path, log_tail=tail(self.log_path), category=cat,
+                                 returncode=rc)
+
+    def wait_ready(self) -> None:
+        """Poll ``/health_generate`` until 200, the process dies, or the deadline passes."""
+        assert self.proc is not None and self.log_path is not None
+        deadline = self._t0 + self.startup_timeout_s
+        phase, last_report = "launching", 0.0
+        log_pos = 0
+        sess = requests.Session()
+        try:
+            while True:
+                now = time.monotonic()
+                if self.proc.poll() is not None:
+                    raise self._exited_error("during start-up")
+                # progress from the log
+                try:
+                    with open(self.log_path, "rb") as f:
+                        f.seek(log_pos)
+                        chunk = f.read()
+                    nl = chunk.rfind(b"\n")
+                    if nl >= 0:
+                        log_pos += nl + 1
+                        for raw in chunk[: nl + 1].decode("utf-8", "replace").splitlines():
+                            ph = _phase_of(raw)
+                            if ph and ph != phase:
+                                phase = ph
+                                self._progress(phase, raw)
+                                last_report = now
+                except OSError:
+                    pass
+                if now - last_report >= self.progress_every_s:
+                    self._progress(phase, "")
+                    last_report = now
+                try:
+                    r = sess.get(f"{self.url}/health_generate", timeout=5)
+                    if r.status_code == 200:
+                        self.startup_s = time.monotonic() - self._t0
+                        self._progress("ready", "")
+                        return
+                except requests.RequestException:
+                    pass
+                if time.monotonic() >= deadline:
+                    raise ServerStartTimeout(
+                        f"server for {self.config.name} not ready after {self.startup_timeout_s:.0f} s "
+                        f"(last phase: {phase}) [startup-timeout]",
+                        log_path=self.log_path, log_tail=tail(self.log_path), category="startup-timeout",
+                    )
+                time.sleep(self.poll_interval_s)
+        finally:
+            sess.close()
+
+    def _progress(self, phase: str, line: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(Progress(config=self.config.name, phase=phase, elapsed_s=time.monotonic() - self._t0,
+                                      line=line.strip(), log_path=str(self.log_path)))
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self) -> None:
+        """Kill the whole process group, wait for it, then for the GPU memory it held."""
+        if self.proc is None or self.pgid is None:
+            return
+        with contextlib.suppress(Exception):
+            self._seen_pids.update(group_pids(self.pgid))
+        grace = self.engine.teardown_grace_s
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None and not group_pids(self.pgid):
+                break
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while group_pids(self.pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._reaper is not None:
+            with contextlib.suppress(Exception):
+                self._reaper.kill()
+                self._reaper.wait(timeout=5)
+            self._reaper = None
+        pgid, self.pgid = self.pgid, None
+        left = group_pids(pgid)
+        if left:
+            raise ServerError(f"processes {left} of server group {pgid} survived SIGKILL", log_path=self.log_path)
+        self._wait_gpu_release()
+
+    def _wait_gpu_release(self) -> None:
+        from perfgate import gpu
+
+        if not gpu.available():
+            return
+        deadline = time.monotonic() + self.gpu_release_timeout_s
+        while True:
+            holders = gpu.holders(self._seen_pids)
+            if not holders:
+                return
+            if time.monotonic() >= deadline:
+                raise GpuMemoryNotReleased(
+                    f"GPU memory still held {self.gpu_release_timeout_s:.0f} s after the server group was killed "
+                    f"by PIDs {sorted(holders)}; kill them (kill -9 {' '.join(map(str, sorted(holders)))}) before the next run",
+                    pids=sorted(holders), log_path=self.log_path,
+                )
+            time.sleep(1.0)
+
+
+def _perfgate_path() -> str:
+    root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+
+
+@dataclass
+class ServerManager:
+    """At most one live server per process; each distinct config started once."""
+
+    engine_for: Callable[[ServerConfig], Engine]
+    log_dir: Path
+    startup_timeout_s: Callable[[ServerConfig], float] = lambda c: 1200.0
+    on_progress: ProgressFn | None = None
+    current: Server | None = None
+    starts: int = 0
+    started_configs: list[str] = field(default_factory=list)
+    failures: dict[str, ServerError] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+
+    def ensure(self, config: ServerConfig) -> Server:
+        """The running server for ``config``, starting it (and stopping another) if needed."""
+        if self.current is not None and self.current.config.key == config.key:
+            if self.current.alive():
+                return self.current
+            err = self.current._exited_error("while serving")
+            self.failures[config.key] = err
+            self.stop()
+            raise err
+        if config.key in self.failures:
+            raise self.failures[config.key]
+        self.stop()
+        server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
+                        startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress)
+        self.starts += 1
+        self.started_configs.append(config.key)
+        try:
+            server.start()
+            self.logs[config.key] = str(server.log_path)
+            server.wait_ready()
+        except ServerError as e:
+            if server.log_path:
+                self.logs[config.key] = str(server.log_path)
+            with contextlib.suppress(ServerError):
+                server.stop()
+            self.failures[config.key] = e
+            raise
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                server.stop()
+            raise
+        self.current = server
+        return server
+
+    def stop(self) -> None:
+        """Tear down the current server, if any."""
+        server, self.current = self.current, None
+        if server is not None:
+            server.stop()

@@ -1,0 +1,151 @@
+"""Verdicts: floors, comparisons and expectations -> pass / fail / xfail / xpass / inconclusive.
+
+Pure functions: measurements and profile data in, a :class:`Verdict` out. The plugin turns
+a final verdict into the pytest outcome; messages say what, the numbers, and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perfgate.metrics import Measurement, bootstrap_ratio_ci, trials_to_resolve
+from perfgate.profiles import Expectation, Floor
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """Outcome of one check before expectations: pass, fail (with category) or inconclusive."""
+
+    outcome: str  # "pass" | "fail" | "inconclusive" | "skip"
+    category: str | None = None
+    message: str = ""
+    properties: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Final:
+    """A verdict after its expectation: what pytest should do and what the record says."""
+
+    outcome: str  # "pass" | "fail" | "xfail" | "xpass" | "inconclusive" | "skip"
+    category: str | None
+    message: str
+    expected: str  # "pass" | "xfail:<category>"
+
+
+def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
+    if m.tok_s is None:
+        return None
+    if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
+        return Verdict(outcome="inconclusive", category="noisy",
+                       message=f"inconclusive: too noisy, CV {m.tok_s.cv:.1%} of {m.tok_s.n} trials exceeds the "
+                               f"profile's max_cv {max_cv:.1%}; quiet the box or raise [workload] trials")
+    return None
+
+
+def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: str, update_hint: str) -> Verdict:
+    """Decode tok/s against ``floor * (1 - tolerance)``."""
+    if m.tok_s is None:
+        return Verdict(outcome="fail", category="crash",
+                       message=f"no successful request to measure ({m.failures} failed: {_errs(m)})")
+    noisy = _noisy(m, max_cv)
+    if noisy:
+        return noisy
+    if floor is None or floor.tok_s is None:
+        return Verdict(outcome="skip", message=f"decode {m.tok_s.median:.1f} tok/s measured; no floor for this mode in "
+                                                f"{where}; record one with {update_hint}")
+    limit = floor.tok_s * (1 - floor.tolerance)
+    got = m.tok_s.median
+    if got >= limit:
+        return Verdict(outcome="pass", message=f"decode tok/s {got:.1f} >= floor {floor.tok_s:g} × (1 − {floor.tolerance:g})")
+    return Verdict(
+        outcome="fail", category="slower-than-baseline",
+        message=(f"decode tok/s {got:.1f} < floor {floor.tok_s:g} × (1 − {floor.tolerance:g}) = {limit:.1f} "
+                 f"[{where}]; if intended, run {update_hint}"),
+    )
+
+
+def acceptance_verdict(accept_len: float | None, floor: Floor | None, *, where: str) -> Verdict:
+    if accept_len is None:
+        return Verdict(outcome="fail", category="crash",
+                       message="no acceptance length: the responses carried no spec_verify_ct (is speculation on?)")
+    if floor is None or floor.accept_len is None:
+        return Verdict(outcome="skip", message=f"acceptance length {accept_len:.2f} recorded; no accept_len floor in {where}")
+    limit = floor.accept_len * (1 - floor.accept_len_tolerance)
+    if accept_len >= limit:
+        return Verdict(outcome="pass", message=f"acceptance length {accept_len:.2f} >= {limit:.2f}")
+    return Verdict(outcome="fail", category="wrong-output" if accept_len < 1.0 else "slower-than-baseline",
+                   message=f"acceptance length {accept_len:.2f} < floor {floor.accept_len:g} × (1 − "
+                           f"{floor.accept_len_tolerance:g}) = {limit:.2f} [{where}]")
+
+
+def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,
+                    what: str) -> Verdict:
+    """Candidate vs baseline decode tok/s by the CI of the ratio of medians."""
+    if candidate.tok_s is None:
+        return Verdict(outcome="fail", category="crash",
+                       message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
+    if baseline.tok_s is None:
+        return Verdict(outcome="inconclusive", message=f"{what}: the baseline has no measurement to compare with")
+    for m in (candidate, baseline):
+        noisy = _noisy(m, max_cv)
+        if noisy:
+            return Verdict(outcome="inconclusive", category="noisy", message=f"{what} ({m.config_name}): {noisy.message}")
+    ratio = candidate.tok_s.median / baseline.tok_s.median
+    lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
+    props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
+    desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
+            f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
+    if lo > 1.0:
+        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+    if hi < 1.0:
+        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+    n = min(candidate.tok_s.n, baseline.tok_s.n)
+    need = trials_to_resolve(n, ratio, lo, hi)
+    more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
+    return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props)
+
+
+def within_noise_or_faster(v: Verdict) -> Verdict:
+    """For variants: an inconclusive ratio (CI straddles 1) means 'not slower' -> pass."""
+    if v.outcome == "inconclusive" and v.category != "noisy" and "straddles" in v.message:
+        return Verdict(outcome="pass", message=v.message.replace(": the CI straddles 1", ": within noise of the baseline"),
+                       properties=v.properties)
+    return v
+
+
+def apply_expectation(v: Verdict, exp: Expectation | None, *, profile_path: str) -> Final:
+    """An xfail is strict and must fail for its stated reason."""
+    if exp is None or exp.expect == "pass":
+        expected = "pass"
+        if v.outcome == "pass":
+            return Final(outcome="pass", category=None, message=v.message, expected=expected)
+        if v.outcome in ("inconclusive", "skip"):
+            return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
+        if v.category == "missing-dependency":
+            return Final(outcome="skip", category=v.category, message=f"skipped [missing-dependency]: {v.message}",
+                         expected=expected)
+        return Final(outcome="fail", category=v.category, message=f"[{v.category}] {v.message}", expected=expected)
+    expected = f"xfail:{exp.category}"
+    where = f"{profile_path}" + (f":{exp.line}" if exp.line else "") + f" ({exp.key})"
+    if v.outcome == "pass":
+        return Final(outcome="xpass", category=None, expected=expected,
+                     message=(f"[XPASS(strict)] UNBLOCKED: expected to fail with {exp.category} ({exp.reason}) but it "
+                              f"passed: {v.message}. Update the expectation at {where} to expect = \"pass\"."))
+    if v.outcome in ("inconclusive", "skip"):
+        return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
+    if v.category == exp.category:
+        return Final(outcome="xfail", category=v.category, expected=expected,
+                     message=f"[{v.category}] {exp.reason} — observed: {v.message}")
+    if v.category == "missing-dependency":
+        return Final(outcome="skip", category=v.category, expected=expected,
+                     message=f"skipped [missing-dependency]: {v.message}")
+    return Final(outcome="fail", category=v.category, expected=expected,
+                 message=(f"expected to fail with {exp.category} ({exp.reason}) but failed with {v.category}: "
+                          f"{v.message} [{where}]"))
+
+
+def _errs(m: Measurement) -> str:
+    if not m.errors:
+        return "no errors recorded"
+    uniq = list(dict.fromkeys(m.errors))
+    return "; ".join(uniq[:3])
