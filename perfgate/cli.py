@@ -250,9 +250,8 @@ def _run_plot(args: argparse.Namespace) -> int:
         written.append(write_png(history_png(build_history(reports)), out / "history.png"))
     if args.what in ("all", "matrix"):
         latest = reports[-1]
-        written.append(
-            write_png(matrix_png(build_matrix(latest), title=f"compatibility matrix — {latest.label}"), out / "matrix.png")
-        )
+        png = matrix_png(build_matrix(latest), title=f"compatibility matrix — {latest.label}")
+        written.append(write_png(png, out / "matrix.png"))
     for p in written:
         print(p)
     return EXIT_OK

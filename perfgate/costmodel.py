@@ -239,9 +239,9 @@ class SpecBreakdown:
     cycle_ms: float
     draft_ms: float | None
     verify_ms: float
-    verify_tokens: int
-    allreduce_count: int
-    allreduce_bytes: int
+    verify_tokens: int | None
+    allreduce_count: int | None  # None when the profile does not give the model's depth
+    allreduce_bytes: int | None  # None without verify_tokens or hidden
     allreduce_ms: float | None
     allreduce_share: float | None  # allreduce_ms / cycle_ms
     breakeven_cycle_ms: float
@@ -287,8 +287,8 @@ class SpecBreakdown:
             else:
                 msg += f"no verify time can do it, the draft alone takes {_fmt(self.draft_ms)} ms"
             msg += f", or acceptance rise to ≥ {_fmt(self.breakeven_accept_len, 1)}"
-        if self.allreduce_ms is not None and self.allreduce_share is not None:
-            per = self.allreduce_ms / self.allreduce_count * 1000.0 if self.allreduce_count else 0.0
+        if self.allreduce_ms is not None and self.allreduce_share is not None and self.allreduce_count:
+            per = self.allreduce_ms / self.allreduce_count * 1000.0
             msg += (
                 f"; all-reduce: {self.allreduce_count} × {_fmt(per)} µs = {_fmt(self.allreduce_ms)} ms "
                 f"at {self.allreduce_bytes} B, {self.allreduce_share:.0%} of the cycle"
@@ -317,10 +317,10 @@ def spec_breakdown(
     baseline_tok_s: float,
     spec_tok_s: float,
     accept_len: float,
-    layers: int,
+    layers: int | None,
     allreduces_per_layer: int,
-    hidden: int,
-    verify_tokens: int,
+    hidden: int | None,
+    verify_tokens: int | None,
     allreduce_latency_us: LatencyFn | None = None,
     draft_ms: float | None = None,
     target_verify_ms: float | None = None,
@@ -332,7 +332,8 @@ def spec_breakdown(
     tokens, e.g. ``--speculative-num-draft-tokens``); each verify all-reduce moves
     ``verify_tokens × hidden × dtype_bytes`` bytes. ``allreduce_latency_us`` (bytes → µs,
     e.g. :func:`latency_interpolator` over micro-benchmark results) gives the all-reduce share;
-    without it those fields are None. ``target_verify_ms`` adds a projection at that verify time.
+    without it those fields are None, as they are when ``layers``, ``hidden`` or
+    ``verify_tokens`` is unknown (None). ``target_verify_ms`` adds a projection at that verify time.
     """
     if accept_len <= 0:
         raise ValueError(f"accept_len must be > 0, got {accept_len}")
@@ -340,10 +341,10 @@ def spec_breakdown(
         raise ValueError(f"draft_ms must be ≥ 0, got {draft_ms}")
     cycle = cycle_ms_from_tok_s(spec_tok_s, accept_len)
     verify = cycle - (draft_ms or 0.0)
-    count = allreduce_count(layers, allreduces_per_layer)
-    nbytes = allreduce_bytes(verify_tokens, hidden, dtype_bytes)
+    count = allreduce_count(layers, allreduces_per_layer) if layers is not None else None
+    nbytes = allreduce_bytes(verify_tokens, hidden, dtype_bytes) if verify_tokens and hidden else None
     ar_ms = share = None
-    if allreduce_latency_us is not None:
+    if allreduce_latency_us is not None and count is not None and nbytes is not None:
         ar_ms = count * allreduce_latency_us(nbytes) / 1000.0
         share = ar_ms / cycle
     projected = None

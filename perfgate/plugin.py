@@ -92,6 +92,10 @@ class PerfgateState:
         given = self.opt("perfgate_log_dir")
         if given:
             return Path(given).resolve()
+        wid = os.environ.get("PYTEST_XDIST_WORKER")
+        if wid and hasattr(self.config, "workerinput"):
+            run = self.config.workerinput.get("perfgate_run", "run")  # type: ignore[attr-defined]
+            return self.config.rootpath / "perfgate-logs" / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
 
@@ -325,6 +329,71 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.stash[STATE] = PerfgateState(config)
     _install_sigterm()
+    if _wants_perf(config):
+        _assign_gpus(config)
+
+
+def _gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | None:
+    """(GPUs per worker, visible GPU ids) for a real-engine profile; None when not applicable."""
+    st = state_of(config)
+    p = st.profile
+    if p.simulated or workers <= 1:
+        return None
+    tp = int(p.server_flags.get("tp-size", 1) or 1) * int(p.server_flags.get("pp-size", 1) or 1)
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis:
+        ids = [x.strip() for x in vis.split(",") if x.strip()]
+    else:
+        from perfgate.stack import detect_stack
+
+        n = detect_stack().gpu_count
+        ids = [str(i) for i in range(int(n))] if str(n).isdigit() else []
+    if workers * tp > len(ids):
+        raise pytest.UsageError(
+            f"perfgate: -n {workers} workers x tp {tp} needs {workers * tp} GPUs but {len(ids)} are visible "
+            f"({','.join(ids) or 'none'}); use -n {max(1, len(ids) // tp)} or fewer: two servers never share a GPU"
+        )
+    return tp, ids
+
+
+def _assign_gpus(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker owns a disjoint set of GPUs (CUDA_VISIBLE_DEVICES)."""
+    if hasattr(config, "workerinput"):
+        wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        plan = _gpu_plan(config, count)
+        if plan is not None:
+            tp, ids = plan
+            i = int(wid[2:])
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids[i * tp:(i + 1) * tp])
+        return
+    n = getattr(config.option, "numprocesses", None)
+    if isinstance(n, int) and n > 1:
+        _gpu_plan(config, n)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    st = state_of(node.config)
+    node.workerinput["perfgate_run"] = st.log_dir.name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist, send all records of one server config to one worker (each config starts once)."""
+    if not _wants_perf(config) or getattr(config.option, "dist", "load") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ConfigScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.endswith("]") and "[" in nodeid:
+                param = nodeid[nodeid.rindex("[") + 1 : -1]
+                if ":" in param:
+                    return "perfgate:" + param.split(":", 1)[1]
+            return str(super()._split_scope(nodeid))
+
+    return ConfigScheduling(config, log)
 
 
 def _install_sigterm() -> None:

@@ -340,6 +340,15 @@ def _env(r: _Reader, key: str) -> dict[str, str]:
     return out
 
 
+def _local_paths(root: Path, flags: dict[str, object]) -> dict[str, object]:
+    """Path flags (``*-path``) given relative to the project, e.g. fixtures/models/..., made absolute."""
+    out = dict(flags)
+    for k, v in flags.items():
+        if k.endswith("-path") and isinstance(v, str) and not Path(v).is_absolute() and (root / v).exists():
+            out[k] = str((root / v).resolve())
+    return out
+
+
 def _line_of(text: str, *needles: str) -> int | None:
     lines = text.splitlines()
     start = 0
@@ -371,7 +380,10 @@ def load_profile(path: str | Path) -> Profile:
     path = Path(path)
     if not path.is_file():
         raise ProfileNotFound(f"profile not found: {path}")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise ProfileSchemaError(path, "(file)", "UTF-8 text", str(e), fix="save the file as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -445,7 +457,8 @@ def load_profile(path: str | Path) -> Profile:
     )
 
     s = r.sub("server")
-    server_flags = _flags(_Reader(path, {"server": {k: v for k, v in s.data.items() if k != "env"}}), "server")
+    server_flags = _local_paths(root, _flags(_Reader(path, {"server": {k: v for k, v in s.data.items() if k != "env"}}),
+                                             "server"))
     for k in ("model-path", "model", "host", "port"):
         if k in server_flags:
             raise s.err(k, "no host/port/model flags here (perfgate sets them)", k,
@@ -462,7 +475,7 @@ def load_profile(path: str | Path) -> Profile:
         mr = ms.sub(mname)
         mr.only({"description", "flags", "env"})
         modes[mname] = Mode(name=mname, description=mr.get("description", str, "a string", ""),
-                            flags=_flags(mr, "flags"), env=_env(mr, "env"))
+                            flags=_local_paths(root, _flags(mr, "flags")), env=_env(mr, "env"))
 
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",

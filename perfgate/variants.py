@@ -89,6 +89,8 @@ def load_variants(path: str | Path) -> VariantSet:
         raise ProfileNotFound(f"variants file not found: {path}")
     try:
         data = tomllib.loads(path.read_text())
+    except UnicodeDecodeError as e:
+        raise ProfileSchemaError(path, "(file)", "UTF-8 text", str(e), fix="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
     r = _Reader(path, data)

@@ -112,6 +112,18 @@ def test_properties_are_plain_decimals_and_absent_when_unknown() -> None:
     assert re.fullmatch(r"\d+(\.\d+)?", with_ar.as_properties()["allreduce_share"])
 
 
+def test_unknown_model_shape_leaves_the_allreduce_part_out() -> None:
+    # what the runner passes when the profile or the mode lacks a number
+    b = cm.spec_breakdown(
+        baseline_tok_s=89.5, spec_tok_s=59.7, accept_len=2.0, layers=None, allreduces_per_layer=2, hidden=None,
+        verify_tokens=None, allreduce_latency_us=lambda n: 200.0,
+    )
+    assert b.allreduce_count is None and b.allreduce_bytes is None and b.allreduce_share is None
+    assert "allreduce_share" not in b.as_properties()
+    assert b.breakeven_accept_len == pytest.approx(89.5 * 2.0 / 59.7)
+    assert "all-reduce" not in b.what_it_would_take()
+
+
 def test_model_shape_from_profile() -> None:
     class Model:
         layers = 61

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from junitparser import Failure, Skipped
 from junitparser.xunit2 import JUnitXml, TestCase, TestSuite
-from report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
 
 from perfgate.errors import ReportError
 from perfgate.report.junit_read import OUTCOMES, read_report, record_id, strip_group
+from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
 
 # --- properties of generated reports ----------------------------------------------------
 
@@ -113,7 +113,7 @@ def test_suite_properties_time_and_engine(tmp_path: Path) -> None:
     assert rep.simulated is True
     assert rep.started_at is not None and rep.started_at.isoformat() == "2026-01-05T10:00:00+00:00"
     assert rep.stack["stack.cuda"] == "13.0"
-    assert list(rep.stack)[0] == "stack.gpu"
+    assert next(iter(rep.stack)) == "stack.gpu"
 
 
 def test_started_at_falls_back_to_timestamp(tmp_path: Path) -> None:
@@ -179,3 +179,58 @@ def test_unreadable_reports_raise_report_error(tmp_path: Path, content: str | No
         p.write_text(content)
     with pytest.raises(ReportError, match=match):
         read_report(p)
+
+
+def test_reads_what_pytest_itself_writes(pytester: pytest.Pytester) -> None:
+    """A real pytest run (xunit2), with and without the contract's outcome property."""
+    pytester.makepyfile(
+        test_outcomes="""
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("server failed to start")
+
+        def test_pass(request):
+            request.node.user_properties.append(("tok_s", "89.5"))
+
+        def test_fail(request):
+            request.node.user_properties.append(("tok_s", "41.0"))
+            assert False, "slower than the floor"
+
+        @pytest.mark.xfail(reason="unsupported-arch", strict=True)
+        def test_xfail():
+            raise RuntimeError("no SM120 kernel")
+
+        @pytest.mark.xfail(reason="should still be slow", strict=True)
+        def test_xpass():
+            pass
+
+        def test_skip():
+            pytest.skip("needs 8 GPUs")
+
+        def test_error(broken):
+            pass
+
+        @pytest.mark.parametrize("p", ["kimi:baseline+nccl-tree"])
+        def test_inconclusive(request, p):
+            request.node.user_properties.append(("outcome", "inconclusive"))
+            pytest.skip("inconclusive: confounded")
+        """
+    )
+    result = pytester.runpytest("--junitxml=out.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=2, xfailed=1, skipped=2, errors=1)
+    rep = read_report(pytester.path / "out.xml")
+    got = {r.name: r.outcome for r in rep.records}
+    assert got == {
+        "test_pass": "pass",
+        "test_fail": "fail",
+        "test_xfail": "xfail",
+        "test_xpass": "xpass",
+        "test_skip": "skip",
+        "test_error": "error",
+        "test_inconclusive[kimi:baseline+nccl-tree]": "inconclusive",
+    }
+    assert rep.by_key["test_outcomes::test_fail"].num("tok_s") == 41.0  # numbers survive a failure
+    assert rep.by_key["test_outcomes::test_pass"].outcome_source == "xml"
+    assert rep.started_at is not None  # from the testsuite timestamp

@@ -4,7 +4,8 @@ Sections:
 
 - *unblocked*: ``xfail`` → ``pass`` / ``xpass`` (a backend started working),
 - *newly broken*: ``pass`` / ``xpass`` → ``fail`` / ``error``,
-- *changed*: every other outcome change (``pass`` → ``xfail``, ``fail`` → ``pass``, ...),
+- *changed*: every other outcome change (``pass`` → ``xfail``, ``fail`` → ``pass``, ...), and
+  the same outcome with another failure category (``xfail(cuda-graph-capture)`` → ``xfail(oom)``),
 - *regressed* / *improved*: decode throughput (``tok_s``) moved beyond noise,
 - *unknown noise*: ``tok_s`` moved but neither report recorded a CI or a CV,
 - *new* / *gone*: records present on one side only,
@@ -276,6 +277,8 @@ def diff(old: Report, new: Report) -> Diff:
     for k in keys:
         o, n = old.by_key.get(k), new.by_key.get(k)
         transition = classify_transition(o.outcome if o else None, n.outcome if n else None)
+        if transition == T_UNCHANGED and o and n and o.category != n.category:
+            transition = T_CHANGED  # same outcome, another reason: xfail(cuda-graph-capture) -> xfail(oom)
         tp = compare_throughput(o, n) if o and n else None
         rows.append(RecordDiff(key=k, old=o, new=n, transition=transition, throughput=tp))
     notes = list(old.notes) + list(new.notes)

@@ -192,15 +192,14 @@ class GateResult:
         return self.exit_code == ExitCode.OK
 
 
-def _detail(r: RecordDiff) -> str:
+def _detail(r: RecordDiff, rule: str) -> str:
+    tp = r.throughput
+    if rule == "regressed" and tp is not None:
+        ratio = tp.ratio
+        return f"tok/s {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
-    text = f"{o} → {n}"
-    tp = r.throughput
-    if tp is not None and tp.verdict == REGRESSED:
-        ratio = tp.ratio
-        text = f"tok/s {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
-    return text
+    return f"{o} → {n}"
 
 
 def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
@@ -211,7 +210,7 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
 
     def add(target: list[Finding], r: RecordDiff, rule: str, detail: str | None = None) -> None:
         rid = (r.new or r.old).id  # type: ignore[union-attr]
-        f = Finding(key=r.key, rule=rule, detail=detail or _detail(r))
+        f = Finding(key=r.key, rule=rule, detail=detail or _detail(r, rule))
         if policy.ignored(r.key, rid):
             ignored.append(f)
         else:

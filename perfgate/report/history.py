@@ -10,10 +10,11 @@ binary segmentation on medians (pure Python, :mod:`statistics`; no numpy):
    from their medians, each segment having at least ``min_segment`` points (default 2, so a
    change seen in one report only is never a step);
 2. the split is a step when the medians differ by more than ``threshold`` (default 3) times
-   the noise scale — the largest of the segments' MAD-based standard deviations and the
-   median per-report noise recorded in the reports (CI half-width / 1.96, else ``cv · tok_s``)
-   — and by at least ``min_rel_step`` (default 1%) of the old level, and at least 75% of the
-   points of each segment lie on their own side of the midpoint between the two medians;
+   the noise scale — the larger of the report-to-report scatter (MAD of successive
+   differences / sqrt 2, which a step or an outlier barely moves) and the median per-report
+   noise recorded in the reports (CI half-width / 1.96, else ``cv · tok_s``) — and by at least
+   ``min_rel_step`` (default 1%) of the old level, and at least 75% of the points of each
+   segment lie on their own side of the midpoint between the two medians;
 3. both segments are searched again for further steps.
 
 A single outlier moves neither median, so it is not a step.
@@ -21,6 +22,7 @@ A single outlier moves neither median, so it is not a step.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,11 +118,12 @@ def _sigma(rec: Record) -> float | None:
     return None
 
 
-def _mad_sigma(xs: Sequence[float]) -> float:
+def _scatter_sigma(xs: Sequence[float]) -> float:
+    """Point-to-point noise from successive differences (robust to steps and single outliers)."""
     if len(xs) < 2:
         return 0.0
-    m = statistics.median(xs)
-    return _MAD_TO_SIGMA * statistics.median(abs(x - m) for x in xs)
+    diffs = [abs(b - a) for a, b in zip(xs, xs[1:], strict=False)]
+    return _MAD_TO_SIGMA * statistics.median(diffs) / math.sqrt(2)
 
 
 def _l1_cost(xs: Sequence[float]) -> float:
@@ -161,7 +164,7 @@ def detect_steps(
             return
         recorded = [s for _, _, s in seg if s is not None]
         noise = statistics.median(recorded) if recorded else 0.0
-        scale = max(_mad_sigma(a), _mad_sigma(b), noise)
+        scale = max(_scatter_sigma(xs), noise)
         significant = abs(delta) > threshold * scale and abs(delta) >= min_rel_step * abs(ma)
         mid = (ma + mb) / 2
         beyond = sum(1 for x in b if (x - mid) * delta > 0) / len(b)
@@ -199,8 +202,10 @@ def build_history(
     for key in sorted(keys):
         cells: list[Cell | None] = []
         for r in ordered:
-            rec = r.by_key.get(key)
-            cells.append(None if rec is None else Cell(outcome=rec.outcome, tok_s=rec.num("tok_s"), sigma=_sigma(rec)))
+            found = r.by_key.get(key)
+            cells.append(
+                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"), sigma=_sigma(found))
+            )
         steps = detect_steps(
             [c.tok_s if c else None for c in cells],
             [c.sigma if c else None for c in cells],

@@ -123,7 +123,9 @@ def _history_table(h: History) -> str:
                 color = OUTCOME_COLORS.get(c.outcome, "#ffffff")
                 text = c.outcome + ("" if c.tok_s is None else f" {fmt_num(c.tok_s)}")
                 out.append(f'<td style="background:{color}">{escape(text)}</td>')
-        steps = "; ".join(f"{s.direction} at #{s.index + 1}: {fmt_num(s.before)} → {fmt_num(s.after)}" for s in row.steps)
+        steps = "; ".join(
+            f"{s.direction} at #{s.index + 1}: {fmt_num(s.before)} → {fmt_num(s.after)}" for s in row.steps
+        )
         out.append(f"<td>{escape(steps)}</td></tr>")
     out.append("</table>")
     return "\n".join(out)

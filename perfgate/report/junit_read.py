@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from perfgate.errors import ReportError
 
@@ -242,8 +243,8 @@ class Report:
         return f"{stem} ({t.strftime('%Y-%m-%d %H:%M')})" if t else stem
 
     def suite_prop(self, name: str) -> str:
-        """A suite property; distinct values of several suites are joined with `` | ``."""
-        values = sorted({s.prop(name) for s in self.suites if s.prop(name)})
+        """A suite property; distinct values of several suites are joined with `` | `` (suite order)."""
+        values = dict.fromkeys(s.prop(name) for s in self.suites if s.prop(name))
         return " | ".join(values)
 
     @property
@@ -267,27 +268,28 @@ class Report:
     def stack(self) -> dict[str, str]:
         """Stack fingerprint: suite ``stack.*`` properties, completed from the testcases.
 
-        Several distinct values (a merged report of several boxes) are joined with `` | ``.
+        Several distinct values (a merged report of several boxes) are joined with `` | ``,
+        in suite order.
         Keys nobody reported are absent.
         """
-        values: dict[str, set[str]] = defaultdict(set)
+        values: dict[str, dict[str, None]] = defaultdict(dict)  # insertion-ordered sets
         for s in self.suites:
             for k, v in s.properties:
                 if k.startswith("stack."):
-                    values[k].add(v)
+                    values[k][v] = None
         for r in self.records:
             for k, v in r.stack:
-                values[k].add(v)
-        out = {k: " | ".join(sorted(vs)) for k, vs in values.items()}
+                values[k][v] = None
+        out = {k: " | ".join(vs) for k, vs in values.items()}
         order = {k: i for i, k in enumerate(STACK_KEYS)}
         return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
-def _case_outcome(case: object) -> tuple[str, str]:
+def _case_outcome(case: Any) -> tuple[str, str]:
     """Outcome and message from the XML elements alone."""
     from junitparser import Error, Failure, Skipped
 
-    results = list(case.result)  # type: ignore[attr-defined]
+    results = list(case.result)
     if not results:
         return "pass", ""
     failures = [r for r in results if isinstance(r, Failure)]
@@ -304,10 +306,10 @@ def _case_outcome(case: object) -> tuple[str, str]:
     return "pass", ""
 
 
-def _props(element: object) -> list[tuple[str, str]]:
+def _props(element: Any) -> list[tuple[str, str]]:
     from junitparser import Properties
 
-    props = element.child(Properties)  # type: ignore[attr-defined]
+    props = element.child(Properties)
     if props is None:
         return []
     return [(p.name or "", p.value if p.value is not None else "") for p in props if p.name]
@@ -334,7 +336,7 @@ def _qualify(records: list[dict[str, object]]) -> None:
             if len(set(quals)) == len(quals):
                 break
         seen: dict[str, int] = defaultdict(int)
-        for r, q in zip(group, quals):
+        for r, q in zip(group, quals, strict=False):
             seen[q] += 1
             suffix = q if seen[q] == 1 else f"{q}#{seen[q]}"
             r["key"] = f"{rid} @{suffix}"
@@ -362,11 +364,11 @@ def read_reports(paths: Iterable[str | Path]) -> list[Report]:
     return [read_report(p) for p in paths]
 
 
-def _from_xml(xml: object, path: str) -> Report:
+def _from_xml(xml: Any, path: str) -> Report:
     suites: list[SuiteInfo] = []
     raw: list[dict[str, object]] = []
     notes: list[str] = []
-    for si, suite in enumerate(xml):  # type: ignore[attr-defined]
+    for si, suite in enumerate(xml):
         sprops = _props(suite)
         sd = dict(sprops)
         info = SuiteInfo(

@@ -93,13 +93,14 @@ def matrix_png(m: Matrix, title: str = "compatibility matrix") -> bytes:
         ax.text(0.5, 0.5, "no record carries mode/variant properties", ha="center", va="center")
         ax.set_axis_off()
         return _to_png(fig)
-    for i, row in enumerate(m.rows):
-        for j, _col in enumerate(m.columns):
+    for i in range(len(m.rows)):
+        for j in range(len(m.columns)):
             cell = m.cells[i][j]
             color = OUTCOME_COLORS.get(cell.outcome, "#000000") if cell else ABSENT_COLOR
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor=color, edgecolor="white", linewidth=2))
             if cell is not None:
-                ax.text(j + 0.5, i + 0.5, cell.label, ha="center", va="center", fontsize=7)
+                ink = "white" if cell.outcome == "error" else "black"
+                ax.text(j + 0.5, i + 0.5, cell.label, ha="center", va="center", fontsize=7, color=ink)
     ax.set_xlim(0, nc)
     ax.set_ylim(nr, 0)
     ax.set_xticks([j + 0.5 for j in range(nc)])

@@ -91,10 +91,10 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: st
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    lines = [indent + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = [indent + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
     lines.append(indent + "  ".join("-" * w for w in widths))
     for row in rows:
-        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
     return "\n".join(lines)
 
 

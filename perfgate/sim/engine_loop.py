@@ -1,0 +1,336 @@
+"""The simulated scheduler: one thread running continuous-batching steps on a deadline schedule.
+
+Each iteration is either a prefill of newly admitted requests (first token) or one decode
+iteration advancing every running request: one token without speculation, or the accepted
+tokens of one speculative cycle (draft + verify). Durations come from the
+:class:`~perfgate.sim.behavior.LaunchPlan`; the thread sleeps until each step's deadline on a
+monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
+
+Output tokens are a deterministic function of (prompt ids, position) — identical in every
+mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
+(speculative configs then diverge after token 10). The simulated model never emits EOS:
+every request runs to ``max_new_tokens`` (finish reason ``length``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfgate.sim.behavior import LaunchPlan
+
+MAX_CATCH_UP_S = 0.05  # at most this much schedule debt is caught up after a stall
+WRONG_OUTPUT_AFTER = 10
+
+
+def prompt_digest(input_ids: list[int]) -> bytes:
+    return hashlib.blake2b(",".join(map(str, input_ids)).encode(), digest_size=16).digest()
+
+
+def output_token(digest: bytes, position: int, vocab: int) -> int:
+    """The simulated model's token at ``position`` (0-based) of the output for a prompt."""
+    h = hashlib.blake2b(digest + position.to_bytes(8, "little"), digest_size=8).digest()
+    return int.from_bytes(h, "little") % vocab
+
+
+def expected_output(input_ids: list[int], n: int, vocab: int) -> list[int]:
+    """The first ``n`` output ids of a prompt (for tests and the lead's correctness checks)."""
+    d = prompt_digest(input_ids)
+    return [output_token(d, i, vocab) for i in range(n)]
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One generation request moving through the engine."""
+
+    input_ids: list[int]
+    max_new_tokens: int
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    internal: bool = False  # health checks and warm-up: exempt from faults
+    digest: bytes = b""
+    output_ids: list[int] = field(default_factory=list)
+    cached_tokens: int = 0
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    proposed_drafts: int = 0
+    finished: bool = False
+    aborted: bool = False
+    hung: bool = False
+    created: float = field(default_factory=time.monotonic)
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    rng: random.Random | None = None
+    events: queue.Queue[int] = field(default_factory=queue.Queue)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> tuple[list[int], bool]:
+        with self.lock:
+            return list(self.output_ids), self.finished
+
+
+class _PrefixCache:
+    """Radix-cache stand-in: a token trie of previously prefilled prompts."""
+
+    MAX_NODES = 2_000_000
+
+    def __init__(self) -> None:
+        self.root: dict[int, Any] = {}
+        self.nodes = 0
+
+    def match_and_insert(self, ids: list[int]) -> int:
+        node, matched, inserting = self.root, 0, False
+        for tok in ids:
+            nxt = node.get(tok)
+            if nxt is None:
+                inserting = True
+                if self.nodes >= self.MAX_NODES:
+                    break
+                nxt = {}
+                node[tok] = nxt
+                self.nodes += 1
+            elif not inserting:
+                matched += 1
+            node = nxt
+        return min(matched, max(0, len(ids) - 1))
+
+    def clear(self) -> None:
+        self.root, self.nodes = {}, 0
+
+
+class EngineLoop:
+    """The scheduler thread; submit requests, read their ``events`` queue for progress."""
+
+    def __init__(self, plan: LaunchPlan, log: Callable[[str], None], *, seed: int | None = None,
+                 speedup: float = 1.0, fault: str | None = None, fault_after: int = 3,
+                 on_crash: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.plan = plan
+        self._clock = clock
+        self._sleep = sleep
+        self._log = log
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 30)
+        self.speedup = max(1e-6, speedup)
+        self.fault = fault
+        self.fault_after = max(0, fault_after)
+        self.on_crash = on_crash
+        self.vocab = plan.hardware.model.vocab
+        self.max_running = plan.max_running_requests
+        self.radix = not bool(plan.args.get("disable_radix_cache"))
+        self.log_interval = max(1, int(plan.args.get("decode_log_interval") or 40))
+        self.kv_capacity = max(1, int(plan.args.get("max_total_num_tokens") or 1))
+        self._cond = threading.Condition()
+        self._waiting: deque[SimRequest] = deque()
+        self._running: list[SimRequest] = []
+        self._cache = _PrefixCache()
+        self._prompt_seen: dict[bytes, int] = {}
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
+        self._deadline = clock()
+        # statistics (server_info / metrics)
+        self.decode_steps = 0
+        self.last_gen_throughput = 0.0
+        self.avg_spec_accept_length: float | None = None
+        self._acc_tokens = self._acc_verify = 0  # committed at each decode log line
+        self._pending_tokens = self._pending_verify = 0
+        self._window_tokens = 0
+        self._window_start = clock()
+        self.prompt_tokens_total = self.generation_tokens_total = self.requests_total = 0
+
+    # ------------------------------------------------------------------ public
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+
+    def submit(self, req: SimRequest) -> SimRequest:
+        req.digest = prompt_digest(req.input_ids)
+        req.created = self._clock()
+        with self._cond:
+            n = self._prompt_seen.get(req.digest, 0)
+            self._prompt_seen[req.digest] = n + 1
+            req.rng = random.Random(f"{self.seed}:{req.digest.hex()}:{n}")
+            self._waiting.append(req)
+            self._cond.notify_all()
+        return req
+
+    def abort(self, req: SimRequest) -> None:
+        with self._cond:
+            req.aborted = True
+            if req in self._waiting:
+                self._waiting.remove(req)
+
+    def busy(self) -> bool:
+        with self._cond:
+            return bool(self._waiting or self._running)
+
+    def flush_cache(self) -> bool:
+        with self._cond:
+            if self._waiting or self._running:
+                return False
+            self._cache.clear()
+            return True
+
+    def counts(self) -> tuple[int, int]:
+        with self._cond:
+            return len(self._running), len(self._waiting)
+
+    # ------------------------------------------------------------------ loop
+    def _sleep_until(self, deadline: float) -> None:
+        while True:
+            left = deadline - self._clock()
+            if left <= 0:
+                return
+            self._sleep(min(left, 0.05))
+            if self._stop:
+                return
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                idle = False
+                while not self._stop and not self._waiting and not self._running:
+                    idle = True
+                    self._cond.wait(0.5)
+                if self._stop:
+                    return
+                self._running = [r for r in self._running if not r.aborted]
+                new: list[SimRequest] = []
+                while self._waiting and len(self._running) + len(new) < self.max_running:
+                    new.append(self._waiting.popleft())
+                batch = list(self._running)
+                queued = len(self._waiting)
+            now = self._clock()
+            if idle:
+                self._deadline = now
+            self._deadline = max(self._deadline, now - MAX_CATCH_UP_S)
+            if new:
+                self._prefill(new, len(batch), queued)
+            elif batch:
+                self._decode(batch, queued)
+
+    def _prefill(self, new: list[SimRequest], running: int, queued: int) -> None:
+        compute = 0
+        cached_total = 0
+        with self._cond:
+            for r in new:
+                r.cached_tokens = self._cache.match_and_insert(r.input_ids) if self.radix else 0
+                compute += len(r.input_ids) - r.cached_tokens
+                cached_total += r.cached_tokens
+        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speedup
+        self._deadline += dur
+        self._sleep_until(self._deadline)
+        self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
+                  f"token usage: {self._usage(running):.2f}, #running-req: {running}, #queue-req: {queued}, "
+                  f"#pending-token: 0, cuda graph: False, input throughput (token/s): {compute / max(dur, 1e-9):.2f}")
+        now = self._clock()
+        keep: list[SimRequest] = []
+        for r in new:
+            if r.aborted:
+                continue
+            self.requests_total += 1
+            self.prompt_tokens_total += len(r.input_ids)
+            r.first_token_at = now
+            self._emit(r, 1)
+            if not r.finished and not r.hung:
+                keep.append(r)
+        with self._cond:
+            self._running.extend(keep)
+
+    def _decode(self, batch: list[SimRequest], queued: int) -> None:
+        plan = self.plan
+        dur = plan.step_s(len(batch)) / self.speedup
+        self._deadline += dur
+        self._sleep_until(self._deadline)
+        spec = plan.spec
+        emitted = 0
+        for r in batch:
+            if r.aborted or r.finished or r.hung:
+                continue
+            if spec is None:
+                n = 1
+            else:
+                n = min(self._draw_accept(r), max(1, r.max_new_tokens - len(r.output_ids)))
+                r.verify_ct += 1
+                r.correct_drafts += n - 1
+                r.proposed_drafts += spec.num_draft_tokens - 1
+                self._pending_verify += 1
+                self._pending_tokens += n
+            emitted += self._emit(r, n)
+        self.generation_tokens_total += emitted
+        self._window_tokens += emitted
+        self.decode_steps += 1
+        with self._cond:
+            self._running = [r for r in self._running if not (r.finished or r.aborted or r.hung)]
+            running = len(self._running)
+        if self.decode_steps % self.log_interval == 0:
+            self._decode_log(running, queued)
+
+    def _draw_accept(self, r: SimRequest) -> int:
+        spec = self.plan.spec
+        assert spec is not None and r.rng is not None
+        n = spec.max_accept - 1
+        if n <= 0:
+            return 1
+        p = min(1.0, max(0.0, (spec.accept_length - 1.0) / n))
+        return 1 + sum(1 for _ in range(n) if r.rng.random() < p)
+
+    def _emit(self, r: SimRequest, n: int) -> int:
+        """Append up to ``n`` tokens to ``r``, apply faults, notify its reader; returns tokens added."""
+        with r.lock:
+            start = len(r.output_ids)
+            n = min(n, r.max_new_tokens - start)
+            wrong = self.fault == "wrong-output" and self.plan.spec is not None and not r.internal
+            for pos in range(start, start + n):
+                tok = output_token(r.digest, pos, self.vocab)
+                if wrong and pos >= WRONG_OUTPUT_AFTER:
+                    tok = (tok + 1) % self.vocab
+                r.output_ids.append(tok)
+            if len(r.output_ids) >= r.max_new_tokens:
+                r.finished = True
+                r.finished_at = self._clock()
+            produced = len(r.output_ids)
+        if not r.internal and self.fault in ("crash-mid-stream", "hang-mid-stream") and produced >= self.fault_after:
+            if self.fault == "crash-mid-stream" and self.on_crash is not None:
+                self.on_crash()
+            elif self.fault == "hang-mid-stream" and not r.finished:
+                r.hung = True
+                r.events.put(produced)
+                return n
+        r.events.put(produced)
+        return n
+
+    def _usage(self, running: int) -> float:
+        return min(1.0, running * 1024 / self.kv_capacity)
+
+    def _decode_log(self, running: int, queued: int) -> None:
+        now = self._clock()
+        span = max(1e-9, now - self._window_start)
+        self.last_gen_throughput = self._window_tokens / span
+        self._window_tokens, self._window_start = 0, now
+        spec_part = ""
+        if self.plan.spec is not None and self._pending_verify:
+            self._acc_tokens += self._pending_tokens
+            self._acc_verify += self._pending_verify
+            acc = self._pending_tokens / self._pending_verify
+            rate = (acc - 1) / max(1, self.plan.spec.num_draft_tokens - 1)
+            self._pending_tokens = self._pending_verify = 0
+            self.avg_spec_accept_length = self._acc_tokens / self._acc_verify
+            spec_part = f"accept len: {acc:.2f}, accept rate: {rate:.2f}, "
+        graph = self.plan.args.get("cuda_graph_backend_decode") != "disabled" and running <= max(
+            self.plan.decode_graph_bs or (0,))
+        self._log(f"Decode batch, #running-req: {running}, #token: {running * 128}, "
+                  f"token usage: {self._usage(running):.2f}, {spec_part}cuda graph: {graph}, "
+                  f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {queued}")
+

@@ -1,0 +1,147 @@
+"""Helpers to run the simulated server as a real subprocess in tests (127.0.0.1 only).
+
+    with SimProcess.start(["--tp-size", "8"], log_path=tmp_path / "sim.log") as sim:
+        sim.wait_ready()
+        sim.get("/server_info")
+
+Every wait is bounded; :meth:`SimProcess.close` SIGTERMs the process (then SIGKILLs it) and
+always reaps it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim"
+SEED_BOX = FIXTURES / "rtxpro6000-x8-pcie.toml"
+H100_BOX = FIXTURES / "h100-x8-nvlink.toml"
+_SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class SimProcess:
+    """One ``python -m perfgate.sim`` subprocess with its log file."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @classmethod
+    def start(cls, args: Sequence[str], *, log_path: Path, hardware: Path | str = SEED_BOX,
+              startup_s: float = 0.2, env: Mapping[str, str] | None = None, model_path: str = "/models/sim",
+              port: int | None = None) -> SimProcess:
+        port = free_port() if port is None else port
+        full_env = {k: v for k, v in os.environ.items() if k not in _SIM_ENV and not k.startswith("NCCL_")}
+        full_env.update(env or {})
+        cmd = [sys.executable, "-m", "perfgate.sim", "--model-path", model_path, *args,
+               "--host", "127.0.0.1", "--port", str(port), "--sim-hardware", str(hardware),
+               "--sim-startup-s", str(startup_s)]
+        with open(log_path, "wb") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+        return cls(proc=proc, port=port, log_path=log_path)
+
+    def __enter__(self) -> SimProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ process
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_exit(self, timeout: float = 20.0) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def close(self, timeout: float = 5.0) -> int:
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        return int(self.proc.returncode)
+
+    def wait_ready(self, timeout: float = 30.0, path: str = "/health_generate") -> None:
+        """Poll ``path`` until 200; raise if the process exits or the deadline passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sim exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                status, _ = self.request("GET", path, timeout=2.0)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"sim not ready after {timeout} s:\n{self.log()[-3000:]}")
+
+    # ------------------------------------------------------------------ HTTP
+    def connection(self, timeout: float = 30.0) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0) -> tuple[int, bytes]:
+        conn = self.connection(timeout)
+        try:
+            data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw: Any) -> Any:
+        status, body = self.request("GET", path, **kw)
+        assert status == 200, (status, body)
+        return json.loads(body)
+
+    def post(self, path: str, body: Any, **kw: Any) -> tuple[int, Any]:
+        status, raw = self.request("POST", path, body, **kw)
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def stream(self, body: Mapping[str, Any], path: str = "/generate", *, timeout: float = 30.0) -> Iterator[str]:
+        """Yield the SSE ``data:`` payloads of a streaming request, raw (not parsed)."""
+        conn = self.connection(timeout)
+        try:
+            conn.request("POST", path, body=json.dumps({**body, "stream": True}).encode(),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status}: {resp.read()!r}")
+            buf = b""
+            while True:
+                piece = resp.read1(65536)
+                if not piece:
+                    return
+                buf += piece
+                while b"\n\n" in buf:
+                    event, buf = buf.split(b"\n\n", 1)
+                    for line in event.split(b"\n"):
+                        if line.startswith(b"data: "):
+                            yield line[6:].decode()
+        finally:
+            conn.close()

@@ -1,0 +1,51 @@
+"""Command lines and environments built by the engines."""
+
+import sys
+from pathlib import Path
+
+from perfgate.engines import render_flags
+from perfgate.engines.sglang import SGLangEngine
+from perfgate.engines.sim import SimEngine
+from perfgate.profiles import load_profile
+from perfgate.variants import load_variants
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_render_flags():
+    assert render_flags({"tp-size": 8, "trust-remote-code": True, "disable-radix-cache": False,
+                         "cuda-graph-bs-decode": [1, 2, 4], "mem-fraction-static": 0.88}) == [
+        "--tp-size", "8", "--trust-remote-code", "--cuda-graph-bs-decode", "1", "2", "4",
+        "--mem-fraction-static", "0.88"]
+
+
+def test_sglang_command_for_the_seed_box_and_version_spelling():
+    prof = load_profile(ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml")
+    vs = load_variants(ROOT / "baselines" / "variants.toml")
+    cfg = prof.config("eagle3", variant=vs.get("nccl-tree"))
+    eng = SGLangEngine(sglang_version="0.5.23", spellings=vs.spellings)
+    argv = eng.command(cfg, host="127.0.0.1", port=31000)
+    assert argv[:3] == [sys.executable, "-m", "sglang.launch_server"]
+    assert argv[3:5] == ["--model-path", "moonshotai/Kimi-K2.5"]
+    assert "--cuda-graph-max-bs-decode" in argv and "--speculative-algorithm" in argv
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "31000"]
+    env = eng.environment(cfg, {"PATH": "/bin"})
+    assert env["NCCL_ALGO"] == "Tree" and env["PATH"] == "/bin"
+    old = SGLangEngine(sglang_version="0.5.10", spellings=vs.spellings).command(cfg, host="h", port=1)
+    assert "--cuda-graph-max-bs" in old and "--cuda-graph-max-bs-decode" not in old
+    serve = SGLangEngine(launcher="serve", sglang_version="0.5.23").command(cfg, host="h", port=1)
+    assert serve[0].endswith("sglang") and serve[1] == "serve"
+
+
+def test_sim_command_passes_the_same_sglang_flags():
+    prof = load_profile(ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml")
+    cfg = prof.config("baseline")
+    real = SGLangEngine(sglang_version="0.5.23").argv_flags(cfg)
+    eng = SimEngine(sim_stack="flashinfer=0.8.0")
+    argv = eng.command(cfg, host="127.0.0.1", port=5)
+    assert argv[:3] == [sys.executable, "-m", "perfgate.sim"]
+    joined = " ".join(argv)
+    assert " ".join(real) in joined
+    assert "--sim-hardware" in argv and argv[argv.index("--sim-stack") + 1] == "flashinfer=0.8.0"
+    env = eng.environment(cfg, {})
+    assert str(ROOT) in env["PYTHONPATH"].split(":")

@@ -1,0 +1,131 @@
+"""The plugin as users run it (pytester, real subprocesses, the simulated server)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from junitparser import Skipped
+from junitparser.xunit2 import JUnitXml
+
+ROOT = Path(__file__).resolve().parent.parent
+SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
+PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
+
+PROFILE = f"""
+schema_version = 1
+[hardware]
+gpu = "RTX PRO 6000 Blackwell"
+count = 8
+sm = "12.0"
+interconnect = "pcie"
+[engine]
+name = "sim"
+sim_hardware = "{SIM_HW}"
+sim_startup_s = 0.2
+startup_timeout_s = 30
+[model]
+path = "moonshotai/Kimi-K2.5"
+layers = 61
+hidden = 7168
+[server]
+tp-size = 8
+mem-fraction-static = 0.88
+cuda-graph-max-bs-decode = 128
+random-seed = 1
+[modes.baseline]
+[modes.eagle3]
+flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
+[workload]
+prompts = "{PROMPTS}"
+max_new_tokens = 24
+warmup = 1
+trials = 3
+max_cv = 0.5
+request_timeout_s = 30
+[floors.baseline]
+tok_s = FLOOR
+tolerance = 0.05
+[floors.eagle3]
+accept_len = 1.5
+"""
+
+
+def make_project(pytester, floor=89.5, extra=""):
+    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
+    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
+    (pytester.path / "baselines" / "t").mkdir(parents=True)
+    shutil.copy(ROOT / "baselines" / "variants.toml", pytester.path / "baselines" / "variants.toml")
+    prof = pytester.path / "baselines" / "t" / "m.toml"
+    prof.write_text(PROFILE.replace("FLOOR", str(floor)) + extra)
+    return prof
+
+
+def props(case):
+    return {p.name: p.value for p in case.properties()}
+
+
+def cases(xml_path):
+    return {c.name: c for s in JUnitXml.fromfile(str(xml_path)) for c in s}
+
+
+def test_baseline_on_the_simulated_profile_passes_with_numbers(pytester):
+    prof = make_project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*SIMULATED*", "*1 server start(s) for 1 distinct config(s)*"])
+    c = cases(pytester.path / "r.xml")["test_decode_floor[m:baseline]"]
+    p = props(c)
+    assert p["engine"] == "sim" and p["mode"] == "baseline" and p["outcome"] == "pass"
+    assert abs(float(p["tok_s"]) - 89.5) / 89.5 < 0.08
+    assert float(p["tok_s_ci_low"]) <= float(p["tok_s"]) <= float(p["tok_s_ci_high"])
+    assert p["n"] == "3" and Path(p["log"]).is_file()
+    assert p["stack.simulated"] == "true" and p["stack.sm"] == "12.0"
+    suite = next(iter(JUnitXml.fromfile(str(pytester.path / "r.xml"))))
+    sp = {x.name: x.value for x in suite.properties()}
+    assert sp["perfgate.engine"] == "sim" and sp["stack.interconnect"] == "pcie"
+
+
+def test_a_regression_fails_with_the_numbers_and_keeps_them(pytester):
+    prof = make_project(pytester, floor=200)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*decode tok/s * < floor 200 * (1 * 0.05) = 190.0*--perfgate-update-baselines*"])
+    p = props(cases(pytester.path / "r.xml")["test_decode_floor[m:baseline]"])
+    assert p["outcome"] == "fail" and float(p["tok_s"]) > 50
+
+
+def test_speculation_is_an_expected_failure_with_its_reason(pytester):
+    prof = make_project(pytester, extra="""
+[expectations.speculation-vs-baseline]
+eagle3 = { expect = "xfail", category = "slower-than-baseline", reason = "verify is all-reduce bound" }
+""")
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline or speculative", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider", "-rxs")
+    r.assert_outcomes(passed=2, xfailed=1)
+    r.stdout.fnmatch_lines(["*2 server start(s) for 2 distinct config(s)*"])
+    cs = cases(pytester.path / "r.xml")
+    p = props(cs["test_speculation_beats_baseline[m:eagle3]"])
+    assert p["outcome"] == "xfail" and p["category"] == "slower-than-baseline"
+    assert float(p["vs_baseline"]) < 1 and float(p["vs_baseline_ci_high"]) < 1
+    assert float(p["token_match"]) == 1.0
+    assert "cycle_ms" in p and "breakeven_accept_len" in p
+    acc = props(cs["test_acceptance_length[m:eagle3]"])
+    assert 1.5 < float(acc["accept_len"]) < 2.6
+
+
+def test_bad_profile_fails_at_collection_with_file_key_and_fix(pytester):
+    prof = make_project(pytester)
+    prof.write_text(prof.read_text().replace("max_new_tokens = 24", "max_new_tokens = '24'"))
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}", "-p", "no:cacheprovider")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"*perfgate: {prof}: key 'workload.max_new_tokens': expected an integer >= 2, found '24'*"])
+    assert "Traceback" not in r.stderr.str()
+
+
+def test_unknown_profile_names_the_known_ones(pytester):
+    make_project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", "--perfgate-profile=t/mm", "-p", "no:cacheprovider")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*profile 't/mm' not found*did you mean 't/m'*"])

@@ -1,0 +1,210 @@
+"""perfgate gate: documented exit codes and the [tool.perfgate.gate] policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import main
+from perfgate.errors import ConfigError
+from perfgate.report.gate import DEFAULT_BLOCK_ON, ExitCode, GatePolicy, load_policy
+from tests.report_factory import DEFAULT_STACK, perf_case, seed_cases, write_report
+
+FLOOR = dict(kind="floor", classname="perftests.test_baseline", test="test_floor")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project directory as cwd, so the gate reads no pyproject.toml but ours."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _pair(workdir: Path, new_cases: list, **new_kw: object) -> tuple[str, str]:  # type: ignore[type-arg]
+    old = write_report(workdir / "old.xml", seed_cases())
+    kw: dict[str, object] = {
+        "stack": dict(DEFAULT_STACK, **{"stack.cuda": "13.1"}),
+        "started_at": "2026-01-06T10:00:00+00:00",
+    }
+    kw.update(new_kw)
+    new = write_report(workdir / "new.xml", new_cases, **kw)
+    return str(old), str(new)
+
+
+def _replace(cases: list, index: int, case: object) -> list:  # type: ignore[type-arg]
+    out = list(cases)
+    out[index] = case
+    return out
+
+
+def test_exit_0_when_nothing_changed(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _pair(workdir, seed_cases())
+    assert main(["gate", old, new]) == ExitCode.OK == 0
+    assert "perfgate gate: exit 0: OK" in capsys.readouterr().err
+
+
+def test_exit_1_on_newly_broken(workdir: Path) -> None:
+    broken = perf_case("baseline", outcome="fail", category="crash", **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, broken))
+    assert main(["gate", old, new]) == 1
+
+
+def test_exit_1_on_regression_beyond_noise_but_not_within(workdir: Path) -> None:
+    slower = perf_case("baseline", tok_s=85.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, slower))
+    assert main(["gate", old, new]) == 1
+    noisy = perf_case("baseline", tok_s=89.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, noisy))
+    assert main(["gate", old, new]) == 0
+
+
+def test_unknown_noise_never_blocks(workdir: Path) -> None:
+    old = write_report(workdir / "old.xml", [perf_case("baseline", tok_s=90.0, **FLOOR)])  # type: ignore[arg-type]
+    new = write_report(workdir / "new.xml", [perf_case("baseline", tok_s=40.0, **FLOOR)])  # type: ignore[arg-type]
+    assert main(["gate", str(old), str(new)]) == 0
+
+
+def test_exit_3_when_only_unblocked(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xpass = perf_case(
+        "baseline", "flashinfer-ar-fusion", outcome="xpass", tok_s=95.0, spread=1.0, expected="xfail:unsupported-arch"
+    )
+    newer = dict(DEFAULT_STACK, **{"stack.flashinfer": "0.8.0"})
+    old, new = _pair(workdir, _replace(seed_cases(), 3, xpass), stack=newer)
+    assert main(["gate", old, new, "--format", "json"]) == ExitCode.UNBLOCKED == 3
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["gate"]["exit_code"] == 3
+    assert [f["key"] for f in data["gate"]["expectation_updates"]] == [
+        "perftests.test_backends::test_variant[kimi-k2.5-sim:baseline+flashinfer-ar-fusion]"
+    ]
+    assert "update their expectations" in captured.err
+
+
+def test_unblocked_with_lapsed_expectation_needs_no_update(workdir: Path) -> None:
+    """xfail -> pass with expected=pass: a stack condition (flashinfer < 0.8) no longer applies."""
+    passing = perf_case("baseline", "flashinfer-ar-fusion", outcome="pass", tok_s=95.0, spread=1.0, expected="pass")
+    old, new = _pair(workdir, _replace(seed_cases(), 3, passing))
+    assert main(["gate", old, new]) == 0
+
+
+def test_regression_wins_over_unblocked(workdir: Path) -> None:
+    xpass = perf_case("baseline", "flashinfer-ar-fusion", outcome="xpass", expected="xfail:x")
+    cases = _replace(seed_cases(), 3, xpass)
+    cases = _replace(cases, 0, perf_case("baseline", tok_s=70.0, spread=0.8, **FLOOR))  # type: ignore[arg-type]
+    old, new = _pair(workdir, cases)
+    assert main(["gate", old, new]) == 1
+
+
+def test_gone_records_block_by_default(workdir: Path) -> None:
+    old, new = _pair(workdir, seed_cases()[:-1])
+    assert main(["gate", old, new]) == 1
+    assert main(["gate", old, new, "--block-on", "newly-broken,regressed"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv_tail",
+    [
+        ["missing.xml"],
+        ["garbage.xml"],
+        ["empty.xml"],
+        ["new.xml", "--block-on", "newly-broken,typo"],
+        ["new.xml", "--min-ratio", "1.5"],
+        ["new.xml", "--no-such-option"],
+    ],
+)
+def test_exit_2_on_usage_or_unreadable_input(workdir: Path, argv_tail: list[str]) -> None:
+    old, _ = _pair(workdir, seed_cases())
+    (workdir / "garbage.xml").write_text("not xml at all")
+    write_report(workdir / "empty.xml", [])
+    assert main(["gate", old, *argv_tail]) == ExitCode.USAGE == 2
+
+
+def test_exit_2_on_mixed_engines_unless_allowed(workdir: Path) -> None:
+    old, new = _pair(workdir, seed_cases(), engine="sglang")
+    assert main(["gate", old, new]) == 2
+    assert main(["gate", old, new, "--allow-mixed-engines"]) == 0
+
+
+def test_policy_from_pyproject_in_cwd(workdir: Path) -> None:
+    (workdir / "pyproject.toml").write_text(
+        "[tool.perfgate]\n"
+        'gate.block_on = ["newly-broken", "regressed"]\n'
+        "gate.allow_inconclusive = false\n"
+        "gate.min_ratio = 0.9\n"
+        'gate.ignore = ["*+mscclpp]"]\n'
+    )
+    sub = workdir / "sub"
+    sub.mkdir()
+    policy = load_policy(start=sub)  # found upwards
+    assert policy.block_on == {"newly-broken", "regressed"}
+    assert policy.allow_inconclusive is False and policy.min_ratio == 0.9
+
+    # a 5% drop beyond noise passes min_ratio 0.9; a 20% drop does not
+    small = perf_case("baseline", tok_s=85.0, spread=0.5, **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, small))
+    assert main(["gate", old, new]) == 0
+    assert main(["gate", old, new, "--min-ratio", "1.0"]) == 1
+    big = perf_case("baseline", tok_s=70.0, spread=0.5, **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, big))
+    assert main(["gate", old, new]) == 1
+
+    # pass -> inconclusive blocks with allow_inconclusive = false, unless overridden
+    inc = perf_case("baseline", "custom-ar-on", outcome="inconclusive", reason="confounded")
+    old, new = _pair(workdir, _replace(seed_cases(), 4, inc))
+    assert main(["gate", old, new]) == 1
+    assert main(["gate", old, new, "--allow-inconclusive"]) == 0
+
+    # ignored records never block ("gone" is not in block_on here anyway: use newly-broken)
+    broken = perf_case("baseline", "mscclpp", outcome="error", category="crash")
+    cases = _replace(seed_cases(), 6, broken)
+    old = str(write_report(workdir / "old2.xml", _replace(seed_cases(), 6, perf_case("baseline", "mscclpp"))))
+    new = str(write_report(workdir / "new2.xml", cases))
+    assert main(["gate", old, new]) == 0
+    assert main(["gate", old, new, "--pyproject", str(workdir / "nothing.toml")]) == 2
+
+
+def test_policy_defaults_and_validation(tmp_path: Path) -> None:
+    assert GatePolicy().block_on == frozenset(DEFAULT_BLOCK_ON)
+    (tmp_path / "pyproject.toml").write_text("[tool.perfgate.gate]\nblock_on = 'regressed'\n")
+    with pytest.raises(ConfigError, match="block_on must be a list"):
+        load_policy(tmp_path / "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text("[tool.perfgate.gate]\nblock_in = []\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_policy(tmp_path / "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text("[tool.perfgate]\n")
+    assert load_policy(tmp_path / "pyproject.toml").block_on == frozenset(DEFAULT_BLOCK_ON)
+
+
+def test_gate_markdown_shows_the_verdict(workdir: Path) -> None:
+    broken = perf_case("baseline", outcome="fail", category="crash", **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, broken))
+    assert main(["gate", old, new, "--format", "md", "-o", "gate.md"]) == 1
+    md = (workdir / "gate.md").read_text()
+    assert "**gate: exit 1**" in md and "newly-broken" in md
+
+
+def test_console_entry_point_exit_codes_in_a_real_process(workdir: Path) -> None:
+    xpass = perf_case("baseline", "flashinfer-ar-fusion", outcome="xpass", expected="xfail:unsupported-arch")
+    old, new = _pair(workdir, _replace(seed_cases(), 3, xpass))
+    cmd = [sys.executable, "-m", "perfgate.cli", "gate", old, new]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "Unblocked" in proc.stdout
+    proc = subprocess.run([*cmd[:-2], old, "missing.xml"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no such report file" in proc.stderr
+
+
+def test_cli_registry_help_and_missing_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfgate.cli import SUBCOMMANDS
+
+    assert {"diff", "gate", "history", "plot", "report", "merge"} <= set(SUBCOMMANDS)
+    assert main(["--help"]) == 0
+    assert "gate" in capsys.readouterr().out
+    assert main([]) == 2
+    assert main(["gate", "--help"]) == 0
+    assert "--block-on" in capsys.readouterr().out

@@ -1,0 +1,167 @@
+"""Server lifecycle with real subprocesses and sockets: start, readiness, death, timeout, teardown."""
+
+import os
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from perfgate.config import ServerConfig
+from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
+from perfgate.server import Server, ServerManager, free_port, group_pids, port_answers
+
+# A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
+HEALTHY = textwrap.dedent("""
+    import os, sys, time, http.server
+    port = int(sys.argv[sys.argv.index('--port') + 1])
+    if os.fork() == 0:          # a grandchild in the same process group, as SGLang's scheduler is
+        time.sleep(3600)
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers(); self.wfile.write(b'ok')
+        def log_message(self, *a): pass
+    print('Load weight begin. avail mem=10 GB', flush=True)
+    print('The server is fired up and ready to roll!', flush=True)
+    http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()
+""")
+DIES = "import sys; print('Traceback (most recent call last):'); print('AssertionError: deep_ep buffer'); sys.exit(3)"
+HANGS = "import time; print('Load weight begin.', flush=True); time.sleep(3600)"
+IGNORES_TERM = textwrap.dedent("""
+    import signal, sys, time, http.server
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    port = int(sys.argv[sys.argv.index('--port') + 1])
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers()
+        def log_message(self, *a): pass
+    http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()
+""")
+
+
+@dataclass
+class ScriptEngine:
+    """An engine whose server is a Python snippet (tests only)."""
+
+    script: str
+    teardown_grace_s: float = 1.0
+    name: str = "script"
+
+    def command(self, config, *, host, port):
+        return [sys.executable, "-c", self.script, "--port", str(port)]
+
+    def environment(self, config, base):
+        return {**base, **config.env_dict}
+
+
+def cfg(name="baseline"):
+    return ServerConfig.build(profile="t", mode=name, engine="script", model_path="m", flags={"x": name}, env={})
+
+
+def assert_gone(pgid):
+    deadline = time.monotonic() + 5
+    while group_pids(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_pids(pgid) == []
+
+
+def test_healthy_server_starts_and_teardown_kills_the_whole_group(tmp_path):
+    progress = []
+    s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=30, on_progress=progress.append)
+    with s:
+        assert port_answers("127.0.0.1", s.port)
+        pgid = s.pgid
+        assert len(group_pids(pgid)) == 2  # the server and its forked child
+        assert s.startup_s is not None
+    assert_gone(pgid)
+    assert not port_answers("127.0.0.1", s.port)
+    assert s.log_path.read_text().startswith("# perfgate:")
+    assert progress[-1].phase == "ready"
+
+
+def test_dead_process_fails_at_once_with_the_log_tail_and_category(tmp_path):
+    s = Server(cfg(), engine=ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=60)
+    t0 = time.monotonic()
+    with pytest.raises(ServerExitedError) as ei:
+        with s:
+            pass
+    assert time.monotonic() - t0 < 30  # not the 60 s deadline
+    e = ei.value
+    assert e.returncode == 3 and e.category == "assertion"
+    assert "AssertionError: deep_ep buffer" in e.log_tail and e.log_path == str(s.log_path)
+    assert "last lines of the log" in str(e)
+
+
+def test_never_ready_times_out_and_leaves_nothing(tmp_path):
+    s = Server(cfg(), engine=ScriptEngine(HANGS), log_dir=tmp_path, startup_timeout_s=1.5)
+    with pytest.raises(ServerStartTimeout) as ei:
+        with s:
+            pass
+    assert ei.value.category == "startup-timeout"
+    assert "Load weight begin" in ei.value.log_tail
+    assert s.pgid is None  # torn down
+
+
+def test_sigterm_ignored_is_killed_after_grace(tmp_path):
+    s = Server(cfg(), engine=ScriptEngine(IGNORES_TERM, teardown_grace_s=0.5), log_dir=tmp_path, startup_timeout_s=30)
+    with s:
+        pgid = s.pgid
+    assert_gone(pgid)
+
+
+def test_port_that_already_answers_is_refused(tmp_path):
+    s1 = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=30)
+    with s1:
+        s2 = Server(cfg("other"), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, port=s1.port)
+        with pytest.raises(PortInUse):
+            s2.start()
+
+
+def test_manager_keeps_one_server_and_starts_each_config_once(tmp_path):
+    mgr = ServerManager(engine_for=lambda c: ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
+    try:
+        a = mgr.ensure(cfg("a"))
+        assert mgr.ensure(cfg("a")) is a
+        pg_a = a.pgid
+        b = mgr.ensure(cfg("b"))
+        assert_gone(pg_a)  # a was stopped before b started
+        assert b is mgr.current and mgr.starts == 2
+    finally:
+        mgr.stop()
+
+
+def test_manager_remembers_a_failed_start(tmp_path):
+    mgr = ServerManager(engine_for=lambda c: ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
+    with pytest.raises(ServerExitedError):
+        mgr.ensure(cfg())
+    with pytest.raises(ServerExitedError):
+        mgr.ensure(cfg())
+    assert mgr.starts == 1
+
+
+def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):
+    """pytest killed with SIGKILL (or pytest-timeout's os._exit) must not leave the server behind."""
+    import subprocess
+
+    port = free_port()
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from pathlib import Path
+        from tests.test_server_lifecycle import Server, ScriptEngine, HEALTHY, cfg
+        s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=Path({str(tmp_path)!r}), port={port}, startup_timeout_s=30)
+        s.start(); s.wait_ready()
+        print(s.pgid, flush=True)
+        time.sleep(3600)
+    """)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    pgid = int(owner.stdout.readline())
+    owner.stdout.close()
+    assert group_pids(pgid)
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 15
+    while group_pids(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert group_pids(pgid) == []
+    assert not port_answers("127.0.0.1", port)
