@@ -330,7 +330,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = PerfgateState(config)
     _install_sigterm()
     if _wants_perf(config):
+        _validate_inputs(config)
         _assign_gpus(config)
+
+
+def _validate_inputs(config: pytest.Config) -> None:
+    """Bad profiles, variants or options fail here, before collection, with the file, key and fix."""
+    st = state_of(config)
+    p = st.profile
+    vs = st.variants
+    names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
+    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant"}
+    for n in names:
+        if n not in vs.variants and n not in checks:
+            from perfgate.profiles import _close
+
+            where = "[variants] include / overrides / [expectations]"
+            raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
+                                    f"{vs.path} nor a check ({', '.join(sorted(checks))}); "
+                                    f"{_close(n, list(vs.variants) + sorted(checks))}")
+    wanted = st.opt("perfgate_variants")
+    for n in (wanted.split(",") if wanted else []):
+        if n not in vs.variants:
+            from perfgate.profiles import _close
+
+            raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
+                                    f"{_close(n, vs.variants)}")
+    if p.simulated:
+        st.stack  # validates --perfgate-sim-stack
 
 
 def _gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | None:
@@ -467,6 +494,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once."""
     st = state_of(config)
+    # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
+    empty = [it for it in items if it.get_closest_marker("perfgate") is not None and _case_of(it) is None
+             and "perf_case" in getattr(it, "fixturenames", ())]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [it for it in items if it not in empty]
     perf = [it for it in items if _case_of(it) is not None]
     if not perf:
         return

@@ -80,6 +80,8 @@ class ModelSpec:
     layers: int | None = None
     hidden: int | None = None
     allreduces_per_layer: int = 2
+    #: measured all-reduce latency on this box, (bytes, µs) points (from ``pytest -m micro``)
+    allreduce_latency_us: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -443,7 +445,13 @@ def load_profile(path: str | Path) -> Profile:
     )
 
     mo = r.sub("model", required=True)
-    mo.only({"path", "name", "layers", "hidden", "allreduces_per_layer"})
+    mo.only({"path", "name", "layers", "hidden", "allreduces_per_layer", "allreduce_latency_us"})
+    lat = mo.sub("allreduce_latency_us")
+    lat_points = []
+    for b, us in lat.data.items():
+        if not b.isdigit() or isinstance(us, bool) or not isinstance(us, (int, float)) or us <= 0:
+            raise lat.err(b, 'entries "<bytes>" = <microseconds > 0>', {b: us})
+        lat_points.append((int(b), float(us)))
     mpath = mo.req("path", str, "a model path or Hugging Face id")
     local = _resolve(root, mpath)
     if not Path(mpath).is_absolute() and local.exists():
@@ -454,6 +462,7 @@ def load_profile(path: str | Path) -> Profile:
         layers=mo.num("layers", "an integer >= 1", None, lo=1),
         hidden=mo.num("hidden", "an integer >= 1", None, lo=1),
         allreduces_per_layer=int(mo.num("allreduces_per_layer", "an integer >= 0", 2, lo=0)),
+        allreduce_latency_us=tuple(sorted(lat_points)),
     )
 
     s = r.sub("server")

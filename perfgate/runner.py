@@ -360,10 +360,11 @@ def _explain_speculation(self: PerfRun, case: Case, spec: Measurement, base: Mea
         return v
     mode = p.modes[case.mode]
     verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
+    lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
     bd = costmodel.spec_breakdown(
         baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
         layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
-        verify_tokens=verify_tokens,
+        verify_tokens=verify_tokens, allreduce_latency_us=lat,
     )
     for k in ("cycle_ms", "breakeven_accept_len", "breakeven_verify_ms", "allreduce_share"):
         val = getattr(bd, k, None)

@@ -199,10 +199,12 @@ def test_flashinfer_a2a_runs_out_of_kv_memory_on_the_seed_box(seed):
 
 
 @pytest.mark.parametrize("mf", [0.96, 0.99])
-def test_too_high_mem_fraction_fails_with_oom(seed, mf):
+def test_too_high_mem_fraction_runs_out_of_memory(seed, mf):
     plan = simulate_launch(seed, {**TP8, "mem-fraction-static": mf, "cuda-graph-max-bs-decode": 128}, {})
-    assert plan.failure.category == "oom" and plan.failure.exit_code == -9
-    assert "out of memory" in plan.failure.message
+    assert plan.failure.category == "cuda-graph-capture" and plan.failure.exit_code == -9
+    assert "Capture cuda graph failed: CUDA out of memory" in plan.failure.message
+    eager = simulate_launch(seed, {**TP8, "mem-fraction-static": mf, "cuda-graph-backend-decode": "disabled"}, {})
+    assert eager.failure.category == "oom" and eager.failure.message.startswith("torch.OutOfMemoryError")
 
 
 def test_too_low_mem_fraction_has_no_room_for_kv(seed):

@@ -251,7 +251,7 @@ def _note_deprecated(ns: argparse.Namespace, flag: str, replacement: str) -> Non
     notes.append(
         f"'{flag}' is deprecated and will be removed in a future release. Use '{replacement}' instead."
     )
-    setattr(ns, "_deprecations", notes)
+    ns._deprecations = notes
 
 
 def build_parser(version: str, *, sim_options: bool = True) -> argparse.ArgumentParser:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ServerExitedError
-from perfgate.sim.allreduce import Backend, CommSetup, NcclConfigError, NcclModel, backend_from_cost, nccl_model
+from perfgate.sim.allreduce import Backend, CommSetup, NcclConfigError, backend_from_cost, nccl_model
 from perfgate.sim.args import ParsedArgs, SglangArgError, flags_to_argv, parse_argv
 from perfgate.sim.hardware import Hardware, load_hardware, version_at_least
 
@@ -484,7 +484,7 @@ class _Builder:
                 if steps is None:
                     if topk is not None or ndt is not None:
                         return _main_fail(
-                            "config-error",
+                            "assertion",
                             [(f"{SGL}/arg_groups/speculative_hook.py", 142, "_handle_eagle",
                               "assert self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None")],
                             "AssertionError: speculative_eagle_topk and speculative_num_draft_tokens must be unset "
@@ -592,7 +592,8 @@ class _Builder:
             return self.plan(failure)
         a, hw, env = self.a, self.hw, self.env
         tp = int(a["tp_size"])
-        dp_mult = 1 if (int(a.get("attn_dp_size") or 1) > 1 or a.get("enable_dp_attention")) else int(a["dp_size"] or 1)
+        attn_dp = int(a.get("attn_dp_size") or 1) > 1 or bool(a.get("enable_dp_attention"))
+        dp_mult = 1 if attn_dp else int(a["dp_size"] or 1)
         needed = tp * int(a.get("pp_size") or 1) * dp_mult + int(a.get("base_gpu_id") or 0)
         algo = a.get("speculative_algorithm")
         spec = self._spec_setup() if algo else None
@@ -602,7 +603,7 @@ class _Builder:
         # distributed init -------------------------------------------------------------
         if needed > hw.count:
             return self.plan(_sched_fail(
-                "config-error", "distributed",
+                "crash", "distributed",
                 [(f"{SGL}/distributed/bootstrap.py", 214, "init_parallel_runtime", "torch.cuda.set_device(self.gpu_id)")],
                 "torch.AcceleratorError: CUDA error: invalid device ordinal",
                 f"GPU {needed - 1} requested, but the box has {hw.count} GPUs (tp_size={tp}, "
@@ -668,7 +669,6 @@ class _Builder:
                 f"Current value: mem_fraction_static={a['mem_fraction_static']}"))
         if a.get("max_running_requests") is None:
             a["max_running_requests"] = max(1, min(4096, mem.kv_tokens // 2))
-        a["max_total_num_tokens"] = mem.kv_tokens
 
         graph_bs: tuple[int, ...] = ()
         if a["cuda_graph_backend_decode"] != "disabled":
@@ -686,7 +686,8 @@ class _Builder:
             oom = (f"CUDA out of memory. Tried to allocate {float(hw.cost['activation_gb']) / 2:.2f} GiB. "
                    f"GPU 0 has a total capacity of {hw.memory_gb:.2f} GiB of which {free_mib:.2f} MiB is free.")
             if a["cuda_graph_backend_decode"] != "disabled":
-                return self.plan(_capture_fail(self.version, _CAPTURE_FRAMES, oom, "oom"))
+                # classified like perfgate.classify does: the capture phase failed (cause: oom)
+                return self.plan(_capture_fail(self.version, _CAPTURE_FRAMES, oom, "cuda-graph-capture"))
             return self.plan(_sched_fail(
                 "oom", "cuda_graph",
                 [(f"{SGL}/model_executor/model_runner.py", 2190, "kernel_warmup", "self._dummy_run(batch_size=bs)")],
@@ -740,7 +741,7 @@ class _Builder:
         if a2a in ("deepep", "deepep_v2"):
             reserved += float(hw.cost["deepep_buffer_gb"])
         kv_gb = mf * hw.memory_gb - weights - draft_w - reserved
-        kv_bytes = m.kv_bytes_per_token
+        kv_bytes = float(m.kv_bytes_per_token)
         if m.attention != "mla":
             kv_bytes = kv_bytes * hw.count / max(1, tp)
         if a.get("kv_cache_dtype", "auto") not in ("auto", "bf16", "bfloat16"):

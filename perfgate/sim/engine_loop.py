@@ -126,7 +126,7 @@ class EngineLoop:
         self.max_running = plan.max_running_requests
         self.radix = not bool(plan.args.get("disable_radix_cache"))
         self.log_interval = max(1, int(plan.args.get("decode_log_interval") or 40))
-        self.kv_capacity = max(1, int(plan.args.get("max_total_num_tokens") or 1))
+        self.kv_capacity = max(1, plan.memory.kv_tokens if plan.memory else 1)
         self._cond = threading.Condition()
         self._waiting: deque[SimRequest] = deque()
         self._running: list[SimRequest] = []

@@ -178,9 +178,6 @@ class SimHandler(BaseHTTPRequestHandler):
         posts = {"/generate": self._generate, "/v1/completions": self._completions, "/flush_cache": self._flush_cache}
         try:
             if method in ("GET", "HEAD") and path in gets:
-                if method == "HEAD" and path not in ("/health", "/health_generate"):
-                    self._send_bytes(200, b"", "application/json")
-                    return
                 gets[path]()
             elif method == "POST" and path in posts:
                 posts[path]()
@@ -277,7 +274,7 @@ class SimHandler(BaseHTTPRequestHandler):
             "version": plan.version,
             "launch_command": st.launch_command,
             "status": "ready" if st.ready.is_set() else "starting",
-            "max_total_num_tokens": args.get("max_total_num_tokens"),
+            "max_total_num_tokens": mem.kv_tokens if mem else None,
             "max_req_input_len": int(args.get("context_length") or 0) - 1,
             "startup_time": st.startup_time,
             "kv_events": None,
@@ -291,6 +288,7 @@ class SimHandler(BaseHTTPRequestHandler):
             "perfgate_sim_installed": sorted(hw.installed),
             "perfgate_sim_allreduce_backend": plan.allreduce_backend_name,
             "perfgate_sim_fault": st.fault,
+            "perfgate_sim_speedup": eng.speedup,
         })
         self._json(200, info)
 
