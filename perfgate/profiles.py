@@ -92,6 +92,8 @@ class Mode:
     description: str = ""
     flags: Mapping[str, object] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    #: workload keys this mode overrides (e.g. longer outputs so a drafter's acceptance averages out)
+    workload: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def speculative(self) -> bool:
@@ -187,6 +189,13 @@ class Profile:
             raise ProfileSchemaError(
                 self.path, f"modes.{name}", f"one of {sorted(self.modes)}", name, fix=_close(name, self.modes)
             ) from None
+
+    def workload_for(self, mode: str) -> Workload:
+        """The workload with the mode's overrides applied."""
+        from dataclasses import replace
+
+        over = self.mode(mode).workload
+        return replace(self.workload, **over) if over else self.workload  # type: ignore[arg-type]
 
     def baseline_mode(self) -> str:
         """The mode speculative modes and variants are compared against."""
@@ -482,9 +491,15 @@ def load_profile(path: str | Path) -> Profile:
         if not mname.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ms.err(mname, "a mode name of letters, digits, '-', '_', '.'", mname)
         mr = ms.sub(mname)
-        mr.only({"description", "flags", "env"})
+        mr.only({"description", "flags", "env", "workload"})
+        wo = mr.sub("workload")
+        wo.only({"max_new_tokens", "requests_per_trial", "warmup", "trials", "request_timeout_s"})
+        for k, v in wo.data.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise wo.err(k, "a number >= 0", v)
         modes[mname] = Mode(name=mname, description=mr.get("description", str, "a string", ""),
-                            flags=_local_paths(root, _flags(mr, "flags")), env=_env(mr, "env"))
+                            flags=_local_paths(root, _flags(mr, "flags")), env=_env(mr, "env"),
+                            workload=dict(wo.data))
 
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",

@@ -140,7 +140,7 @@ class PerfRun:
 
         st = self.state
         p = st.profile
-        w = p.workload
+        w = p.workload_for(config.mode)
         url = st.opt("perfgate_url")
         startup_s = None
         log_path = ""
@@ -211,7 +211,9 @@ class PerfRun:
             return None
         from perfgate.classify import classify
 
-        text = open(log_path, errors="replace").read() if log_path else ""
+        from pathlib import Path
+
+        text = Path(log_path).read_text(errors="replace") if log_path else ""
         cls = classify(None, text)
         for fb in cls.fallbacks:
             if fb.backend == variant.backend:

@@ -603,7 +603,7 @@ class _Builder:
         # distributed init -------------------------------------------------------------
         if needed > hw.count:
             return self.plan(_sched_fail(
-                "crash", "distributed",
+                "config-error", "distributed",
                 [(f"{SGL}/distributed/bootstrap.py", 214, "init_parallel_runtime", "torch.cuda.set_device(self.gpu_id)")],
                 "torch.AcceleratorError: CUDA error: invalid device ordinal",
                 f"GPU {needed - 1} requested, but the box has {hw.count} GPUs (tp_size={tp}, "
@@ -686,8 +686,7 @@ class _Builder:
             oom = (f"CUDA out of memory. Tried to allocate {float(hw.cost['activation_gb']) / 2:.2f} GiB. "
                    f"GPU 0 has a total capacity of {hw.memory_gb:.2f} GiB of which {free_mib:.2f} MiB is free.")
             if a["cuda_graph_backend_decode"] != "disabled":
-                # classified like perfgate.classify does: the capture phase failed (cause: oom)
-                return self.plan(_capture_fail(self.version, _CAPTURE_FRAMES, oom, "cuda-graph-capture"))
+                return self.plan(_capture_fail(self.version, _CAPTURE_FRAMES, oom, "oom"))
             return self.plan(_sched_fail(
                 "oom", "cuda_graph",
                 [(f"{SGL}/model_executor/model_runner.py", 2190, "kernel_warmup", "self._dummy_run(batch_size=bs)")],
