@@ -34,7 +34,7 @@ MARKERS = {
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
     "perfgate(kind)": "a perfgate record of the given kind; parametrized with perf_case by the plugin",
 }
-KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "speculation-vs-baseline": 3, "variant": 4}
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
 DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
@@ -191,6 +191,8 @@ class PerfgateState:
             if not p.workload.concurrency_sweep:
                 return []
             return [Case(p.name, kind, base)]
+        if kind == "crosscheck":  # SGLang's own benchmark: only where SGLang serves
+            return [] if p.simulated or self.opt("perfgate_url") else [Case(p.name, kind, m) for m in modes]
         if kind in ("acceptance", "speculation-vs-baseline"):
             return [Case(p.name, kind, m) for m in modes if p.modes[m].speculative]
         if kind == "variant":
@@ -487,8 +489,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if mark is None or "kind" not in mark.kwargs:
         raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
     st = state_of(metafunc.config)
-    cases = st.cases(mark.kwargs["kind"])
-    metafunc.parametrize("perf_case", cases, ids=[c.id for c in cases])
+    kind = mark.kwargs["kind"]
+    cases = st.cases(kind)
+    params = cases
+    if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
+        p = st.profile
+        params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
+                                         else pytest.mark.baseline]) for c in cases]
+    metafunc.parametrize("perf_case", params, ids=[c.id for c in cases])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

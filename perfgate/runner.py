@@ -308,6 +308,46 @@ class PerfRun:
             **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
         })
 
+    def crosscheck(self, case: Case) -> None:
+        """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
+        from pathlib import Path
+
+        from perfgate import crosscheck as cc
+
+        st = self.state
+        p = st.profile
+        import sys
+
+        py = p.engine.python or sys.executable
+        if not cc.sglang_importable(py):
+            pytest.skip(f"sglang.bench_one_batch_server is not importable by {py}")
+        m = self.measure(case)
+        config = st.config_for(case)
+        server = st.manager.ensure(config)  # the same, still running server
+        w = p.workload_for(case.mode)
+        from perfgate.workload import load_prompts
+
+        input_len = len(load_prompts(w.prompts)[0])
+        tok = cc.make_tokenizer(py, p.model.path, st.log_dir)
+        log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
+        bench = cc.run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
+                             output_len=w.max_new_tokens, log_path=log)
+        self.record("sglang_bench_tok_s", bench.output_throughput)
+        self.record("sglang_bench_tok_s_comparable", bench.comparable_tok_s)
+        if bench.acc_length is not None:
+            self.record("sglang_bench_accept_len", bench.acc_length)
+        self.record("sglang_bench_log", str(log))
+        assert m.tok_s is not None
+        ratio = m.tok_s.median / bench.comparable_tok_s
+        self.record("vs_sglang_bench", ratio)
+        msg = (f"perfgate {m.tok_s.median:.2f} tok/s vs SGLang bench_one_batch_server {bench.output_throughput:.2f} "
+               f"({bench.comparable_tok_s:.2f} counted as perfgate counts): ratio {ratio:.4f}")
+        if abs(ratio - 1) <= 0.01:
+            self.conclude(case, Verdict(outcome="pass", message=msg))
+        else:
+            self.conclude(case, Verdict(outcome="fail", category="measurement-mismatch",
+                                        message=msg + " differs by more than 1 %; see " + str(log)))
+
     # ------------------------------------------------------------------ conclude
 
     def conclude(self, case: Case, v: Verdict) -> None:

@@ -106,10 +106,12 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
 
 
 def within_noise_or_faster(v: Verdict) -> Verdict:
-    """For variants: an inconclusive ratio (CI straddles 1) means 'not slower' -> pass."""
+    """For variants: a ratio CI straddling 1 means 'not slower beyond noise' (category ``within-noise``).
+
+    Expected to pass, that is a pass; expected to be slower, it is inconclusive (see apply_expectation).
+    """
     if v.outcome == "inconclusive" and v.category != "noisy" and "straddles" in v.message:
-        return Verdict(outcome="pass", message=v.message.replace(": the CI straddles 1", ": within noise of the baseline"),
-                       properties=v.properties)
+        return Verdict(outcome="inconclusive", category="within-noise", message=v.message, properties=v.properties)
     return v
 
 
@@ -117,6 +119,9 @@ def apply_expectation(v: Verdict, exp: Expectation | None, *, profile_path: str)
     """An xfail is strict and must fail for its stated reason."""
     if exp is None or exp.expect == "pass":
         expected = "pass"
+        if v.outcome == "inconclusive" and v.category == "within-noise":
+            return Final(outcome="pass", category=None, expected=expected,
+                         message=v.message.replace(": the CI straddles 1", ": within noise of the baseline"))
         if v.outcome == "pass":
             return Final(outcome="pass", category=None, message=v.message, expected=expected)
         if v.outcome in ("inconclusive", "skip"):
