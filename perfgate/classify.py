@@ -125,7 +125,8 @@ def _r(category: str, pattern: str, priority: int, *, weak: bool = False, flags:
     return Rule(category=category, pattern=re.compile(pattern, flags), priority=priority, weak=weak)
 
 
-_EXC_LINE = r"^\s*(?:[\w.]+\.)?"  # start of a traceback's final exception line (optionally qualified)
+# start of a traceback's final exception line: optional "[rank1]: " / "(Worker pid=7) " prefix, optional module
+_EXC_LINE = r"^\s*(?:\[[^\]]*\]:?\s*)?(?:\([^)]*\)\s*)?(?:[\w.]+\.)?"
 
 #: Failure signatures (the highest priority among matching lines wins; order does not matter).
 RULES: tuple[Rule, ...] = (
@@ -146,6 +147,8 @@ RULES: tuple[Rule, ...] = (
     # missing packages (the final line of a traceback, not "ignore import error ..." chatter)
     _r(MISSING_DEPENDENCY, _EXC_LINE + r"ModuleNotFoundError: No module named", 86),
     _r(MISSING_DEPENDENCY, _EXC_LINE + r"ImportError: ", 86),
+    # `python -m sglang.launch_server` without SGLang installed (no traceback, one line from the interpreter)
+    _r(MISSING_DEPENDENCY, r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
     # memory: out of memory is out of memory, also while capturing CUDA graphs (cause says so)
     _r(OOM, r"Not enough memory\. Please try to increase --mem-fraction-static", 82),
     _r(OOM, r"CUDA out of memory", 82),
@@ -153,11 +156,13 @@ RULES: tuple[Rule, ...] = (
     _r(OOM, r"(?:Prefill|Decode) out of memory", 82),
     _r(OOM, r"The memory capacity is unbalanced", 82),
     _r(OOM, r"Cuda failure '?out of memory'?", 82),
+    _r(OOM, r"leave no GPU memory for the KV cache|leaves no room for the full KV pool|Not enough GPU memory for|"
+            r"state cache is too small to serve any requests", 82),
     # CUDA graph capture: outranks what broke inside it (NCCL under capture, e.g. NCCL_ALGO=Tree)
     _r(CUDA_GRAPH_CAPTURE, r"Capture (?:prefill )?cuda graph failed", 80, flags=re.IGNORECASE),
     _r(CUDA_GRAPH_CAPTURE, r"Capture .*CUDA graph failed", 80, flags=re.IGNORECASE),
-    _r(CUDA_GRAPH_CAPTURE, r"operation (?:not permitted when stream is capturing|failed due to a previous error "
-                           r"during capture)", 78),
+    _r(CUDA_GRAPH_CAPTURE, r"operation not permitted (?:when stream is capturing|on an event last recorded in a "
+                           r"capturing stream)|operation failed due to a previous error during capture", 78),
     # NCCL
     _r(NCCL_ERROR, r"\bNCCL error\b", 60, flags=re.IGNORECASE),
     _r(NCCL_ERROR, r"\bnccl(?:InternalError|UnhandledCudaError|SystemError|InvalidUsage|InvalidArgument|"
@@ -166,7 +171,7 @@ RULES: tuple[Rule, ...] = (
     _r(NCCL_ERROR, r"\bNCCL WARN\b", 20, weak=True),
     # assertions (Python, and C/CUDA asserts such as DeepEP's)
     _r(ASSERTION, _EXC_LINE + r"AssertionError\b", 50),
-    _r(ASSERTION, r"\bAssertion failed\b|Assertion `.*' failed", 50),
+    _r(ASSERTION, r"\bAssertion (?:failed|error)\b|Assertion `.*' failed", 50),
     # argument validation (ValueError raised by resolution, exit 1); more GPUs asked than exist
     _r(CONFIG_ERROR, _EXC_LINE + r"ValueError: ", 30),
     _r(CONFIG_ERROR, r"CUDA error: invalid device ordinal", 30),
@@ -185,7 +190,7 @@ def _f(backend: str, pattern: str, category: str | None) -> FallbackRule:
     return FallbackRule(backend=backend, pattern=re.compile(pattern), category=category)
 
 
-_CAR = r"Custom[Aa]ll[Rr]educe(?:V2)? is disabled "
+_CAR = r"Custom ?[Aa]ll ?[Rr]educe(?:V2)? is disabled "
 
 #: Backend fallbacks: the server keeps running on NCCL; the backend a variant asked for did not run.
 #: A ``None`` category classifies the error text (group ``detail``) and defaults to unsupported-arch.
@@ -402,9 +407,12 @@ def classify(returncode: int | None, log_text: str) -> Classification:
         best_rule, best_idx, best_line = max(matches, key=lambda m: (m[0].priority, -m[1]))
         category = best_rule.category
         evidence = best_line.strip()
-        others = [m for m in matches if m[0].category not in (category, CRASH) and not m[0].weak]
-        if others:
-            cause = max(others, key=lambda m: (m[0].priority, -m[1]))[0].category
+        # the inner error: another category on the deciding line ("Capture cuda graph failed: NCCL error"),
+        # or, for a capture failure, anywhere in its traceback
+        others = [m for m in matches if m[0].category not in (category, CRASH, CONFIG_ERROR) and not m[0].weak]
+        inner = [m for m in others if m[1] == best_idx] or (others if category == CUDA_GRAPH_CAPTURE else [])
+        if inner:
+            cause = max(inner, key=lambda m: (m[0].priority, -m[1]))[0].category
         if category == CRASH:
             final = _final_exception(lines, best_idx)
             if final:

@@ -9,9 +9,10 @@ tokens are counted from ``completion_tokens``, never from chunks.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,8 +194,12 @@ def stream_generate(
             if data.strip() == "[DONE]":
                 done = True
     except requests.RequestException as e:
-        return RequestOutput(success=False, error=f"{type(e).__name__}: {e}"[:500], start_s=start,
-                             completion_tokens=last_tokens)
+        if isinstance(e, requests.Timeout) or "Read timed out" in str(e):  # a hung server: say so plainly
+            what = f"after {last_tokens} token(s)" if last_tokens else "before the first token"
+            err = f"no data from the server for {timeout_s:g} s {what} (read timeout): the server stopped streaming"
+        else:
+            err = f"{type(e).__name__}: {e}"[:500]
+        return RequestOutput(success=False, error=err, start_s=start, completion_tokens=last_tokens)
     except Exception as e:  # never raise: a failure is a counted output
         return RequestOutput(success=False, error=f"{type(e).__name__}: {e}"[:500], start_s=start)
     finally:
@@ -236,12 +241,30 @@ def run_batch(
             outs = [stream_generate(url, r, session=s, timeout_s=timeout_s) for r in requests_]
         return outs, time.perf_counter() - t0
 
-    def one(r: GenRequest) -> RequestOutput:
-        with requests.Session() as s:
-            return stream_generate(url, r, session=s, timeout_s=timeout_s)
+    # Daemon threads, not a ThreadPoolExecutor: Ctrl-C / SIGTERM during a hung request must end the
+    # session at once (an executor joins its workers, i.e. waits out every request timeout first).
+    todo: queue.SimpleQueue[tuple[int, GenRequest]] = queue.SimpleQueue()
+    for item in enumerate(requests_):
+        todo.put(item)
+    results: list[RequestOutput | None] = [None] * len(requests_)
 
-    with ThreadPoolExecutor(max_workers=concurrency) as ex:
-        outs = list(ex.map(one, requests_))
+    def worker() -> None:
+        while True:
+            try:
+                i, r = todo.get_nowait()
+            except queue.Empty:
+                return
+            with requests.Session() as s:
+                results[i] = stream_generate(url, r, session=s, timeout_s=timeout_s)
+
+    threads = [threading.Thread(target=worker, name=f"perfgate-request-{k}", daemon=True)
+               for k in range(min(concurrency, len(requests_)))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():
+            th.join(0.2)
+    outs = [o if o is not None else RequestOutput(success=False, error="request not sent") for o in results]
     return outs, time.perf_counter() - t0
 
 

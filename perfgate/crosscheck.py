@@ -51,12 +51,17 @@ class BenchResult:
         return self.output_throughput * (self.output_len - 1) / self.output_len
 
 
-def sglang_importable(python: str) -> bool:
+def sglang_bench_problem(python: str) -> str | None:
+    """None if ``sglang.bench_one_batch_server`` imports in ``python``, else the error's last line."""
     try:
-        r = subprocess.run([python, "-c", "import sglang.bench_one_batch_server"], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0
+        r = subprocess.run([python, "-c", "import sglang.bench_one_batch_server"], capture_output=True, text=True,
+                           timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{type(e).__name__}: {e}"
+    if r.returncode == 0:
+        return None
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit code {r.returncode}"
 
 
 def make_tokenizer(python: str, model_path: str, workdir: Path) -> Path:
@@ -102,4 +107,4 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
-    print(sglang_importable(sys.executable))
+    print(sglang_bench_problem(sys.executable) or "importable")

@@ -262,7 +262,7 @@ def _sglang_version(pkg_parent: Path) -> str:
 
     try:
         for dist in importlib.metadata.distributions(path=[str(pkg_parent)]):
-            if (dist.metadata.get("Name") or "").lower() == "sglang":
+            if (dist.metadata["Name"] or "").lower() == "sglang":
                 return dist.version
     except Exception:
         pass
@@ -294,7 +294,7 @@ def build_sglang_parser(sglang_path: str | None) -> tuple[argparse.ArgumentParse
         spec = importlib.util.find_spec("sglang")
         if spec is None or not spec.submodule_search_locations:
             raise ImportError("sglang is not installed (no module named 'sglang')")
-        parent = Path(list(spec.submodule_search_locations)[0]).parent
+        parent = Path(next(iter(spec.submodule_search_locations))).parent
     if "sglang" not in sys.modules:
         stub = types.ModuleType("sglang")
         stub.__path__ = [str(parent / "sglang")]  # skip sglang/__init__.py: only ServerArgs is needed

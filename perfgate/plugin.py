@@ -79,6 +79,9 @@ class PerfgateState:
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
         self.update_meta: dict[str, dict[str, object]] = {}
+        self.update_refused: list[tuple[str, str, str]] = []  # (mode, key, why not written)
+        self.attach_info: dict[str, Any] | None = None  # the attached server's /server_info
+        self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.attach.AttachCheck
         self.auto_reason = ""
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
@@ -223,6 +226,7 @@ class PerfgateState:
                 log_dir=self.log_dir,
                 startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
                 on_progress=self._progress,
+                progress_every_s=float(self.opt("perfgate_progress_interval")),
             )
         return self._manager
 
@@ -241,13 +245,21 @@ class PerfgateState:
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
     def _progress(self, ev: Progress) -> None:
+        """A start-up progress line, written live (past output capture) so a long load is not a silent hang."""
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         msg = f"perfgate: [{ev.config}] {ev.phase} ({ev.elapsed_s:.0f} s)"
         if ev.line:
             msg += f": {ev.line[:120]}"
         if ev.phase == "launching" and ev.log_path:
             msg += f"  log: {ev.log_path}"
-        if tr is not None and not hasattr(self.config, "workerinput"):
+        if tr is None or hasattr(self.config, "workerinput"):
+            return
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        if capman is None:
+            tr.write_line(msg)
+            return
+        with capman.global_and_fixture_disabled():
+            tr.ensure_newline()
             tr.write_line(msg)
 
     def check_hardware(self) -> None:
@@ -261,12 +273,15 @@ class PerfgateState:
         if not ok:
             from perfgate.errors import HardwareMismatch
 
+            s = self.stack
+            box = (f"{s.gpu_count}x {s.gpu} (SM {s.sm}, {s.interconnect})" if str(s.gpu) != "unknown"
+                   else "no NVIDIA GPU that perfgate can see (detected GPU: unknown)")
             raise HardwareMismatch(
-                f"profile {p.path} is for {p.hardware.count}x {p.hardware.gpu} (SM {p.hardware.sm}, "
-                f"{p.hardware.interconnect}) but this box has {self.stack.gpu_count}x {self.stack.gpu} "
-                f"(SM {self.stack.sm}, {self.stack.interconnect}): {why}; use the profile for this hardware, or pass "
-                f"--perfgate-allow-hardware-mismatch to measure anyway",
-                profile_path=str(p.path), expected=p.hardware.gpu, detected=str(self.stack.gpu),
+                f"{p.path}: key 'hardware.gpu': the profile is for {p.hardware.count}x {p.hardware.gpu} "
+                f"(SM {p.hardware.sm}, {p.hardware.interconnect}) but this box has {box}: {why}; fix: use the "
+                f"profile for this hardware (--perfgate-profile), or pass --perfgate-allow-hardware-mismatch "
+                f"to measure anyway",
+                profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
             )
 
     def stop(self) -> None:
@@ -318,6 +333,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-trials", default=None, type=int, metavar="N", help="override the profile's trials")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
+    g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
+                help="while a server starts, print its phase and elapsed time at least every S seconds (default 15)")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
+    return value
 
 
 def argparse_suppress() -> str:
@@ -334,6 +361,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if _wants_perf(config):
         _validate_inputs(config)
         _assign_gpus(config)
+        from perfgate.junitguard import install
+
+        install(config)  # the JUnit file stays current: a killed pytest loses no finished record
 
 
 def _validate_inputs(config: pytest.Config) -> None:
@@ -360,6 +390,13 @@ def _validate_inputs(config: pytest.Config) -> None:
                                     f"{_close(n, vs.variants)}")
     if p.simulated:
         st.stack  # validates --perfgate-sim-stack
+    else:  # a profile for other hardware is refused here, not once per test
+        from perfgate.errors import HardwareMismatch
+
+        try:
+            st.check_hardware()
+        except HardwareMismatch as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
 
 
 def _gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | None:
@@ -441,7 +478,12 @@ def _install_sigterm() -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     st = config.stash.get(STATE, None)
     if st is not None:
-        st.stop()
+        from perfgate.errors import PerfgateError
+
+        try:
+            st.stop()  # normally already done at sessionfinish
+        except PerfgateError as e:
+            sys.stderr.write(f"perfgate: server teardown failed: {e}\n")
 
 
 def _wants_perf(config: pytest.Config) -> bool:
@@ -558,8 +600,63 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if st._manager is not None:
         m = st._manager
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
-    if st.opt("perfgate_update_baselines"):
+    elif st.opt("perfgate_url"):
+        tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
+    if st.opt("perfgate_url"):
+        _attach_warnings(st, tr)
+    if st.opt("perfgate_update_baselines") and not hasattr(config, "workerinput"):
         _write_updates(st, tr)
+
+
+def _attach_warnings(st: PerfgateState, tr: Any) -> None:
+    """Attach mode says what it could not verify on the server (environment variables), never silently."""
+    unverified = sorted({u for c in st.attach_checks.values() if c.runs for u in c.unverified})
+    if unverified:
+        tr.write_line("perfgate: WARNING attach mode cannot verify these settings of the attached server "
+                      "(/server_info does not report them), assumed as the profile says: " + ", ".join(unverified),
+                      yellow=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under xdist, a worker hands its baseline updates to the controller, which writes them once."""
+    config = session.config
+    st = config.stash.get(STATE, None)
+    if st is not None and hasattr(config, "workeroutput"):
+        config.workeroutput["perfgate_updates"] = {  # type: ignore[attr-defined]
+            "updates": [list(u) for u in st.updates], "meta": st.update_meta,
+            "refused": [list(r) for r in st.update_refused],
+        }
+    if st is not None:
+        _teardown_servers(session, st)
+
+
+def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
+    """Stop the last server here (not only at unconfigure), so a teardown problem is a clear line and exit 1."""
+    from perfgate.errors import PerfgateError
+
+    try:
+        st.stop()
+    except PerfgateError as e:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"perfgate: server teardown failed: {e}"
+        if tr is not None:
+            tr.write_line(msg, red=True)
+        else:
+            sys.stderr.write(msg + "\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    st = node.config.stash.get(STATE, None)
+    got = getattr(node, "workeroutput", {}).get("perfgate_updates")
+    if st is None or not got:
+        return
+    st.updates.extend(tuple(u) for u in got["updates"])
+    for mode, meta in got["meta"].items():
+        st.update_meta.setdefault(mode, {}).update(meta)
+    st.update_refused.extend(tuple(r) for r in got["refused"])
 
 
 def _case_of(item: pytest.Item) -> Case | None:
@@ -612,14 +709,23 @@ def _fmt(v: object) -> str:
 
 
 def _write_updates(st: PerfgateState, tr: Any) -> None:
+    """--perfgate-update-baselines: write the measured floors, list every change and every refusal."""
     from perfgate.baseline_update import write_updates
+    from perfgate.errors import PerfgateError
 
+    path = st.profile.path
+    for mode, key, why in st.update_refused:
+        tr.write_line(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", yellow=True)
     if not st.updates:
         tr.write_line("perfgate: --perfgate-update-baselines: nothing measured to write")
         return
-    path = write_updates(st.profile.path, st.updates, st.update_meta)
+    try:
+        write_updates(path, st.updates, st.update_meta)
+    except (PerfgateError, OSError) as e:
+        tr.write_line(f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", red=True)
+        return
     for mode, key, old, new in st.updates:
-        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {old} -> {new}")
+        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}")
 
 
 if sys.version_info < (3, 10):  # pragma: no cover

@@ -94,35 +94,46 @@ class PerfRun:
         config = st.config_for(case)
         if primary:
             self._identity(case, config)
+        refused = None
         try:
             st.check_hardware()
         except Exception as e:
-            pytest.fail(f"perfgate: {e}", pytrace=False)
+            refused = f"perfgate: {e}"
+        if refused is not None:  # failed outside the except block: no "during handling" chain in the report
+            pytest.fail(refused, pytrace=False)
+        url = st.opt("perfgate_url")
+        if url:
+            self._check_attached(url.rstrip("/"), config, case if primary else None)
         key = config.key
         log = st.manager.logs.get(key) if st._manager else None
         if key in st.measurements:
             m = st.measurements[key]
-            if primary:
-                self.record("log", m.log_path)
-                self._record_measurement(m)
-            return m
-        if key in st.failed:
+        elif key in st.failed:
             v = st.failed[key]
             if primary:
                 if log:
                     self.record("log", log)
+                self._refuse_update(case, f"the {config.name} server failed ({v.category})")
                 self.conclude(case, v)
             self._fail_dependency(case, config, v)
-        try:
-            m = self._measure_config(case, config)
-        except _ServerFailed as f:
-            st.failed[key] = f.verdict
-            if f.log and primary:
-                self.record("log", f.log)
-            if primary:
-                self.conclude(case, f.verdict)
-            self._fail_dependency(case, config, f.verdict)
-        st.measurements[key] = m
+        else:
+            failed: _ServerFailed | None = None
+            try:
+                m = self._measure_config(case, config, record_log=primary)
+            except _ServerFailed as e:
+                failed = e
+            if failed is not None:  # concluded outside the except block: no "during handling" chain
+                f = failed
+                st.failed[key] = f.verdict
+                if f.log and primary:
+                    self.record("log", f.log)
+                if primary:
+                    self._refuse_update(case, f"the measurement failed ({f.verdict.category})")
+                    self.conclude(case, f.verdict)
+                self._fail_dependency(case, config, f.verdict)
+            st.measurements[key] = m
+        if primary and case.kind == "sweep" and not m.sweep:
+            m = self._sweep(case, config, m)
         if primary:
             self.record("log", m.log_path)
             self._record_measurement(m)
@@ -133,7 +144,7 @@ class PerfRun:
                                     message=f"the {config.name} server this record compares against failed: {v.message}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _measure_config(self, case: Case, config: ServerConfig) -> Measurement:
+    def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False) -> Measurement:
         from perfgate.client import flush_cache, run_batch
         from perfgate.errors import ServerError
         from perfgate.workload import load_prompts, requests_for
@@ -145,7 +156,6 @@ class PerfRun:
         startup_s = None
         log_path = ""
         if url:
-            self._check_attached(url.rstrip("/"), config)
             url = url.rstrip("/")
         else:
             try:
@@ -154,18 +164,24 @@ class PerfRun:
                 raise _ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=str(e)),
                                     st.manager.logs.get(config.key, "")) from None
             url, startup_s, log_path = server.url, server.startup_s, str(server.log_path)
+            if record_log:  # before measuring: an interrupted record still names its server log
+                self.record("log", log_path)
             fb = self._fallback(config, server.log_path)
             if fb is not None:
                 raise _ServerFailed(fb, log_path)
         prompts = load_prompts(w.prompts)
         flush_cache(url)
         per = w.per_trial
-        if w.warmup:
-            run_batch(url, requests_for(w, prompts, w.warmup), concurrency=min(w.concurrency, w.warmup),
-                      timeout_s=w.request_timeout_s)
         trials: list[Trial] = []
         outputs: dict[int, tuple[int, ...]] = {}
-        n_trials = st.opt("perfgate_trials") or w.trials
+        during = ""
+        if w.warmup:
+            outs, wall = run_batch(url, requests_for(w, prompts, w.warmup), concurrency=min(w.concurrency, w.warmup),
+                                   timeout_s=w.request_timeout_s)
+            if any(not o.success for o in outs):  # a failing warm-up is the record: no trials to wait for
+                trials.append(compute_trial(outs, wall))
+                during = " (warm-up)"
+        n_trials = 0 if trials else (st.opt("perfgate_trials") or w.trials)
         for t in range(n_trials):
             reqs = requests_for(w, prompts, per, offset=t * per)
             outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
@@ -174,17 +190,11 @@ class PerfRun:
                 idx = (t * per + i) % len(prompts)
                 if o.success and idx not in outputs:
                     outputs[idx] = o.output_ids
-            if any(not o.success for o in outs) and not url_alive(st, config):
+            if any(not o.success for o in outs):  # the record fails anyway: no more timeouts to wait out
                 break
-        sweep = []
-        if case.kind == "sweep":
-            for c in w.concurrency_sweep:
-                reqs = requests_for(w, prompts, 2 * c)
-                outs, wall = run_batch(url, reqs, concurrency=c, timeout_s=w.request_timeout_s)
-                sweep.append(sweep_point(c, outs, wall))
         m = summarize(config_key=config.key, config_name=config.name, trials=trials, confidence=w.confidence,
                       outputs=tuple(outputs.get(i, ()) for i in range(len(prompts))), startup_s=startup_s,
-                      log_path=log_path, sweep=sweep)
+                      log_path=log_path)
         if m.failures:
             # a server that died while serving is classified from its log
             if not url_alive(st, config):
@@ -194,12 +204,15 @@ class PerfRun:
                     st.manager.failures[config.key] = err
                     raise _ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
                                         log_path)
+            from perfgate.server import tail
+
             uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)
-            raise _ServerFailed(Verdict(outcome="fail", category="crash",
-                                        message=f"{m.failures} request(s) failed while measuring {config.name}: "
-                                                f"{'; '.join(uniq[:3])}"),
-                                log_path)
+            msg = f"{m.failures} request(s) failed while measuring {config.name}{during}: {'; '.join(uniq[:3])}"
+            if log_path:
+                msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
+                    "    | " + ln for ln in tail(log_path, 15).splitlines())
+            raise _ServerFailed(Verdict(outcome="fail", category="crash", message=msg), log_path)
         return m
 
     def _fallback(self, config: ServerConfig, log_path: Any) -> Verdict | None:
@@ -221,14 +234,65 @@ class PerfRun:
                                message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: {fb.line.strip()}")
         return None
 
-    def _check_attached(self, url: str, config: ServerConfig) -> None:
-        from perfgate.attach import mismatches
+    def _sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:
+        """The optional concurrency sweep on the config's (still running) server: 2 x c requests per level."""
+        from dataclasses import replace
 
-        probs = mismatches(url, config)
-        if probs is None:
-            pytest.fail(f"perfgate: cannot read {url}/server_info; is a server running there?", pytrace=False)
-        if probs:
-            pytest.skip(f"attached server at {url} runs a different config than {config.name}: " + "; ".join(probs))
+        from perfgate.client import run_batch
+        from perfgate.errors import ServerError
+        from perfgate.workload import load_prompts, requests_for
+
+        st = self.state
+        w = st.profile.workload_for(config.mode)
+        url = st.opt("perfgate_url")
+        if url:
+            url = url.rstrip("/")
+        else:
+            err: ServerError | None = None
+            try:
+                url = st.manager.ensure(config).url
+            except ServerError as e:
+                err = e
+            if err is not None:  # concluded outside the except block: no "during handling" chain
+                self.conclude(case, Verdict(outcome="fail", category=err.category or "crash", message=str(err)))
+        prompts = load_prompts(w.prompts)
+        points = []
+        for c in w.concurrency_sweep:
+            outs, wall = run_batch(url, requests_for(w, prompts, 2 * c), concurrency=c, timeout_s=w.request_timeout_s)
+            points.append(sweep_point(c, outs, wall))
+        m = replace(m, sweep=tuple(points))
+        st.measurements[config.key] = m
+        return m
+
+    def _check_attached(self, url: str, config: ServerConfig, case: Case | None) -> None:
+        """Attach mode: skip this test's record unless ``config`` is what the attached server runs."""
+        from perfgate import attach
+        from perfgate.plugin import _case_of
+
+        st = self.state
+        checks: dict[str, Any] = st.attach_checks
+        chk = checks.get(config.key)
+        if chk is None:
+            if st.attach_info is None:
+                st.attach_info = attach.server_info(url)
+            if st.attach_info is None:
+                primary = case or _case_of(self.item)
+                if primary is not None:
+                    self._identity(primary)
+                self.record("outcome", "fail")
+                self.record("reason", f"cannot read {url}/server_info")
+                pytest.fail(f"perfgate: cannot read {url}/server_info (--perfgate-url); is a server running there?",
+                            pytrace=False)
+            chk = checks[config.key] = attach.check(st.attach_info, config, _session_configs(st))
+        if case is not None or not chk.runs:
+            self.record("attached", url)
+            if chk.unverified:
+                self.record("attach_unverified", ", ".join(chk.unverified))
+        if not chk.runs:
+            primary = case or _case_of(self.item)
+            assert primary is not None
+            self._identity(primary)
+            self.conclude(primary, Verdict(outcome="skip", message=chk.reason))
 
     # ------------------------------------------------------------------ checks
 
@@ -248,14 +312,16 @@ class PerfRun:
         if fl is not None and fl.tok_s is not None:
             self.record("floor", fl.tok_s)
             self.record("tolerance", fl.tolerance)
-        self._note_update(case.mode, "tok_s", fl.tok_s if fl else None, m)
-        return floor_verdict(m, fl, max_cv=p.workload.max_cv, where=f"{self.where()}, mode {case.mode}",
-                             update_hint=self.update_hint())
+        v = floor_verdict(m, fl, max_cv=p.workload.max_cv, where=f"{self.where()}, mode {case.mode}",
+                          update_hint=self.update_hint())
+        self._note_update(case.mode, "tok_s", fl.tok_s if fl else None, m, v)
+        return v
 
     def acceptance(self, case: Case, m: Measurement) -> Verdict:
         fl = self.profile.floors.get(case.mode)
-        self._note_update(case.mode, "accept_len", fl.accept_len if fl else None, m)
-        return acceptance_verdict(m.accept_len, fl, where=f"{self.where()}, mode {case.mode}")
+        v = acceptance_verdict(m.accept_len, fl, where=f"{self.where()}, mode {case.mode}")
+        self._note_update(case.mode, "accept_len", fl.accept_len if fl else None, m, v)
+        return v
 
     def compare(self, case: Case, candidate: Measurement, baseline: Measurement, *, what: str) -> Verdict:
         """Candidate vs the baseline measured in this run: outputs first, then speed."""
@@ -271,6 +337,23 @@ class PerfRun:
         for k, val in v.properties.items():
             self.record(k, val)
         return v
+
+    def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
+        """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
+        for pt in m.sweep:
+            for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):
+                value = getattr(pt, name)
+                if value is not None:
+                    self.record(f"c{pt.concurrency}_{name}", value)
+        if not m.sweep:
+            return Verdict(outcome="fail", category="crash", message="the concurrency sweep produced no points")
+        failed = {pt.concurrency: pt.failures for pt in m.sweep if pt.failures}
+        if failed:
+            return Verdict(outcome="fail", category="crash",
+                           message="requests failed in the concurrency sweep: " + ", ".join(
+                               f"{n} at concurrency {c}" for c, n in failed.items()))
+        levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
+        return Verdict(outcome="pass", message=f"output tok/s by concurrency {levels}")
 
     def variant_verdict(self, case: Case, m: Measurement, base: Measurement) -> Verdict:
         v = self.compare(case, m, base, what=f"{case.variant} in {case.mode}")
@@ -291,13 +374,34 @@ class PerfRun:
                          f"{', '.join(sorted(bad))}, which the variant does not declare "
                          f"({_diffs(cand, ref, bad)}); make the runs differ only in the variant's keys")))
 
-    def _note_update(self, mode: str, key: str, old: object, m: Measurement) -> None:
-        if not self.state.opt("perfgate_update_baselines"):
+    def _refuse_update(self, case: Case, why: str) -> None:
+        """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
+        key = {"floor": "tok_s", "acceptance": "accept_len"}.get(case.kind)
+        if key is not None and self.state.opt("perfgate_update_baselines"):
+            self.state.update_refused.append((case.mode, key, why))
+
+    def _note_update(self, mode: str, key: str, old: object, m: Measurement, v: Verdict) -> None:
+        """Remember a floor to write; never from a failed, noisy or inconclusive measurement."""
+        st = self.state
+        if not st.opt("perfgate_update_baselines"):
             return
         new = m.tok_s.median if key == "tok_s" and m.tok_s else m.accept_len if key == "accept_len" else None
-        if new is None:
+        why = ""
+        if m.failures:
+            why = f"{m.failures} request(s) failed"
+        elif new is None:
+            why = "nothing was measured"
+        elif v.category == "noisy" or v.outcome == "inconclusive":
+            why = v.message.removeprefix("inconclusive: ")
+        elif m.tok_s is not None and m.tok_s.cv is not None and m.tok_s.cv > st.profile.workload.max_cv:
+            why = (f"too noisy: CV {m.tok_s.cv:.1%} of {m.tok_s.n} trials exceeds the profile's max_cv "
+                   f"{st.profile.workload.max_cv:.1%}")
+        elif v.outcome == "fail" and v.category != "slower-than-baseline":
+            why = f"the measurement failed ({v.category})"
+        if why:
+            st.update_refused.append((mode, key, why))
             return
-        st = self.state
+        assert new is not None
         st.updates.append((mode, key, old, round(float(new), 2)))
         meta = st.update_meta.setdefault(mode, {})
         meta.update({
@@ -305,6 +409,8 @@ class PerfRun:
             "n": m.tok_s.n if m.tok_s else 0,
             "cv": round(m.tok_s.cv, 4) if m.tok_s and m.tok_s.cv is not None else 0.0,
             "engine": st.profile.engine.name,
+            "attention_backend": str(st.config_for(_case_like(st, mode)).flag_dict.get("attention-backend", "auto")),
+            **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
             **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
         })
 
@@ -319,8 +425,9 @@ class PerfRun:
         import sys
 
         py = p.engine.python or sys.executable
-        if not cc.sglang_importable(py):
-            pytest.skip(f"sglang.bench_one_batch_server is not importable by {py}")
+        problem = cc.sglang_bench_problem(py)
+        if problem:
+            pytest.skip(f"sglang.bench_one_batch_server does not import in {py}: {problem}")
         m = self.measure(case)
         config = st.config_for(case)
         server = st.manager.ensure(config)  # the same, still running server
@@ -357,6 +464,12 @@ class PerfRun:
             self.record(k, val)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack)
         final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
+        if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
+            # only an optional attempt (a variant) is skipped for a missing package; a profile's own mode that
+            # cannot start (SGLang itself not installed) measured nothing: that must not pass CI as a skip
+            from dataclasses import replace
+
+            final = replace(final, outcome="fail", message=f"[missing-dependency] {v.message}")
         self.record("outcome", final.outcome)
         self.record("category", final.category or "")
         self.record("expected", final.expected)
@@ -377,6 +490,26 @@ class _ServerFailed(Exception):
     def __init__(self, verdict: Verdict, log: str) -> None:
         self.verdict = verdict
         self.log = log
+
+
+def _session_configs(st: PerfgateState) -> list[ServerConfig]:
+    """Every config this profile can produce: each mode, and each variant in the variant modes."""
+    p = st.profile
+    out = {}
+    for mode in p.modes:
+        c = p.config(mode)
+        out[c.key] = c
+    for name in st.variants.variants:
+        for mode in p.variant_modes:
+            c = p.config(mode, variant=st.variants.get(name))
+            out.setdefault(c.key, c)
+    return list(out.values())
+
+
+def _case_like(st: PerfgateState, mode: str) -> Case:
+    from perfgate.plugin import Case
+
+    return Case(st.profile.name, "floor", mode, None)
 
 
 def url_alive(st: PerfgateState, config: ServerConfig) -> bool:

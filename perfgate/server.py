@@ -41,6 +41,8 @@ from perfgate.errors import (
 )
 
 ProgressFn = Callable[["Progress"], None]
+#: start-up phases in the order a server goes through them; progress never steps back
+PHASE_ORDER = ("launching", "weights", "kv-cache", "cuda-graph", "warmup", "ready")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,11 +148,15 @@ class Server:
         """Launch the process (does not wait for readiness)."""
         if self.port is None:
             self.port = free_port(self.host)
-        elif port_answers(self.host, self.port):
-            raise PortInUse(f"port {self.host}:{self.port} already answers; another server is running there",
-                            category="config-error")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.config.slug}.log"
+        if port_answers(self.host, self.port):  # a chosen port can be taken between choice and launch, too
+            msg = (f"port {self.host}:{self.port} already answers before the server for {self.config.name} was "
+                   f"launched: another process listens there (see `ss -ltnp 'sport = :{self.port}'`); stop it, "
+                   f"or let perfgate choose another port [config-error]")
+            with open(self.log_path, "ab") as log:
+                log.write(f"# perfgate: {time.strftime('%Y-%m-%d %H:%M:%S')} not launched: {msg}\n".encode())
+            raise PortInUse(msg, log_path=self.log_path, log_tail=tail(self.log_path, 5), category="config-error")
         argv = self.engine.command(self.config, host=self.host, port=self.port)
         env = self.engine.environment(self.config, os.environ)
         with open(self.log_path, "ab") as log:
@@ -172,6 +178,8 @@ class Server:
                                         category="missing-dependency") from e
         self.pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
         self._seen_pids.add(self.proc.pid)
+        with open(self.log_path, "ab") as log:  # lets anyone check afterwards that the group is gone
+            log.write(f"# pgid: {self.pgid}\n".encode())
         self._reaper = subprocess.Popen(
             [sys.executable, "-m", "perfgate.reaper", str(os.getpid()), str(self.pgid),
              str(self.engine.teardown_grace_s)],
@@ -218,7 +226,8 @@ class Server:
                         log_pos += nl + 1
                         for raw in chunk[: nl + 1].decode("utf-8", "replace").splitlines():
                             ph = _phase_of(raw)
-                            if ph and ph != phase:
+                            # a later line can match an earlier phase (max_total_num_tokens= after capture)
+                            if ph in PHASE_ORDER and PHASE_ORDER.index(ph) > PHASE_ORDER.index(phase):
                                 phase = ph
                                 self._progress(phase, raw)
                                 last_report = now
@@ -230,8 +239,15 @@ class Server:
                 try:
                     r = sess.get(f"{self.url}/health_generate", timeout=5)
                     if r.status_code == 200:
+                        if not self._listens_on_port():
+                            raise PortInUse(
+                                f"port {self.host}:{self.port} answers /health_generate, but not from the server "
+                                f"perfgate started for {self.config.name} (pgid {self.pgid}): another process took "
+                                f"the port; stop it, or let perfgate choose another port [config-error]",
+                                log_path=self.log_path, log_tail=tail(self.log_path), category="config-error")
                         self.startup_s = time.monotonic() - self._t0
-                        self._progress("ready", "")
+                        if phase != "ready":
+                            self._progress("ready", "")
                         return
                 except requests.RequestException:
                     pass
@@ -244,6 +260,22 @@ class Server:
                 time.sleep(self.poll_interval_s)
         finally:
             sess.close()
+
+    def _listens_on_port(self) -> bool:
+        """Whether a process of this server's group listens on the port (True when it cannot be told)."""
+        import psutil
+
+        if self.pgid is None:
+            return True
+        for pid in group_pids(self.pgid):
+            try:
+                proc = psutil.Process(pid)
+                conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections()
+            except psutil.Error:
+                return True
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port for c in conns):
+                return True
+        return False
 
     def _progress(self, phase: str, line: str) -> None:
         if self.on_progress is not None:
@@ -316,11 +348,14 @@ class ServerManager:
     log_dir: Path
     startup_timeout_s: Callable[[ServerConfig], float] = lambda c: 1200.0
     on_progress: ProgressFn | None = None
+    progress_every_s: float = 15.0
     current: Server | None = None
     starts: int = 0
     started_configs: list[str] = field(default_factory=list)
     failures: dict[str, ServerError] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
+    #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
+    gpu_blocked: GpuMemoryNotReleased | None = None
 
     def ensure(self, config: ServerConfig) -> Server:
         """The running server for ``config``, starting it (and stopping another) if needed."""
@@ -334,8 +369,10 @@ class ServerManager:
         if config.key in self.failures:
             raise self.failures[config.key]
         self.stop()
+        self._check_gpu_released()
         server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
-                        startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress)
+                        startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
+                        progress_every_s=self.progress_every_s)
         self.starts += 1
         self.started_configs.append(config.key)
         try:
@@ -345,8 +382,12 @@ class ServerManager:
         except ServerError as e:
             if server.log_path:
                 self.logs[config.key] = str(server.log_path)
-            with contextlib.suppress(ServerError):
+            try:
                 server.stop()
+            except GpuMemoryNotReleased as g:
+                self.gpu_blocked = g  # the next launch would only run out of memory: say why instead
+            except ServerError:
+                pass
             self.failures[config.key] = e
             raise
         except BaseException:
@@ -355,6 +396,16 @@ class ServerManager:
             raise
         self.current = server
         return server
+
+    def _check_gpu_released(self) -> None:
+        err, self.gpu_blocked = self.gpu_blocked, None
+        if err is None:
+            return
+        from perfgate import gpu
+
+        if gpu.holders(err.pids):
+            self.gpu_blocked = err
+            raise err
 
     def stop(self) -> None:
         """Tear down the current server, if any."""

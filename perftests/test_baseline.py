@@ -17,14 +17,7 @@ def test_decode_floor(perf, perf_case):
 
 
 @pytest.mark.perfgate(kind="sweep")
-def test_concurrency_sweep(perf, perf_case, perfgate_record):
+def test_concurrency_sweep(perf, perf_case):
     """Output tok/s, TTFT and inter-token latency percentiles per concurrency level (optional workload)."""
     m = perf.measure(perf_case)
-    for p in m.sweep:
-        for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):
-            value = getattr(p, name)
-            if value is not None:
-                perfgate_record(f"c{p.concurrency}_{name}", value)
-    failed = [p.concurrency for p in m.sweep if p.failures]
-    assert m.sweep, "the sweep produced no points"
-    assert not failed, f"requests failed at concurrency {failed}"
+    perf.conclude(perf_case, perf.sweep_verdict(perf_case, m))

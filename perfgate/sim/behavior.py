@@ -451,7 +451,7 @@ class _Builder:
                 return _main_fail(
                     "missing-dependency",
                     [(f"{SGL}/entrypoints/engine.py", 905, "_set_envs_and_config",
-                      f'assert_pkg_version("{pkg}", "{minimum}", "Please reinstall the latest version with `pip install {pkg} --force-reinstall`")'),
+                      f'assert_pkg_version("{pkg}", "{minimum}", "Please reinstall the latest version with "'),
                      (f"{SGL}/utils/common.py", 1032, "assert_pkg_version", "raise Exception(")],
                     f"Exception: {pkg} is installed with version {have}, which is less than the minimum required "
                     f"version {minimum}. Please reinstall the latest version with `pip install {pkg} --force-reinstall`",
@@ -829,8 +829,9 @@ class _Builder:
         if backend == "auto":
             backend = "mnnvl" if probe["sm100"] else "trtllm"
         if backend == "cutedsl" and not probe["blackwell"]:
-            return _sched_fail("unsupported-arch", "model_init", frames,
-                               "ValueError: FlashInfer allreduce fusion with the cutedsl backend requires a Blackwell system.")
+            return _sched_fail(
+                "unsupported-arch", "model_init", frames,
+                "ValueError: FlashInfer allreduce fusion with the cutedsl backend requires a Blackwell system.")
         if backend == "trtllm" and int(a.get("nnodes") or 1) > 1:
             return _sched_fail("config-error", "model_init", frames,
                                "ValueError: FlashInfer allreduce fusion with the trtllm backend supports single-node only.")
@@ -880,11 +881,6 @@ def simulate_launch(hardware: Hardware | str | Path, flags: Mapping[str, object]
     return plan_from_args(hw, parsed, dict(env or {}))
 
 
-def expected_tokens(plan: LaunchPlan) -> float:
-    """Mean tokens a request gains per decode iteration (1 without speculation)."""
-    return plan.tokens_per_cycle()
-
-
 def distinct_experts(experts: int, per_token: int, tokens: int) -> float:
     """Expected number of distinct experts ``tokens`` tokens route to."""
     if experts <= 0 or per_token <= 0:
@@ -894,5 +890,5 @@ def distinct_experts(experts: int, per_token: int, tokens: int) -> float:
 
 __all__ = [
     "Failure", "LaunchPlan", "LogLine", "MemoryPlan", "SpecSetup", "simulate_launch", "plan_from_args",
-    "graph_bs_list", "capture_failed_hint", "distinct_experts", "expected_tokens", "PHASES",
+    "graph_bs_list", "capture_failed_hint", "distinct_experts", "PHASES",
 ]

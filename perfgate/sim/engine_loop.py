@@ -224,6 +224,7 @@ class EngineLoop:
         compute = 0
         cached_total = 0
         with self._cond:
+            in_use = sum(len(r.input_ids) + len(r.output_ids) for r in self._running)
             for r in new:
                 r.cached_tokens = self._cache.match_and_insert(r.input_ids) if self.radix else 0
                 compute += len(r.input_ids) - r.cached_tokens
@@ -232,7 +233,7 @@ class EngineLoop:
         self._deadline += dur
         self._sleep_until(self._deadline)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
-                  f"token usage: {self._usage(running):.2f}, #running-req: {running}, #queue-req: {queued}, "
+                  f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "
                   f"#pending-token: 0, cuda graph: False, input throughput (token/s): {compute / max(dur, 1e-9):.2f}")
         now = self._clock()
         keep: list[SimRequest] = []
@@ -274,8 +275,9 @@ class EngineLoop:
         with self._cond:
             self._running = [r for r in self._running if not (r.finished or r.aborted or r.hung)]
             running = len(self._running)
+            tokens = sum(len(r.input_ids) + len(r.output_ids) for r in self._running)
         if self.decode_steps % self.log_interval == 0:
-            self._decode_log(running, queued)
+            self._decode_log(running, queued, tokens)
 
     def _draw_accept(self, r: SimRequest) -> int:
         spec = self.plan.spec
@@ -311,10 +313,10 @@ class EngineLoop:
         r.events.put(produced)
         return n
 
-    def _usage(self, running: int) -> float:
-        return min(1.0, running * 1024 / self.kv_capacity)
+    def _usage(self, tokens: int) -> float:
+        return min(1.0, tokens / self.kv_capacity)
 
-    def _decode_log(self, running: int, queued: int) -> None:
+    def _decode_log(self, running: int, queued: int, tokens: int) -> None:
         now = self._clock()
         span = max(1e-9, now - self._window_start)
         self.last_gen_throughput = self._window_tokens / span
@@ -330,7 +332,7 @@ class EngineLoop:
             spec_part = f"accept len: {acc:.2f}, accept rate: {rate:.2f}, "
         graph = self.plan.args.get("cuda_graph_backend_decode") != "disabled" and running <= max(
             self.plan.decode_graph_bs or (0,))
-        self._log(f"Decode batch, #running-req: {running}, #token: {running * 128}, "
-                  f"token usage: {self._usage(running):.2f}, {spec_part}cuda graph: {graph}, "
+        self._log(f"Decode batch, #running-req: {running}, #token: {tokens}, "
+                  f"token usage: {self._usage(tokens):.2f}, {spec_part}cuda graph: {graph}, "
                   f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: {queued}")
 

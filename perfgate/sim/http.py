@@ -11,6 +11,7 @@ Batched requests (a list of prompts in one call) are not simulated: they answer 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import queue
 import threading
@@ -343,7 +344,8 @@ class SimHandler(BaseHTTPRequestHandler):
     def _tokenize(self, text: str) -> list[int]:
         vocab = self.state.plan.hardware.model.vocab
         words = text.split() or [text]
-        return [sum(w.encode()) * 2654435761 % vocab for w in words]
+        return [int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") % vocab
+                for w in words]
 
     def _detok(self, ids: list[int]) -> str:
         return " ".join(f"t{i}" for i in ids)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,7 +31,20 @@ _SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "SGLANG_SIMULATE_ACC_LEN
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago.
+
+    Drawn below Linux's ephemeral range (32768-60999), so that no client connection can take it
+    as its source port between this check and the server's bind.
+    """
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -48,15 +62,31 @@ class SimProcess:
     def start(cls, args: Sequence[str], *, log_path: Path, hardware: Path | str = SEED_BOX,
               startup_s: float = 0.2, env: Mapping[str, str] | None = None, model_path: str = "/models/sim",
               port: int | None = None) -> SimProcess:
-        port = free_port() if port is None else port
         full_env = {k: v for k, v in os.environ.items() if k not in _SIM_ENV and not k.startswith("NCCL_")}
         full_env.update(env or {})
-        cmd = [sys.executable, "-m", "perfgate.sim", "--model-path", model_path, *args,
-               "--host", "127.0.0.1", "--port", str(port), "--sim-hardware", str(hardware),
-               "--sim-startup-s", str(startup_s)]
-        with open(log_path, "wb") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
-        return cls(proc=proc, port=port, log_path=log_path)
+        for _attempt in range(3):
+            chosen = free_port() if port is None else port
+            cmd = [sys.executable, "-m", "perfgate.sim", "--model-path", model_path, *args,
+                   "--host", "127.0.0.1", "--port", str(chosen), "--sim-hardware", str(hardware),
+                   "--sim-startup-s", str(startup_s)]
+            with open(log_path, "wb") as fh:
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=full_env,
+                                        start_new_session=True)
+            sim = cls(proc=proc, port=chosen, log_path=log_path)
+            if port is not None or not sim._lost_port_race():
+                return sim
+        return sim
+
+    def _lost_port_race(self, timeout: float = 30.0) -> bool:
+        """Wait until the server bound its port (or exited); True if someone else took the port."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return self.proc.returncode == 1 and "Address already in use" in self.log()
+            if "server_args=" in self.log():
+                return False
+            time.sleep(0.02)
+        return False
 
     def __enter__(self) -> SimProcess:
         return self
