@@ -85,7 +85,7 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
         argv = [python, "-m", "sglang.bench_one_batch_server", "--model", "None", "--base-url", url,
                 "--batch-size", "1", "--input-len", str(input_len), "--output-len", str(output_len),
                 "--dataset-name", "random-ids", "--local-tokenizer-path", str(tokenizer),
-                "--result-filename", str(result), "--skip-token-capacity-check"]
+                "--result-filename", str(result)]  # (0.5.17 has no --skip-token-capacity-check)
         with open(log_path, "ab") as log:
             log.write(f"# perfgate crosscheck: {' '.join(argv)}\n".encode())
             log.flush()

@@ -44,6 +44,8 @@ PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 TOKEN_ENV = "PERFGATE_RELIABILITY_TOKEN"
 LEDGER_ENV = "PERFGATE_RELIABILITY_LEDGER"
 TEARDOWN_GRACE_S = 5.0  # [engine] teardown_timeout_s of the test profile: the reaper's SIGTERM -> SIGKILL wait
+STARTUP_TIMEOUT_S = 6  # [engine] startup_timeout_s: a healthy simulated server is ready in about a second
+REQUEST_TIMEOUT_S = 2  # [workload] request_timeout_s: how long a hung stream is waited for
 
 # ----------------------------------------------------------------------------- the project
 
@@ -59,7 +61,7 @@ count = 8
 sm = "12.0"
 interconnect = "pcie"
 [engine]
-{eng}startup_timeout_s = 5
+{eng}startup_timeout_s = {STARTUP_TIMEOUT_S}
 teardown_timeout_s = {TEARDOWN_GRACE_S:g}
 [model]
 path = "moonshotai/Kimi-K2.5"
@@ -77,7 +79,7 @@ max_new_tokens = 16
 warmup = 1
 trials = 2
 max_cv = 1.0
-request_timeout_s = 2
+request_timeout_s = {REQUEST_TIMEOUT_S}
 {workload.strip()}
 """)
     for name in modes:
@@ -302,35 +304,44 @@ def serving(mode: str, settle_s: float = 1.0) -> Callable[[Path], bool]:
     return ready
 
 
-def run_pytest(project: Path, args: Sequence[str], *, send: int | None = None,
-               when: Callable[[Path], bool] | None = None, timeout_s: float = 120.0,
-               grace_s: float = TEARDOWN_GRACE_S + 5.0) -> Run:
-    """Run ``python -m pytest ARGS`` in ``project``; optionally send signal ``send`` once ``when`` holds."""
-    token = uuid.uuid4().hex
-    ledger = project / "ledger.txt"
-    xml = project / "r.xml"
-    for old in (ledger, xml):
-        old.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "PERFGATE_"))}
-    env.update({TOKEN_ENV: token, LEDGER_ENV: str(ledger), "PYTHONUNBUFFERED": "1",
-                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
-    cmd = [sys.executable, "-c", BOOT, *args, "--perfgate-profile=baselines/t/m.toml", f"--junitxml={xml}",
-           f"--perfgate-log-dir={project / 'logs'}", "-p", "no:cacheprovider", f"--rootdir={project}", "-rA"]
-    out_path = project / "output.txt"
-    t0 = time.monotonic()
-    signalled = timed_out = False
-    with open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+class Pending:
+    """A pytest subprocess started by :func:`start_pytest`; :meth:`finish` waits for it and checks."""
+
+    def __init__(self, project: Path, args: Sequence[str], *, send: int | None = None,
+                 when: Callable[[Path], bool] | None = None, timeout_s: float = 120.0,
+                 grace_s: float = TEARDOWN_GRACE_S + 5.0) -> None:
+        self.project, self.send, self.when, self.timeout_s, self.grace_s = project, send, when, timeout_s, grace_s
+        self.token = uuid.uuid4().hex
+        self.ledger = project / "ledger.txt"
+        self.xml = project / "r.xml"
+        for old in (self.ledger, self.xml):
+            old.unlink(missing_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PERFGATE_"))}
+        # other installed pytest plugins (hypothesis, xdist, ...) are not loaded: 2 s less per run; what a
+        # scenario needs it names with -p (pytest_timeout)
+        env.update({TOKEN_ENV: self.token, LEDGER_ENV: str(self.ledger), "PYTHONUNBUFFERED": "1",
+                    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                    "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
+        cmd = [sys.executable, "-c", BOOT, *args, "--perfgate-profile=baselines/t/m.toml", f"--junitxml={self.xml}",
+               f"--perfgate-log-dir={project / 'logs'}", "-p", "no:cacheprovider", f"--rootdir={project}", "-rA"]
+        self.out_path = project / "output.txt"
+        self.t0 = time.monotonic()
+        with open(self.out_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+
+    def finish(self) -> Run:
+        """Wait for the run (sending the signal when due), then for its processes to go; collect what it left."""
+        proc, project = self.proc, self.project
+        signalled = timed_out = False
         try:
             while proc.poll() is None:
-                if time.monotonic() - t0 > timeout_s:
+                if time.monotonic() - self.t0 > self.timeout_s:
                     proc.kill()
                     timed_out = True
                     break
-                if send is not None and not signalled and (when is None or when(project)):
-                    proc.send_signal(send)
+                if self.send is not None and not signalled and (self.when is None or self.when(project)):
+                    proc.send_signal(self.send)
                     signalled = True
                 time.sleep(0.05)
             rc = proc.wait()
@@ -338,15 +349,28 @@ def run_pytest(project: Path, args: Sequence[str], *, send: int | None = None,
             proc.kill()
             proc.wait()
             raise
-    wall = time.monotonic() - t0
-    pgids = server_pgids(project / "logs")
-    deadline = time.monotonic() + grace_s
-    while (left := leftovers(token, list(pgids.values()))) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    finished = ledger.read_text().split() if ledger.exists() else []
-    return Run(project=project, returncode=rc, output=out_path.read_text(errors="replace"), wall_s=wall,
-               junit_exists=xml.exists(), records=read_junit(xml) if xml.exists() else {}, finished=finished,
-               pgids=pgids, left=left, signalled=signalled, timed_out=timed_out)
+        wall = time.monotonic() - self.t0
+        pgids = server_pgids(project / "logs")
+        deadline = time.monotonic() + self.grace_s
+        while (left := leftovers(self.token, list(pgids.values()))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        finished = self.ledger.read_text().split() if self.ledger.exists() else []
+        xml = self.xml
+        return Run(project=project, returncode=rc, output=self.out_path.read_text(errors="replace"), wall_s=wall,
+                   junit_exists=xml.exists(), records=read_junit(xml) if xml.exists() else {}, finished=finished,
+                   pgids=pgids, left=left, signalled=signalled, timed_out=timed_out)
+
+
+def start_pytest(project: Path, args: Sequence[str], **kw: object) -> Pending:
+    """Start ``python -m pytest ARGS`` in ``project`` (keywords: see :class:`Pending`)."""
+    return Pending(project, args, **kw)  # type: ignore[arg-type]
+
+
+def run_pytest(project: Path, args: Sequence[str], *, send: int | None = None,
+               when: Callable[[Path], bool] | None = None, timeout_s: float = 120.0,
+               grace_s: float = TEARDOWN_GRACE_S + 5.0) -> Run:
+    """Run ``python -m pytest ARGS`` in ``project``; optionally send signal ``send`` once ``when`` holds."""
+    return Pending(project, args, send=send, when=when, timeout_s=timeout_s, grace_s=grace_s).finish()
 
 
 # ----------------------------------------------------------------------------- the scenarios
@@ -382,10 +406,30 @@ FAULTS: tuple[Fault, ...] = (
 HEALTHY_AFTER = 'env = { PERFGATE_TEST_TAG = "after" }'  # a distinct config that runs after the faults
 
 
-def faults_project(where: Path) -> Path:
-    """Baseline, every fault, then a healthy config: one session."""
-    modes = {"baseline": "", **{f.mode: f.env for f in FAULTS}, "after": HEALTHY_AFTER}
-    return make_project(where, profile_text(modes))
+#: the faults in two sessions that run side by side (each waits out one start-up deadline and one hung stream)
+FAULT_SESSIONS: tuple[tuple[str, ...], ...] = (
+    ("crash-start", "crash-mid", "hang-ready", "hang-mid", "http-500"),
+    ("slow-start", "malformed-sse", "no-generate", "port-taken"),
+)
+
+
+def faults_project(where: Path, modes: Sequence[str]) -> Path:
+    """Baseline, the faults of ``modes``, then a healthy config: one session."""
+    by_mode = {f.mode: f for f in FAULTS}
+    table = {"baseline": "", **{m: by_mode[m].env for m in modes}, "after": HEALTHY_AFTER}
+    return make_project(where, profile_text(table))
+
+
+def run_faults(where: Path) -> list[Run]:
+    """Every fault of :data:`FAULTS`: the sessions of :data:`FAULT_SESSIONS`, concurrently."""
+    pending = [start_pytest(faults_project(where / f"faults{i}", modes), FAULTS_ARGS)
+               for i, modes in enumerate(FAULT_SESSIONS)]
+    return [p.finish() for p in pending]
+
+
+def run_of(runs: Sequence[Run], mode: str) -> Run:
+    """The run (of :func:`run_faults`) that holds ``mode``'s record."""
+    return runs[next(i for i, modes in enumerate(FAULT_SESSIONS) if mode in modes)]
 
 
 FAULTS_ARGS = ("perftests/test_baseline.py", "-m", "baseline")
@@ -404,6 +448,7 @@ def stuck_project(where: Path) -> Path:
 
 
 STUCK_ARGS = ("perftests/test_baseline.py", "-m", "baseline")
+TIMEOUT_ARGS = ("-p", "pytest_timeout", "--timeout", "6", "--timeout-method", "thread")
 
 
 def raising_project(where: Path) -> Path:
@@ -494,17 +539,20 @@ def _rec(r: Record | None) -> str:
 
 
 def _fault_rows(where: Path) -> list[Row]:
-    run = run_pytest(faults_project(where / "faults"), FAULTS_ARGS)
+    runs = run_faults(where)
     rows = []
     for f in FAULTS:
+        run = run_of(runs, f.mode)
         r = run.records.get(f"test_decode_floor[m:{f.mode}]")
         ok = r is not None and r.outcome == "fail" and r.category == f.category and bool(r.props.get("log"))
         rows.append(Row(scenario=f"fault: {f.what}", outcome=f"exit {run.returncode}; {_rec(r)}", left=len(run.left),
                         lost=len(run.lost), time_s=r.time_s if r else 0.0, ok=ok))
-    after = run.records.get("test_decode_floor[m:after]")
-    rows.append(Row(scenario="next config after all the faults", outcome=f"exit {run.returncode}; {_rec(after)}",
-                    left=len(run.left), lost=len(run.lost), time_s=after.time_s if after else 0.0,
-                    ok=after is not None and after.outcome == "pass"))
+    for i, run in enumerate(runs):
+        after = run.records.get("test_decode_floor[m:after]")
+        rows.append(Row(scenario=f"next config after the faults of session {i + 1} "
+                        f"({', '.join(FAULT_SESSIONS[i])})", outcome=f"exit {run.returncode}; {_rec(after)}",
+                        left=len(run.left), lost=len(run.lost), time_s=after.time_s if after else 0.0,
+                        ok=after is not None and after.outcome == "pass"))
     return rows
 
 
@@ -517,7 +565,7 @@ def _stop_rows(where: Path) -> list[Row]:
         ("pytest-timeout fires (--timeout-method thread: os._exit)", {}, 1, "error"),
     ]
     for i, (label, kw, rc, stuck_outcome) in enumerate(cases):
-        args = STUCK_ARGS + (("--timeout", "5", "--timeout-method", "thread") if not kw else ())
+        args = STUCK_ARGS + (TIMEOUT_ARGS if not kw else ())
         run = run_pytest(stuck_project(where / f"stop{i}"), args, when=serving("stuck") if kw else None,
                          **kw)  # type: ignore[arg-type]
         base = run.records.get("test_decode_floor[m:baseline]")

@@ -53,26 +53,31 @@ def _why(run) -> str:
 
 
 @pytest.fixture(scope="module")
-def faults_run(tmp_path_factory):
-    """One session: baseline, every fault of scripts/reliability.py FAULTS, then a healthy config."""
-    return rel.run_pytest(rel.faults_project(tmp_path_factory.mktemp("faults")), rel.FAULTS_ARGS)
+def fault_runs(tmp_path_factory):
+    """Two sessions side by side, each: baseline, some faults of scripts/reliability.py FAULTS, a healthy config."""
+    return rel.run_faults(tmp_path_factory.mktemp("faults"))
+
+
+def test_every_fault_is_injected():
+    assert sorted(m for modes in rel.FAULT_SESSIONS for m in modes) == sorted(f.mode for f in rel.FAULTS)
 
 
 EVIDENCE = {  # what each fault's failure message must show (from the log tail or the client)
     "crash-start": "injected by perfgate sim fault crash-at-start",
     "crash-mid": "injected by perfgate sim fault crash-mid-stream",
-    "hang-ready": "not ready after 5 s",
-    "hang-mid": "no data from the server for 2 s after 3 token(s)",
-    "slow-start": "not ready after 5 s",
+    "hang-ready": f"not ready after {rel.STARTUP_TIMEOUT_S} s",
+    "hang-mid": f"no data from the server for {rel.REQUEST_TIMEOUT_S} s after 3 token(s)",
+    "slow-start": f"not ready after {rel.STARTUP_TIMEOUT_S} s",
     "http-500": "HTTP 500",
     "malformed-sse": "malformed SSE data",
-    "no-generate": "no data from the server for 2 s before the first token",
+    "no-generate": f"no data from the server for {rel.REQUEST_TIMEOUT_S} s before the first token",
     "port-taken": "already answers before the server for port-taken was launched",
 }
 
 
 @pytest.mark.parametrize("fault", rel.FAULTS, ids=[f.mode for f in rel.FAULTS])
-def test_each_fault_gives_a_classified_record_with_its_log(faults_run, fault):
+def test_each_fault_gives_a_classified_record_with_its_log(fault_runs, fault):
+    faults_run = rel.run_of(fault_runs, fault.mode)
     r = faults_run.records[f"test_decode_floor[m:{fault.mode}]"]
     assert (r.element, r.outcome, r.category) == ("failure", "fail", fault.category), _why(faults_run)
     assert r.props["mode"] == fault.mode and r.props["config"]
@@ -83,14 +88,17 @@ def test_each_fault_gives_a_classified_record_with_its_log(faults_run, fault):
     assert "During handling of the above exception" not in faults_run.output
 
 
-def test_the_next_config_still_runs_and_nothing_is_left_or_lost(faults_run):
-    run = faults_run
+@pytest.mark.parametrize("session", range(len(rel.FAULT_SESSIONS)))
+def test_the_next_config_still_runs_and_nothing_is_left_or_lost(fault_runs, session):
+    run = fault_runs[session]
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
     for mode in ("baseline", "after"):
         assert run.records[f"test_decode_floor[m:{mode}]"].outcome == "pass", _why(run)
-    launched = {f.mode for f in rel.FAULTS} - {"port-taken"} | {"baseline", "after"}
+    faults = rel.FAULT_SESSIONS[session]
+    launched = [m for m in faults if m != "port-taken"] + ["baseline", "after"]
     assert len(run.pgids) == len(launched)  # every launched server wrote its process group
-    assert run.left == [] and run.lost == [] and len(run.finished) == len(run.records) == len(launched) + 1
+    assert run.left == [] and run.lost == []
+    assert len(run.finished) == len(run.records) == len(faults) + 2
 
 
 # ----------------------------------------------------------------------------- interrupted sessions
@@ -125,7 +133,7 @@ def test_sigkill_the_reaper_cleans_up_and_the_junit_file_has_what_finished(tmp_p
 
 def test_pytest_timeout_thread_method_exits_and_leaves_nothing(tmp_path):
     pytest.importorskip("pytest_timeout")
-    run, stuck = _stuck_run(tmp_path, "--timeout", "6", "--timeout-method", "thread")
+    run, stuck = _stuck_run(tmp_path, *rel.TIMEOUT_ARGS)
     assert run.returncode == 1 and "Timeout" in run.output  # os._exit(1) after the stack dump
     assert (stuck.element, stuck.outcome) == ("error", "error") and stuck.message.startswith("did not finish")
 
