@@ -296,5 +296,52 @@ def _run_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_flags_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profiles", nargs="*", help="profile files (default: every profile under ./baselines)")
+    p.add_argument("--sglang-path", default=None,
+                   help="a folder holding the sglang package (pip install --no-deps --target DIR sglang==X); "
+                        "default: the installed SGLang")
+    p.add_argument("--sglang-version", default=None,
+                   help="spell flags for this SGLang version (default: the version found at --sglang-path)")
+    p.add_argument("--variants", default="baselines/variants.toml", help="the variants file")
+
+
+@subcommand("check-flags", "parse every profile x mode x variant argv with SGLang's own parser (no GPU, seconds)",
+            _check_flags_args)
+def _check_flags(args: argparse.Namespace) -> int:
+    from perfgate.flagcheck import _sglang_version
+    from perfgate.preflight import check_configs, profile_configs
+    from perfgate.profiles import find_profiles, load_profile
+    from perfgate.variants import load_variants
+
+    variants = load_variants(args.variants)
+    paths = [Path(p) for p in args.profiles] or [p for p in find_profiles(Path.cwd())]
+    version = args.sglang_version
+    if version is None and args.sglang_path:
+        version = _sglang_version(Path(args.sglang_path))
+    configs = {}
+    for path in paths:
+        prof = load_profile(path)
+        if prof.simulated:
+            continue  # the simulated engine parses its own flags at launch
+        configs.update(profile_configs(prof, variants))
+    results = check_configs(configs, variants, version=version, sglang_path=args.sglang_path)
+    any_res = next(iter(results.values()), None)
+    if any_res is None:
+        print("perfgate check-flags: no real-engine profile to check")
+        return EXIT_USAGE
+    if not any_res.available:
+        print(f"perfgate check-flags: SGLang's parser is not available: {any_res.reason}")
+        return EXIT_USAGE
+    bad = {n: r for n, r in results.items() if not r.ok}
+    for n, r in results.items():
+        status = "ok" if r.ok else "BAD"
+        extra = f" (deprecated: {'; '.join(r.deprecations)})" if r.deprecations else ""
+        print(f"{status:3} {n}{extra}" if r.ok else f"BAD {n}: {r.message()}")
+    print(f"perfgate check-flags: {len(results)} argv(s) against SGLang {any_res.sglang_version} in "
+          f"{any_res.elapsed_s:.1f} s: {len(bad)} bad")
+    return 1 if bad else EXIT_OK
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -9,6 +9,8 @@ SIGTERM gets there but leaves the test that was running as a nameless ``<testcas
   rename), with every finished record and, for each test still running, an ``<error>`` record
   "did not finish" (property ``outcome`` = ``error``) that the real record replaces when the
   test ends — so after a SIGKILL the file holds what finished and names what was running;
+- keeps that cheap on large suites: a rewrite is skipped while the time since the last one is
+  under ten times what that one cost, except when a test that ran a second or more ends;
 - on Ctrl-C / SIGTERM, turns each running test into an ``<error>`` record "interrupted" that
   keeps the properties it had recorded so far (identity, config, log), before pytest writes
   the final file.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -37,7 +40,10 @@ class JUnitGuard:
         self.config = config
         self.running: dict[str, pytest.Item | None] = {}
         self.locations: dict[str, tuple[str, int | None, str]] = {}
+        self.started: dict[str, float] = {}
         self.disabled = ""
+        self._last_end = 0.0
+        self._last_cost = 0.0
 
     # ----------------------------------------------------------------- hooks
 
@@ -49,12 +55,14 @@ class JUnitGuard:
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.running.setdefault(nodeid, None)  # under xdist the controller only sees ids
         self.locations[nodeid] = location
+        self.started[nodeid] = time.monotonic()
         self._write()
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.running.pop(nodeid, None)
-        self._write()
+        took = time.monotonic() - self.started.pop(nodeid, time.monotonic())
+        self._write(force=took >= 1.0)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         what = str(excinfo.value) or "Ctrl-C (SIGINT)"
@@ -84,14 +92,19 @@ class JUnitGuard:
             tr.write_line(f"perfgate: WARNING cannot keep {getattr(xml, 'logfile', 'the JUnit file')} current during "
                           f"the session ({self.disabled}); pytest writes it when the session ends", yellow=True)
 
-    def _write(self) -> None:
+    def _write(self, *, force: bool = False) -> None:
         xml = self._xml()
         if xml is None or self.disabled:
             return
+        t0 = time.monotonic()
+        if not force and t0 - self._last_end < 10 * self._last_cost:
+            return  # a burst of fast tests: the next write catches up
         try:
             self._snapshot(xml)
         except Exception as e:  # pragma: no cover - depends on pytest internals
             self._disable(xml, e)
+        self._last_end = time.monotonic()
+        self._last_cost = self._last_end - t0
 
     def _pending(self, xml: Any) -> dict[int, tuple[str, Any]]:
         """id(reporter) -> (nodeid, reporter key) for reporters pytest has not finalized yet."""

@@ -76,6 +76,8 @@ class PerfgateState:
         self._manager: ServerManager | None = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
+        self.selected_configs: dict[str, ServerConfig] = {}
+        self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
         self.update_meta: dict[str, dict[str, object]] = {}
@@ -283,6 +285,42 @@ class PerfgateState:
                 f"to measure anyway",
                 profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
             )
+
+    def flag_problem(self, config: ServerConfig) -> Verdict | None:
+        """SGLang's own parser on the config's flags, before any launch (real engine only)."""
+        if config.engine != "sglang":
+            return None
+        if self._flag_results is None:
+            import time
+
+            from perfgate.preflight import check_configs
+
+            configs = {c.key: c for c in self.selected_configs.values() if c.engine == "sglang"}
+            configs.setdefault(config.key, config)
+            eng = self._engine_for(config)
+            t0 = time.monotonic()
+            self._flag_results = check_configs(configs, self.variants, version=eng.version(),
+                                               python=self.profile.engine.python or None)
+            res = next(iter(self._flag_results.values()))
+            bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
+            if res.available:
+                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
+                           f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
+            else:
+                self._note(f"perfgate: flags not pre-checked ({res.reason})")
+        res = self._flag_results.get(config.key)
+        if res is None or not res.available or res.ok:
+            return None
+        from perfgate.verdict import Verdict
+
+        return Verdict(outcome="fail", category="bad-flag",
+                       message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
+                                f"before launching: {res.message()}"))
+
+    def _note(self, msg: str) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and not hasattr(self.config, "workerinput"):
+            tr.write_line(msg)
 
     def stop(self) -> None:
         if self._manager is not None:
@@ -561,7 +599,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if case is None:
             keyed.append(((0, 0, 0, idx), it))
             continue
-        key = st.config_for(case).key
+        cfg = st.config_for(case)
+        key = cfg.key
+        st.selected_configs[key] = cfg
+        if case.kind in ("speculation-vs-baseline", "variant"):
+            bcfg = st.config_for(case.baseline(case.mode if case.kind == "variant" else base))
+            st.selected_configs[bcfg.key] = bcfg
         first_seen.setdefault(key, len(first_seen))
         is_base = case.mode == base and case.variant is None
         keyed.append(((1, 0 if is_base else 1, first_seen[key], KIND_ORDER.get(case.kind, 9), idx), it))
@@ -602,6 +645,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
     elif st.opt("perfgate_url"):
         tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
+    elif st.selected_configs and not hasattr(config, "workerinput"):
+        tr.write_line("perfgate: 0 server start(s)")
     if st.opt("perfgate_url"):
         _attach_warnings(st, tr)
     if st.opt("perfgate_update_baselines") and not hasattr(config, "workerinput"):

@@ -159,9 +159,13 @@ class PerfRun:
             url = url.rstrip("/")
         else:
             try:
+                bad_flags = st.flag_problem(config)
+                if bad_flags is not None:
+                    raise _ServerFailed(bad_flags, "")
                 server = st.manager.ensure(config)
             except ServerError as e:
-                raise _ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=str(e)),
+                hint = self._bad_flag_hint(config, e) if e.category == "bad-flag" else ""
+                raise _ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=hint + str(e)),
                                     st.manager.logs.get(config.key, "")) from None
             url, startup_s, log_path = server.url, server.startup_s, str(server.log_path)
             if record_log:  # before measuring: an interrupted record still names its server log
@@ -214,6 +218,30 @@ class PerfRun:
                     "    | " + ln for ln in tail(log_path, 15).splitlines())
             raise _ServerFailed(Verdict(outcome="fail", category="crash", message=msg), log_path)
         return m
+
+    def _bad_flag_hint(self, config: ServerConfig, e: Exception) -> str:
+        """Where an unrecognized flag came from (file and key) and the closest flag the launcher knows."""
+        import difflib
+        import re
+        from pathlib import Path
+
+        log_path = getattr(e, "log_path", None)
+        text = Path(log_path).read_text(errors="replace") if log_path else ""
+        m = re.search(r"unrecognized arguments: (--[\w-]+)", text)
+        if m is None:
+            return ""
+        flag = m.group(1)
+        known = sorted(set(re.findall(r"(?<![\w-])--[a-z0-9][\w-]*", text)) - {flag})
+        close = difflib.get_close_matches(flag, known, n=1)
+        name = flag[2:]
+        p = self.state.profile
+        where = f"{p.path} [server]"
+        if config.variant and name in self.state.variants.get(config.variant).flags:
+            where = f"{self.state.variants.path} [variants.{config.variant}] flags"
+        elif name in p.mode(config.mode).flags:
+            where = f"{p.path} [modes.{config.mode}] flags"
+        fix = f"did you mean {close[0]}?" if close else "remove it, or use the flag's name in this SGLang version"
+        return f"{where}: key '{name}': {flag} is not a flag of this SGLang; fix: {fix}\n"
 
     def _fallback(self, config: ServerConfig, log_path: Any) -> Verdict | None:
         """A backend that silently fell back to NCCL did not run: that is the record."""

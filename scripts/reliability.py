@@ -511,7 +511,9 @@ BAD_INPUTS: tuple[BadInput, ...] = (
              record=("test_decode_floor[m:baseline]", "fail", "missing-dependency")),
     BadInput(name="unknown-sglang-flag", what="unknown SGLang flag in a variant",
              args=("perftests/test_backends.py", "-m", "backends"), variants=BAD_FLAG_VARIANTS,
-             returncode=1, says=("unrecognized arguments: --enable-torch-symm-memory",),
+             returncode=1, says=("baselines/variants.toml [variants.typo] flags: key 'enable-torch-symm-memory'",
+                                 "fix: did you mean --enable-torch-symm-mem?",
+                                 "unrecognized arguments: --enable-torch-symm-memory"),
              record=("test_variant[m:baseline+typo]", "fail", "bad-flag")),
 )
 
