@@ -10,7 +10,8 @@ SIGTERM gets there but leaves the test that was running as a nameless ``<testcas
   "did not finish" (property ``outcome`` = ``error``) that the real record replaces when the
   test ends — so after a SIGKILL the file holds what finished and names what was running;
 - keeps that cheap on large suites: a rewrite is skipped while the time since the last one is
-  under ten times what that one cost, except when a test that ran a second or more ends;
+  under ten times what that one cost, except around slow tests (when a test that ran a second
+  or more ends, and when the next one starts);
 - on Ctrl-C / SIGTERM, turns each running test into an ``<error>`` record "interrupted" that
   keeps the properties it had recorded so far (identity, config, log), before pytest writes
   the final file.
@@ -44,6 +45,7 @@ class JUnitGuard:
         self.disabled = ""
         self._last_end = 0.0
         self._last_cost = 0.0
+        self._prev_slow = True
 
     # ----------------------------------------------------------------- hooks
 
@@ -56,13 +58,14 @@ class JUnitGuard:
         self.running.setdefault(nodeid, None)  # under xdist the controller only sees ids
         self.locations[nodeid] = location
         self.started[nodeid] = time.monotonic()
-        self._write()
+        self._write(force=self._prev_slow)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.running.pop(nodeid, None)
         took = time.monotonic() - self.started.pop(nodeid, time.monotonic())
-        self._write(force=took >= 1.0)
+        self._prev_slow = took >= 1.0
+        self._write(force=self._prev_slow)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         what = str(excinfo.value) or "Ctrl-C (SIGINT)"

@@ -42,6 +42,7 @@ CATEGORIES = (
 )
 EXPECTS = ("pass", "xfail")
 SPEC_FLAG = "speculative-algorithm"
+MICRO_TIMINGS = ("eager", "graph")
 
 
 # ----------------------------------------------------------------------------- dataclasses
@@ -146,14 +147,38 @@ class Expectation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MicroFloor:
+    """A ceiling on one all-reduce record: its median latency must be <= ``latency_us × (1 + tolerance)``."""
+
+    backend: str
+    timing: str  # "eager" | "graph"
+    bytes: int
+    world_size: int
+    latency_us: float
+    tolerance: float
+    key: str = ""  # 'micro.floors."<backend>.<timing>.<bytes>"' for messages
+
+    @property
+    def ceiling_us(self) -> float:
+        return self.latency_us * (1 + self.tolerance)
+
+
+@dataclass(frozen=True, kw_only=True)
 class MicroSpec:
-    """All-reduce micro-benchmark shapes."""
+    """All-reduce micro-benchmark shapes, and the floors (latency ceilings) measured on this box."""
 
     tokens: tuple[int, ...] = (1, 2, 4, 8)
     sweep_bytes: tuple[int, ...] = ()
     world_sizes: tuple[int, ...] = ()
     iters: int = 200
     warmup: int = 20
+    #: by "<backend>.<eager|graph>.<bytes>"
+    floors: Mapping[str, MicroFloor] = field(default_factory=dict)
+
+    def floor(self, backend: str, timing: str, nbytes: int, world_size: int) -> MicroFloor | None:
+        """The floor for one record, or None (then the record is a measurement only)."""
+        f = self.floors.get(f"{backend}.{timing}.{nbytes}")
+        return f if f is not None and f.world_size == world_size else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -594,13 +619,15 @@ def load_profile(path: str | Path) -> Profile:
     overrides = {vname: dict(ov.sub(vname).data) for vname in ov.data}
 
     mi = r.sub("micro")
-    mi.only({"tokens", "sweep_bytes", "world_sizes", "iters", "warmup"})
+    mi.only({"tokens", "sweep_bytes", "world_sizes", "iters", "warmup", "floors"})
+    micro_ws = tuple(mi.get("world_sizes", list, "a list of world sizes", []))
     micro = MicroSpec(
         tokens=tuple(mi.get("tokens", list, "a list of token counts", [1, 2, 4, 8])),
         sweep_bytes=tuple(mi.get("sweep_bytes", list, "a list of byte sizes", [])),
-        world_sizes=tuple(mi.get("world_sizes", list, "a list of world sizes", [])),
+        world_sizes=micro_ws,
         iters=int(mi.num("iters", "an integer >= 1", 200, lo=1)),
         warmup=int(mi.num("warmup", "an integer >= 0", 20, lo=0)),
+        floors=_micro_floors(mi, micro_ws),
     )
 
     return Profile(
@@ -622,6 +649,50 @@ def load_profile(path: str | Path) -> Profile:
         variant_overrides=overrides,
         micro=micro,
     )
+
+
+def _micro_floors(mi: _Reader, world_sizes: tuple[object, ...]) -> dict[str, MicroFloor]:
+    """``[micro.floors]``: "<backend>.<eager|graph>.<bytes>" = { latency_us = X, tolerance = T[, world_size = N] }."""
+    from perfgate.allreduce import BACKENDS
+
+    fr = mi.sub("floors")
+    example = '"nccl.graph.14336" = { latency_us = 11.07, tolerance = 0.25 }'
+    out: dict[str, MicroFloor] = {}
+    for key, spec in fr.data.items():
+        qkey = f'"{key}"'
+        parts = key.rsplit(".", 2)
+        if len(parts) != 3:
+            raise fr.err(qkey, 'a key "<backend>.<eager|graph>.<bytes>"', key, fix=f"write {example}")
+        backend, timing, nbytes = parts
+        if backend not in BACKENDS:
+            raise fr.err(qkey, f"an all-reduce backend ({', '.join(BACKENDS)})", backend, fix=_close(backend, BACKENDS))
+        if timing not in MICRO_TIMINGS:
+            raise fr.err(qkey, '"eager" or "graph" after the backend', timing, fix=_close(timing, MICRO_TIMINGS))
+        if timing == "graph" and BACKENDS[backend].device != "cuda":
+            raise fr.err(qkey, f'"eager" ({backend} runs on the CPU: it has no CUDA-graph timing)', timing,
+                         fix=f'write "{backend}.eager.{nbytes}"')
+        if not nbytes.isdigit() or int(nbytes) < 1:
+            raise fr.err(qkey, "a message size in bytes (an integer >= 1) at the end", nbytes, fix=f"write {example}")
+        if not isinstance(spec, dict):
+            raise fr.err(qkey, "{ latency_us = X, tolerance = T }", spec, fix=f"write {example}")
+        sr = _Reader(fr.path, spec, f"{fr.k(qkey)}.")
+        sr.only({"latency_us", "tolerance", "world_size"})
+        lat = sr.num("latency_us", "the measured median latency in µs (> 0)", required=True, lo=1e-9)
+        tol = sr.num("tolerance", "a fraction >= 0 (the ceiling is latency_us × (1 + tolerance))", required=True,
+                     lo=0, hi=10)
+        ws = sr.get("world_size", int, "the world size it was measured at (an integer >= 2)", None)
+        if ws is None:
+            if len(world_sizes) != 1 or not isinstance(world_sizes[0], int) or isinstance(world_sizes[0], bool):
+                raise sr.err("world_size", "the world size it was measured at",
+                             fix=f"add world_size = N to the entry ([micro] world_sizes is {list(world_sizes)}, "
+                                 "not a single world size)")
+            ws = world_sizes[0]
+        if ws < 2:
+            raise sr.err("world_size", "an integer >= 2 (at world size 1 there is no communication to guard)", ws)
+        canon = f"{backend}.{timing}.{int(nbytes)}"
+        out[canon] = MicroFloor(backend=backend, timing=timing, bytes=int(nbytes), world_size=ws,
+                                latency_us=float(lat), tolerance=float(tol), key=fr.k(qkey))
+    return out
 
 
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -387,6 +387,14 @@ class PerfRun:
         v = self.compare(case, m, base, what=f"{case.variant} in {case.mode}")
         return within_noise_or_faster(v)
 
+    def preflight(self, case: Case) -> None:
+        """Before any launch: SGLang's own parser on this record's flags (real engine; bad-flag record)."""
+        config = self.state.config_for(case)
+        v = self.state.flag_problem(config)
+        if v is not None:
+            self._identity(case, config)
+            self.conclude(case, v)
+
     def controlled(self, case: Case) -> None:
         """A variant's config may differ from the baseline's only in the keys it declares."""
         from perfgate.config import confounders

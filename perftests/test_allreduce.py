@@ -8,7 +8,10 @@ in one launch of ranks (:func:`perfgate.allreduce.run_allreduce_bench`), shared 
 Outcomes: a measured size passes (its numbers are properties: ``backend``, ``world_size``,
 ``bytes``, ``latency_us``, ``latency_p99_us``, ``busbw_gbps``); a backend or size that cannot
 run here (no GPU, not importable, arch, capture, SGLang's own fallback to NCCL) is an xfail
-with its category; a wrong sum, a crashed rank or a hang is a failure.
+with its category; a wrong sum, a crashed rank or a hang is a failure. Where the profile has a
+floor for the record (``[micro.floors]`` "<backend>.<eager|graph>.<bytes>", at its world size),
+the median latency must be <= ``latency_us × (1 + tolerance)`` (properties ``floor_latency_us``,
+``tolerance``), or the record fails as ``slower-than-baseline``; without one it is a measurement.
 
 Settings, first found wins: env ``PERFGATE_MICRO_WORLD_SIZES`` ("2,4"), the profile's
 ``[micro]`` (``world_sizes``, ``tokens``, ``sweep_bytes``, ``iters``, ``warmup``), defaults
@@ -56,6 +59,8 @@ class MicroPlan:
     iters: int | None
     warmup: int | None
     gpus: int
+    micro: Any = None  # the profile's MicroSpec (its floors), or None
+    profile_path: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +124,8 @@ def _plan(config: pytest.Config) -> MicroPlan:
     env_iters = os.environ.get("PERFGATE_MICRO_ITERS", "")
     iters = _ints(env_iters, "PERFGATE_MICRO_ITERS")[0] if env_iters else getattr(micro, "iters", None)
     return MicroPlan(profile=str(getattr(prof, "name", "") or "none"), world_sizes=world_sizes,
-                     shapes=tuple(shapes), iters=iters, warmup=getattr(micro, "warmup", None), gpus=gpus)
+                     shapes=tuple(shapes), iters=iters, warmup=getattr(micro, "warmup", None), gpus=gpus,
+                     micro=micro, profile_path=str(getattr(prof, "path", "") or ""))
 
 
 _PLAN = pytest.StashKey[MicroPlan]()
@@ -249,6 +255,19 @@ def test_allreduce(micro_case: MicroCase, micro_runs: dict[tuple[str, int], _Run
         conclude("fail", cat, r.reason)
         pytest.fail(f"{case.backend} at world size {case.world_size}, {r.bytes} B ({r.dtype}): {cat}: {r.reason} "
                     f"[rank logs: {os.path.dirname(run.log)}]", pytrace=False)
+    timing = "graph" if case.graph else "eager"
+    floor = plan.micro.floor(case.backend, timing, r.bytes, case.world_size) if hasattr(plan.micro, "floor") else None
+    if floor is not None:  # a ceiling on the median latency measured on this box (the profile's [micro.floors])
+        record("floor_latency_us", floor.latency_us)
+        record("tolerance", floor.tolerance)
+        if r.latency_us is not None and r.latency_us > floor.ceiling_us:
+            msg = (f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g})"
+                   f" = {floor.ceiling_us:.2f} µs [{case.backend}, {timing}, {r.bytes} B {r.dtype}, world size "
+                   f"{case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; {plan.profile_path}, {floor.key}]; if intended "
+                   "(new stack or box), refresh the floors: `pytest perftests/ -m micro --junitxml=run.xml`, then "
+                   f"`python scripts/micro_floors.py run.xml --update {plan.profile_path or 'PROFILE'}`")
+            conclude("fail", "slower-than-baseline", msg)
+            pytest.fail(msg, pytrace=False)
     conclude("pass", "", r.note)
     assert r.latency_us is not None and r.latency_us > 0
     assert r.latency_p99_us is not None and r.latency_p99_us >= r.latency_us

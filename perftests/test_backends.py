@@ -13,6 +13,7 @@ pytestmark = pytest.mark.backends
 @pytest.mark.perfgate(kind="variant")
 def test_variant(perf, perf_case):
     """A variant runs, is lossless, and is not slower than the baseline beyond noise."""
+    perf.preflight(perf_case)
     perf.controlled(perf_case)
     base = perf.measure(perf_case.baseline(perf_case.mode), primary=False)
     m = perf.measure(perf_case)
