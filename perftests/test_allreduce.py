@@ -261,9 +261,10 @@ def test_allreduce(micro_case: MicroCase, micro_runs: dict[tuple[str, int], _Run
         record("floor_latency_us", floor.latency_us)
         record("tolerance", floor.tolerance)
         if r.latency_us is not None and r.latency_us > floor.ceiling_us:
-            msg = (f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g})"
-                   f" = {floor.ceiling_us:.2f} µs [{case.backend}, {timing}, {r.bytes} B {r.dtype}, world size "
-                   f"{case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; {plan.profile_path}, {floor.key}]; if intended "
+            msg = (f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × "
+                   f"(1 + {floor.tolerance:g}) = {floor.ceiling_us:.2f} µs [{case.backend}, {timing}, {r.bytes} B "
+                   f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; "
+                   f"{plan.profile_path}, {floor.key}]; if intended "
                    "(new stack or box), refresh the floors: `pytest perftests/ -m micro --junitxml=run.xml`, then "
                    f"`python scripts/micro_floors.py run.xml --update {plan.profile_path or 'PROFILE'}`")
             conclude("fail", "slower-than-baseline", msg)

@@ -110,9 +110,10 @@ def fragment(points: Sequence[Point], facts: dict[str, str], *, graph_tolerance:
     lines = [
         BEGIN,
         f"# From {st.get('report', '?')} ({st.get('started_at', 'time unknown')}): {st.get('stack.gpu_count', '?')}x "
-        f"{st.get('stack.gpu', '?')}, SM {st.get('stack.sm', '?')}, {st.get('stack.interconnect', '?')}; driver "
-        f"{st.get('stack.driver', '?')}, CUDA {st.get('stack.cuda', '?')}, torch {st.get('stack.torch', '?')}, "
-        f"NCCL {st.get('stack.nccl', '?')}; {st.get('iters') or '?'} timed iterations per record.",
+        f"{st.get('stack.gpu', '?')}, SM {st.get('stack.sm', '?')}, {st.get('stack.interconnect', '?')};",
+        f"# driver {st.get('stack.driver', '?')}, CUDA {st.get('stack.cuda', '?')}, "
+        f"torch {st.get('stack.torch', '?')}, NCCL {st.get('stack.nccl', '?')}; "
+        f"{st.get('iters') or '?'} timed iterations per record.",
         f"# A floor is a ceiling: the median latency must be <= latency_us x (1 + tolerance). tolerance "
         f"{graph_tolerance:g} for CUDA-graph",
         f"# timings (replays of back-to-back all-reduces: steady), {eager_tolerance:g} for eager timings (one "
@@ -136,7 +137,7 @@ def fragment(points: Sequence[Point], facts: dict[str, str], *, graph_tolerance:
         note = f"p99 {p.p99_us:.2f} us" if p.p99_us is not None else ""
         if p.busbw_gbps is not None:
             note += f", busbw {p.busbw_gbps:.2f} GB/s"
-        entry = (f'"{p.key}" = {{ latency_us = {_us(p.latency_us)}, tolerance = {tol:g}, '
+        entry = (f'"{p.key}" = {{ latency_us = {_us(p.latency_us)}, tolerance = {float(tol)!r}, '
                  f"world_size = {p.world_size} }}")
         lines.append(f"{entry}  # {note}" if note else entry)
     lines.append(END)

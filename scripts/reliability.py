@@ -574,9 +574,10 @@ def _stop_rows(where: Path) -> list[Row]:
         stuck = run.records.get("test_decode_floor[m:stuck]")
         ok = (run.returncode == rc and base is not None and base.outcome == "pass" and stuck is not None
               and stuck.outcome == stuck_outcome)
+        how = f" ({stuck.message.split(' while ')[0]})" if stuck is not None and stuck.message else ""
         rows.append(Row(scenario=label, outcome=f"exit {run.returncode}; baseline {_rec(base)}, "
-                        f"running test {_rec(stuck)}", left=len(run.left), lost=len(run.lost), time_s=run.wall_s,
-                        ok=ok))
+                        f"running test {_rec(stuck)}{how}", left=len(run.left), lost=len(run.lost),
+                        time_s=run.wall_s, ok=ok))
     run = run_pytest(raising_project(where / "raising"), RAISING_ARGS)
     boom = run.records.get("test_raises_mid_measurement[m:boom]")
     after = run.records.get("test_raises_mid_measurement[m:after]")

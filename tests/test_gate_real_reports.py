@@ -1,22 +1,15 @@
 """`perfgate diff` / `gate` on real reports of the suite: a simulated stack upgrade unblocks a backend."""
 
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
-PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
+from tests.simproject import PROMPTS, make_project
+from tests.simproject import SIM_SEED_BOX as SIM_HW
 
 
 def project(pytester, when):
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
-    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
-    (pytester.path / "baselines" / "seed").mkdir(parents=True)
-    shutil.copy(ROOT / "baselines" / "variants.toml", pytester.path / "baselines" / "variants.toml")
     cond = f', when = "{when}"' if when else ""
-    (pytester.path / "baselines" / "seed" / "kimi.toml").write_text(f"""
+    make_project(pytester.path, profile="seed/kimi", profile_text=f"""
 schema_version = 1
 [hardware]
 gpu = "RTX PRO 6000 Blackwell"

@@ -1,15 +1,14 @@
 """The plugin as users run it (pytester, real subprocesses, the simulated server)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
-ROOT = Path(__file__).resolve().parent.parent
-SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
-PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
+from tests.simproject import PROMPTS
+from tests.simproject import SIM_SEED_BOX as SIM_HW
+from tests.simproject import make_project as _make
 
 PROFILE = f"""
 schema_version = 1
@@ -51,13 +50,7 @@ accept_len = 1.5
 
 
 def make_project(pytester, floor=89.5, extra=""):
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
-    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
-    (pytester.path / "baselines" / "t").mkdir(parents=True)
-    shutil.copy(ROOT / "baselines" / "variants.toml", pytester.path / "baselines" / "variants.toml")
-    prof = pytester.path / "baselines" / "t" / "m.toml"
-    prof.write_text(PROFILE.replace("FLOOR", str(floor)) + extra)
-    return prof
+    return _make(pytester.path, PROFILE.replace("FLOOR", str(floor)) + extra)
 
 
 def props(case):

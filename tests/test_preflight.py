@@ -6,7 +6,6 @@ PERFGATE_SGLANG_PARSERS=DIR is set (.ci/run does both); elsewhere they skip with
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from perfgate.preflight import argv_for, check_configs, profile_configs
 from perfgate.profiles import find_profiles, load_profile
 from perfgate.variants import load_variants
+from tests.simproject import PROMPTS, make_project
 
 ROOT = Path(__file__).resolve().parent.parent
 PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS")
@@ -75,13 +75,10 @@ def test_the_legacy_spelling_is_drift_caught_before_any_gpu_time():
 @needs_parsers
 def test_plugin_records_a_rejected_flag_without_launching(pytester):
     """A variant with a flag SGLang 0.5.23 does not know: bad-flag record, in seconds, no server started."""
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
-    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
-    (pytester.path / "baselines" / "t").mkdir(parents=True)
-    (pytester.path / "baselines" / "variants.toml").write_text(
-        'schema_version = 1\n[variants.typo]\ndescription = "a typo"\nflags = { enable-torch-symm-memory = true }\n')
-    prompts = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
-    (pytester.path / "baselines" / "t" / "m.toml").write_text(f"""
+    prompts = PROMPTS
+    make_project(pytester.path, variants_text=(
+        'schema_version = 1\n[variants.typo]\ndescription = "a typo"\nflags = { enable-torch-symm-memory = true }\n'),
+        profile_text=f"""
 schema_version = 1
 [hardware]
 gpu = "H200"
