@@ -330,26 +330,37 @@ class Pending:
             self.proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
 
+        self.signalled = self.timed_out = False
+        self.wall_s: float | None = None
+
+    def step(self) -> bool:
+        """One look at the run: send the signal when due, kill it past its timeout; True once it exited."""
+        proc = self.proc
+        if proc.poll() is None:
+            if time.monotonic() - self.t0 > self.timeout_s:
+                proc.kill()
+                self.timed_out = True
+            elif self.send is not None and not self.signalled and (self.when is None or self.when(self.project)):
+                proc.send_signal(self.send)
+                self.signalled = True
+            return False
+        if self.wall_s is None:
+            self.wall_s = time.monotonic() - self.t0
+        return True
+
     def finish(self) -> Run:
         """Wait for the run (sending the signal when due), then for its processes to go; collect what it left."""
         proc, project = self.proc, self.project
-        signalled = timed_out = False
         try:
-            while proc.poll() is None:
-                if time.monotonic() - self.t0 > self.timeout_s:
-                    proc.kill()
-                    timed_out = True
-                    break
-                if self.send is not None and not signalled and (self.when is None or self.when(project)):
-                    proc.send_signal(self.send)
-                    signalled = True
+            while not self.step():
                 time.sleep(0.05)
             rc = proc.wait()
         except BaseException:
             proc.kill()
             proc.wait()
             raise
-        wall = time.monotonic() - self.t0
+        signalled, timed_out = self.signalled, self.timed_out
+        wall = self.wall_s or 0.0
         pgids = server_pgids(project / "logs")
         deadline = time.monotonic() + self.grace_s
         while (left := leftovers(self.token, list(pgids.values()))) and time.monotonic() < deadline:
@@ -364,6 +375,19 @@ class Pending:
 def start_pytest(project: Path, args: Sequence[str], **kw: object) -> Pending:
     """Start ``python -m pytest ARGS`` in ``project`` (keywords: see :class:`Pending`)."""
     return Pending(project, args, **kw)  # type: ignore[arg-type]
+
+
+def finish_all(pending: Sequence[Pending]) -> list[Run]:
+    """Runs side by side: each gets its signal when due while the others go on."""
+    try:
+        while not all([p.step() for p in pending]):
+            time.sleep(0.05)
+    except BaseException:
+        for p in pending:
+            if p.proc.poll() is None:
+                p.proc.kill()
+        raise
+    return [p.finish() for p in pending]
 
 
 def run_pytest(project: Path, args: Sequence[str], *, send: int | None = None,
@@ -424,7 +448,7 @@ def run_faults(where: Path) -> list[Run]:
     """Every fault of :data:`FAULTS`: the sessions of :data:`FAULT_SESSIONS`, concurrently."""
     pending = [start_pytest(faults_project(where / f"faults{i}", modes), FAULTS_ARGS)
                for i, modes in enumerate(FAULT_SESSIONS)]
-    return [p.finish() for p in pending]
+    return finish_all(pending)
 
 
 def run_of(runs: Sequence[Run], mode: str) -> Run:
@@ -449,6 +473,17 @@ def stuck_project(where: Path) -> Path:
 
 STUCK_ARGS = ("perftests/test_baseline.py", "-m", "baseline")
 TIMEOUT_ARGS = ("-p", "pytest_timeout", "--timeout", "6", "--timeout-method", "thread")
+
+
+#: signals sent mid-measurement (when the stuck server has been serving for a second)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def run_signalled(where: Path, *, timeout_s: float = 120.0) -> dict[int, Run]:
+    """The stuck session once per signal of :data:`STOP_SIGNALS`, side by side."""
+    pending = [start_pytest(stuck_project(where / sig.name), STUCK_ARGS, send=sig, when=serving("stuck"),
+                            timeout_s=timeout_s) for sig in STOP_SIGNALS]
+    return dict(zip(STOP_SIGNALS, finish_all(pending)))
 
 
 def raising_project(where: Path) -> Path:
@@ -560,16 +595,16 @@ def _fault_rows(where: Path) -> list[Row]:
 
 def _stop_rows(where: Path) -> list[Row]:
     rows = []
-    cases: list[tuple[str, dict[str, object], int, str]] = [
-        ("pytest gets SIGINT (Ctrl-C) mid-measurement", {"send": signal.SIGINT}, 2, "error"),
-        ("pytest gets SIGTERM mid-measurement", {"send": signal.SIGTERM}, 2, "error"),
-        ("pytest killed with SIGKILL mid-measurement", {"send": signal.SIGKILL}, -9, "error"),
-        ("pytest-timeout fires (--timeout-method thread: os._exit)", {}, 1, "error"),
+    by_signal = run_signalled(where)
+    cases: list[tuple[str, Run, int]] = [
+        ("pytest gets SIGINT (Ctrl-C) mid-measurement", by_signal[signal.SIGINT], 2),
+        ("pytest gets SIGTERM mid-measurement", by_signal[signal.SIGTERM], 2),
+        ("pytest killed with SIGKILL mid-measurement", by_signal[signal.SIGKILL], -9),
+        ("pytest-timeout fires (--timeout-method thread: os._exit)",
+         run_pytest(stuck_project(where / "timeout"), STUCK_ARGS + TIMEOUT_ARGS), 1),
     ]
-    for i, (label, kw, rc, stuck_outcome) in enumerate(cases):
-        args = STUCK_ARGS + (TIMEOUT_ARGS if not kw else ())
-        run = run_pytest(stuck_project(where / f"stop{i}"), args, when=serving("stuck") if kw else None,
-                         **kw)  # type: ignore[arg-type]
+    for label, run, rc in cases:
+        stuck_outcome = "error"
         base = run.records.get("test_decode_floor[m:baseline]")
         stuck = run.records.get("test_decode_floor[m:stuck]")
         ok = (run.returncode == rc and base is not None and base.outcome == "pass" and stuck is not None

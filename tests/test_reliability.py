@@ -104,8 +104,13 @@ def test_the_next_config_still_runs_and_nothing_is_left_or_lost(fault_runs, sess
 # ----------------------------------------------------------------------------- interrupted sessions
 
 
-def _stuck_run(tmp_path, *args, **kw):
-    run = rel.run_pytest(rel.stuck_project(tmp_path), (*rel.STUCK_ARGS, *args), timeout_s=HUNG_RUN_LIMIT_S, **kw)
+@pytest.fixture(scope="module")
+def signalled_runs(tmp_path_factory):
+    """The stuck session once per signal (SIGINT, SIGTERM, SIGKILL), side by side."""
+    return rel.run_signalled(tmp_path_factory.mktemp("signals"), timeout_s=HUNG_RUN_LIMIT_S)
+
+
+def _checked(run):
     assert not run.timed_out, "pytest waited for the hung request instead of ending: " + _why(run)
     base = run.records["test_decode_floor[m:baseline]"]
     assert base.outcome == "pass" and Path(base.props["log"]).is_file(), _why(run)
@@ -116,8 +121,8 @@ def _stuck_run(tmp_path, *args, **kw):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupted_mid_measurement_keeps_the_records_and_leaves_nothing(tmp_path, sig):
-    run, stuck = _stuck_run(tmp_path, send=sig, when=rel.serving("stuck"))
+def test_interrupted_mid_measurement_keeps_the_records_and_leaves_nothing(signalled_runs, sig):
+    run, stuck = _checked(signalled_runs[sig])
     assert run.signalled and run.returncode == pytest.ExitCode.INTERRUPTED
     assert (stuck.element, stuck.outcome) == ("error", "error")
     assert stuck.message.startswith("interrupted by ")
@@ -125,15 +130,16 @@ def test_interrupted_mid_measurement_keeps_the_records_and_leaves_nothing(tmp_pa
     assert "Traceback" not in run.output
 
 
-def test_sigkill_the_reaper_cleans_up_and_the_junit_file_has_what_finished(tmp_path):
-    run, stuck = _stuck_run(tmp_path, send=signal.SIGKILL, when=rel.serving("stuck"))
+def test_sigkill_the_reaper_cleans_up_and_the_junit_file_has_what_finished(signalled_runs):
+    run, stuck = _checked(signalled_runs[signal.SIGKILL])
     assert run.signalled and run.returncode == -signal.SIGKILL
     assert (stuck.element, stuck.outcome) == ("error", "error") and stuck.message.startswith("did not finish")
 
 
 def test_pytest_timeout_thread_method_exits_and_leaves_nothing(tmp_path):
     pytest.importorskip("pytest_timeout")
-    run, stuck = _stuck_run(tmp_path, *rel.TIMEOUT_ARGS)
+    run, stuck = _checked(rel.run_pytest(rel.stuck_project(tmp_path), (*rel.STUCK_ARGS, *rel.TIMEOUT_ARGS),
+                                         timeout_s=HUNG_RUN_LIMIT_S))
     assert run.returncode == 1 and "Timeout" in run.output  # os._exit(1) after the stack dump
     assert (stuck.element, stuck.outcome) == ("error", "error") and stuck.message.startswith("did not finish")
 
