@@ -651,6 +651,43 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         _attach_warnings(st, tr)
     if st.opt("perfgate_update_baselines") and not hasattr(config, "workerinput"):
         _write_updates(st, tr)
+    for line in matrix_lines(tr.stats):
+        tr.write_line(line)
+
+
+def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
+    """The records of this run as a variant x mode matrix (outcome, category, tok/s, vs baseline)."""
+    cells: dict[tuple[str, str], str] = {}
+    modes: list[str] = []
+    rows: list[str] = []
+    for reports in stats.values():
+        for rep in reports:
+            props = dict(getattr(rep, "user_properties", ()) or ())
+            if not props.get("outcome") or props.get("kind") not in ("variant", "floor", "speculation-vs-baseline"):
+                continue
+            mode = props.get("mode", "")
+            row = props.get("variant") or ("(baseline)" if props.get("kind") == "floor" else "(speculation)")
+            text = props["outcome"]
+            if props.get("category"):
+                text += f" {props['category']}"
+            if props.get("tok_s"):
+                text += f" {float(props['tok_s']):.1f}"
+            if props.get("vs_baseline"):
+                text += f" x{float(props['vs_baseline']):.2f}"
+            cells[(row, mode)] = text
+            if mode not in modes:
+                modes.append(mode)
+            if row not in rows:
+                rows.append(row)
+    if not cells:
+        return []
+    w0 = max(len(r) for r in rows)
+    widths = {m: max(len(m), *(len(cells.get((r, m), "")) for r in rows)) for m in modes}
+    out = ["perfgate: records (outcome, category, decode tok/s, x baseline):",
+           "  " + " " * w0 + "  " + "  ".join(m.ljust(widths[m]) for m in modes)]
+    for r in rows:
+        out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, m), "-").ljust(widths[m]) for m in modes))
+    return out
 
 
 def _attach_warnings(st: PerfgateState, tr: Any) -> None:
