@@ -527,7 +527,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _wants_perf(config: pytest.Config) -> bool:
     if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
         return True
-    return any("perftests" in str(a) for a in config.args)
+    if any("perftests" in str(a) for a in config.args):
+        return True
+    return not config.args and Path.cwd().name == "perftests"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
