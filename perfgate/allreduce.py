@@ -588,14 +588,14 @@ class _SglangCustomAR(_Impl):
         try:
             from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
         except Exception as e:  # ImportError, or an import-time failure of SGLang's kernels
-            raise _Unavailable(_classify(e, "missing-dependency"), f"cannot import SGLang's CustomAllreduce: {e}")
+            raise _Unavailable(_classify(e, "missing-dependency"), f"cannot import SGLang's CustomAllreduce: {e}") from e
         cpu_group = dist.new_group(backend="gloo")
         nbytes = max_numel * torch.tensor([], dtype=dtype).element_size()
         max_size = max(8192 * 1024, 1 << math.ceil(math.log2(nbytes + 1)))
         try:
             self.ca = CustomAllreduce(group=cpu_group, device=self.device, max_size=max_size)
         except Exception as e:
-            raise _Unavailable(_classify(e), f"CustomAllreduce setup failed: {type(e).__name__}: {e}")
+            raise _Unavailable(_classify(e), f"CustomAllreduce setup failed: {type(e).__name__}: {e}") from e
         if self.ca.disabled:
             raise _Unavailable(
                 "fallback",
@@ -621,7 +621,7 @@ class _TorchSymmMem(_Impl):
         try:
             import torch.distributed._symmetric_memory as symm_mem
         except Exception as e:
-            raise _Unavailable("missing-dependency", f"torch.distributed._symmetric_memory: {e}")
+            raise _Unavailable("missing-dependency", f"torch.distributed._symmetric_memory: {e}") from e
         major, minor = torch.cuda.get_device_capability(self.device)
         try:
             self.group_name = dist.group.WORLD.group_name  # type: ignore[union-attr]
@@ -631,7 +631,7 @@ class _TorchSymmMem(_Impl):
         except Exception as e:
             cat = _classify(e, "unsupported-arch")
             raise _Unavailable(cat, f"torch symmetric memory does not work on this GPU (SM{major}{minor}): "
-                                    f"{type(e).__name__}: {e}")
+                                    f"{type(e).__name__}: {e}") from e
 
     def prepare(self, t: Any) -> Callable[[], Any]:
         # as SGLang's TorchSymmMemCommunicator does it: stage into the symmetric buffer, reduce, copy out

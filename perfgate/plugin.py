@@ -427,7 +427,7 @@ def _validate_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
                                     f"{_close(n, vs.variants)}")
     if p.simulated:
-        st.stack  # validates --perfgate-sim-stack
+        _ = st.stack  # validates --perfgate-sim-stack
     else:  # a profile for other hardware is refused here, not once per test
         from perfgate.errors import HardwareMismatch
 

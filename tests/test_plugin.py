@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
 from tests.simproject import PROMPTS
