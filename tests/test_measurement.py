@@ -1,7 +1,6 @@
 """Measurement you can trust: concurrency sweep, attach mode, baseline updates, start-up progress,
 inconclusive records (pytester runs of the suite against the simulated server, plus pure unit tests)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from perfgate.config import ServerConfig
 from perfgate.errors import ConfigError
 from perfgate.profiles import load_profile
 from perfgate.sim.testing import SimProcess
+from tests import simproject
 
 ROOT = Path(__file__).resolve().parent.parent
 SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
@@ -67,15 +67,9 @@ accept_len = 1.5  # acceptance floor
 
 
 def make_project(pytester, *, startup=0.2, max_cv=0.5, workload="", extra=""):
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests", ignore=shutil.ignore_patterns("__pycache__"))
-    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
-    (pytester.path / "baselines" / "t").mkdir(parents=True)
-    shutil.copy(ROOT / "baselines" / "variants.toml", pytester.path / "baselines" / "variants.toml")
-    prof = pytester.path / "baselines" / "t" / "m.toml"
     text = (PROFILE.replace("STARTUP", str(startup)).replace("MAXCV", str(max_cv))
             .replace("EXTRA_WORKLOAD", workload))
-    prof.write_text(text + extra)
-    return prof
+    return simproject.make_project(pytester.path, text + extra)
 
 
 def run(pytester, prof, *args):

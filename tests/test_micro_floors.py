@@ -4,7 +4,6 @@ perftests/test_allreduce.py checking a record against its floor (pytester, real 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from junitparser.xunit2 import JUnitXml
 from perfgate import costmodel
 from perfgate.errors import ProfileSchemaError, ReportError
 from perfgate.profiles import MicroFloor, load_profile
+from tests import simproject
 
 ROOT = Path(__file__).resolve().parent.parent
 JUNIT = ROOT / "baselines" / "h200-x2" / "allreduce-junit-2026-11-29.xml"
@@ -284,12 +284,7 @@ warmup = 1
 def test_a_record_is_checked_against_its_floor(pytester, monkeypatch):
     monkeypatch.delenv("PERFGATE_MICRO_WORLD_SIZES", raising=False)
     monkeypatch.delenv("PERFGATE_MICRO_ITERS", raising=False)
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
-    (pytester.path / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
-    prof = pytester.path / "baselines" / "t" / "m.toml"
-    prof.parent.mkdir(parents=True)
-    shutil.copy(ROOT / "baselines" / "variants.toml", prof.parent.parent / "variants.toml")
-    prof.write_text(MICRO_PROFILE)
+    prof = simproject.make_project(pytester.path, MICRO_PROFILE)
     r = pytester.runpytest_subprocess("perftests/test_allreduce.py", "-m", "micro", "-k", "gloo",
                                       f"--perfgate-profile={prof}", "--junitxml=r.xml", "-p", "no:cacheprovider")
     # 14336 B under its (generous) floor; 28672 B over its 1 µs floor; 4096 B has none: a measurement
