@@ -6,7 +6,9 @@ through the engine), ``/ready``, ``/model_info``, ``/server_info`` (and their de
 ``Transfer-Encoding: chunked``), ``/v1/completions``, ``/v1/models`` and ``/metrics`` (with
 ``--enable-metrics``). Errors are JSON ``{"error": {"message", "type", "code"}}``.
 
-Batched requests (a list of prompts in one call) are not simulated: they answer 400.
+Batched requests (a list of prompts in one call) are simulated only for a batch of one (what
+SGLang's bench_one_batch_server sends at --batch-size 1): the answer carries ``"index": 0`` (and is a
+list of one when not streaming); larger batches answer 400.
 """
 
 from __future__ import annotations
@@ -356,6 +358,9 @@ class SimHandler(BaseHTTPRequestHandler):
         if isinstance(text, list) and text and all(isinstance(x, int) for x in text) and key_text == "prompt":
             ids, text = text, None
         if ids is not None:
+            if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list):
+                self._batch_of_one = True
+                ids = ids[0]
             if isinstance(ids, list) and ids and isinstance(ids[0], list):
                 return "Batched requests are not supported by perfgate's simulated SGLang server."
             if not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
@@ -444,6 +449,7 @@ class SimHandler(BaseHTTPRequestHandler):
 
     def _generate(self) -> None:
         st = self.state
+        self._batch_of_one = False  # handlers live as long as a keep-alive connection
         body = self._json_body()
         if body is None:
             return
@@ -475,6 +481,9 @@ class SimHandler(BaseHTTPRequestHandler):
                 out: dict[str, Any] = {"output_ids": ids[:produced], "meta_info": self._meta(req, produced, True)}
                 if with_text:
                     out = {"text": self._detok(ids[:produced]), **out}
+                if getattr(self, "_batch_of_one", False):
+                    self._json(200, [{**out, "index": 0}])  # type: ignore[arg-type]
+                    return
                 self._json(200, out)
                 return
             self._start_stream()
@@ -490,6 +499,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 chunk: dict[str, Any] = {"output_ids": ids, "meta_info": self._meta(req, produced, final)}
                 if with_text:
                     chunk = {"text": self._detok(ids), **chunk}
+                if getattr(self, "_batch_of_one", False):
+                    chunk["index"] = 0
                 self._event(chunk)
                 if final:
                     self._event("[DONE]")
