@@ -116,6 +116,8 @@ class Workload:
     token_match_min: float = 1.0
     concurrency_sweep: tuple[int, ...] = ()
     confidence: float = 0.95
+    #: smallest ratio difference from 1 that counts as faster or slower (beyond statistical noise)
+    min_effect: float = 0.02
 
     @property
     def per_trial(self) -> int:
@@ -528,7 +530,7 @@ def load_profile(path: str | Path) -> Profile:
 
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
-            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence"})
+            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect"})
     prompts = _resolve(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
     if not prompts.is_file():
         raise w.err("prompts", "an existing prompt file", str(prompts), fix="point it at a file under fixtures/prompts/")
@@ -547,6 +549,7 @@ def load_profile(path: str | Path) -> Profile:
         token_match_min=float(w.num("token_match_min", "a fraction in [0, 1]", 1.0, lo=0, hi=1)),
         concurrency_sweep=tuple(sweep),
         confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
+        min_effect=float(w.num("min_effect", "a fraction in [0, 0.5]", 0.02, lo=0, hi=0.5)),
     )
     for key in ("max_new_tokens",):
         if not isinstance(w.data.get(key), int):

@@ -361,7 +361,8 @@ class PerfRun:
                 return Verdict(outcome="fail", category="wrong-output",
                                message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
                                        f"{w.token_match_min:.0%}): the output changed")
-        v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what)
+        v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what,
+                            min_effect=w.min_effect)
         for k, val in v.properties.items():
             self.record(k, val)
         return v

@@ -79,8 +79,12 @@ def acceptance_verdict(accept_len: float | None, floor: Floor | None, *, where: 
 
 
 def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,
-                    what: str) -> Verdict:
-    """Candidate vs baseline decode tok/s by the CI of the ratio of medians."""
+                    what: str, min_effect: float = 0.0) -> Verdict:
+    """Candidate vs baseline decode tok/s by the CI of the ratio of medians.
+
+    Faster or slower needs the CI to exclude 1 *and* the ratio to differ from 1 by at least
+    ``min_effect``: with very quiet trials a 0.05 % drift is significant but means nothing.
+    """
     if candidate.tok_s is None:
         return Verdict(outcome="fail", category="crash",
                        message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
@@ -95,6 +99,10 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
             f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
+    if (lo > 1.0 or hi < 1.0) and abs(ratio - 1.0) < min_effect:
+        return Verdict(outcome="inconclusive", properties=props,
+                       message=desc + f": a {ratio - 1:+.2%} difference, below the profile's min_effect "
+                                      f"{min_effect:.0%}: negligible")
     if lo > 1.0:
         return Verdict(outcome="pass", message=desc + ": faster", properties=props)
     if hi < 1.0:
@@ -110,7 +118,7 @@ def within_noise_or_faster(v: Verdict) -> Verdict:
 
     Expected to pass, that is a pass; expected to be slower, it is inconclusive (see apply_expectation).
     """
-    if v.outcome == "inconclusive" and v.category != "noisy" and "straddles" in v.message:
+    if v.outcome == "inconclusive" and v.category != "noisy" and ("straddles" in v.message or "negligible" in v.message):
         return Verdict(outcome="inconclusive", category="within-noise", message=v.message, properties=v.properties)
     return v
 
