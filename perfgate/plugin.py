@@ -7,6 +7,7 @@ started, only when a perf test runs.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import os
 import signal
@@ -365,7 +366,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-log-dir", default=None, metavar="DIR", help="where server logs go")
     g.addoption("--perfgate-sim-stack", default=None, metavar="PKG=VER,...",
                 help="simulated stack overrides, e.g. flashinfer=0.8.0 (env PERFGATE_SIM_STACK)")
-    g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse_suppress())
+    g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse.SUPPRESS)
     g.addoption("--perfgate-variants", default=None, metavar="A,B", help="only these variants")
     g.addoption("--perfgate-variants-file", default=None, metavar="PATH", help="variants file (default baselines/variants.toml)")
     g.addoption("--perfgate-trials", default=None, type=int, metavar="N", help="override the profile's trials")
@@ -383,12 +384,6 @@ def _positive_seconds(text: str) -> float:
     if not value > 0:
         raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
     return value
-
-
-def argparse_suppress() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def pytest_configure(config: pytest.Config) -> None:

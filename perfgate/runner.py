@@ -384,6 +384,28 @@ class PerfRun:
         levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
         return Verdict(outcome="pass", message=f"output tok/s by concurrency {levels}")
 
+    def explain_speculation(self, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
+        """Attach the cost model's breakdown; a slower speculation says what it would take."""
+        p = self.profile
+        if spec.tok_s is None or base.tok_s is None or not spec.accept_len:
+            return v
+        from perfgate import costmodel
+
+        mode = p.modes[case.mode]
+        verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
+        lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
+        bd = costmodel.spec_breakdown(
+            baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
+            layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
+            verify_tokens=verify_tokens, allreduce_latency_us=lat,
+        )
+        for k, val in bd.as_properties().items():
+            self.record(k, val)
+        if v.outcome == "fail" and v.category == "slower-than-baseline":
+            return Verdict(outcome=v.outcome, category=v.category, message=f"{v.message}. {bd.what_it_would_take()}",
+                           properties=v.properties)
+        return v
+
     def variant_verdict(self, case: Case, m: Measurement, base: Measurement) -> Verdict:
         v = self.compare(case, m, base, what=f"{case.variant} in {case.mode}")
         return within_noise_or_faster(v)
@@ -559,33 +581,3 @@ def url_alive(st: PerfgateState, config: ServerConfig) -> bool:
 def _diffs(a: ServerConfig, b: ServerConfig, keys: set[str]) -> str:
     sa, sb = a.settings(), b.settings()
     return ", ".join(f"{k}: {sb.get(k)!r} -> {sa.get(k)!r}" for k in sorted(keys))
-
-
-def _explain_speculation(self: PerfRun, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
-    """Attach the cost model's breakdown; a slower speculation says what it would take."""
-    p = self.profile
-    if spec.tok_s is None or base.tok_s is None or not spec.accept_len:
-        return v
-    try:
-        from perfgate import costmodel
-    except ImportError:  # pragma: no cover
-        return v
-    mode = p.modes[case.mode]
-    verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
-    lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
-    bd = costmodel.spec_breakdown(
-        baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
-        layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
-        verify_tokens=verify_tokens, allreduce_latency_us=lat,
-    )
-    for k in ("cycle_ms", "breakeven_accept_len", "breakeven_verify_ms", "allreduce_share"):
-        val = getattr(bd, k, None)
-        if val is not None:
-            self.record(k, val)
-    if v.outcome == "fail" and v.category == "slower-than-baseline":
-        return Verdict(outcome=v.outcome, category=v.category, message=f"{v.message}. {bd.what_it_would_take()}",
-                       properties=v.properties)
-    return v
-
-
-PerfRun.explain_speculation = _explain_speculation  # type: ignore[attr-defined]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import requests
 
+from perfgate.classify import phase_of
 from perfgate.config import ServerConfig
 from perfgate.engines import Engine
 from perfgate.errors import (
@@ -95,14 +96,6 @@ def group_pids(pgid: int) -> list[int]:
         except (ProcessLookupError, psutil.Error, OSError):
             continue
     return out
-
-
-def _phase_of(line: str) -> str | None:
-    try:
-        from perfgate.classify import phase_of
-    except ImportError:  # pragma: no cover - classify ships with perfgate
-        return None
-    return phase_of(line)
 
 
 @dataclass
@@ -225,7 +218,7 @@ class Server:
                     if nl >= 0:
                         log_pos += nl + 1
                         for raw in chunk[: nl + 1].decode("utf-8", "replace").splitlines():
-                            ph = _phase_of(raw)
+                            ph = phase_of(raw)
                             # a later line can match an earlier phase (max_total_num_tokens= after capture)
                             if ph in PHASE_ORDER and PHASE_ORDER.index(ph) > PHASE_ORDER.index(phase):
                                 phase = ph

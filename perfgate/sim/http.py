@@ -82,6 +82,7 @@ class SimHandler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     server: SimHTTPServer
+    _batch_of_one = False  # set per /generate request (a batch of one prompt, as bench_one_batch_server sends)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -481,7 +482,7 @@ class SimHandler(BaseHTTPRequestHandler):
                 out: dict[str, Any] = {"output_ids": ids[:produced], "meta_info": self._meta(req, produced, True)}
                 if with_text:
                     out = {"text": self._detok(ids[:produced]), **out}
-                if getattr(self, "_batch_of_one", False):
+                if self._batch_of_one:
                     self._json(200, [{**out, "index": 0}])  # type: ignore[arg-type]
                     return
                 self._json(200, out)
@@ -499,7 +500,7 @@ class SimHandler(BaseHTTPRequestHandler):
                 chunk: dict[str, Any] = {"output_ids": ids, "meta_info": self._meta(req, produced, final)}
                 if with_text:
                     chunk = {"text": self._detok(ids), **chunk}
-                if getattr(self, "_batch_of_one", False):
+                if self._batch_of_one:
                     chunk["index"] = 0
                 self._event(chunk)
                 if final:
