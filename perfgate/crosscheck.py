@@ -8,6 +8,13 @@ perfgate's ``tok_s`` is ``(completion_tokens - first_chunk_tokens) / (latency - 
 figure is expected higher by a factor ``O / (O - 1)`` (0.4 % at 256 tokens). The comparison is made
 after that correction.
 
+Speculative modes need one more: SGLang's benchmark is one request, and with a fractional acceptance
+(``SGLANG_SIMULATE_ACC_LEN=3.5``, or any real draft model) each request realises its own acceptance
+(3.58 for that one request, 3.49 over perfgate's trials, on the H200). Tokens per second scale with
+it; what both clocks measure is the decode cycle (one draft + verify pass), so where both sides
+report an acceptance length the verdict compares decode cycles per second, ``tok/s / acceptance``
+(see :func:`agreement`), and the raw tok/s ratio is recorded beside it.
+
 SGLang's benchmark needs a tokenizer; dummy-weight runs ship only ``config.json``, so a word-level
 tokenizer with the model's vocabulary size (``t0`` … ``tN``) is written to a temporary folder.
 """
@@ -16,9 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,13 +44,13 @@ print(out)
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchResult:
-    """What SGLang's bench_one_batch_server reported (from its JSONL result file)."""
+class BenchRow:
+    """One request of SGLang's bench_one_batch_server (one line of its JSONL result)."""
 
     output_throughput: float
     latency_s: float
     last_ttft_s: float
-    acc_length: float | None
+    acc_length: float | None  # /server_info avg_spec_accept_length, reset by the /flush_cache before the request
     output_len: int
     raw: dict[str, object]
 
@@ -49,6 +58,110 @@ class BenchResult:
     def comparable_tok_s(self) -> float:
         """SGLang's figure on perfgate's definition (tokens after the first)."""
         return self.output_throughput * (self.output_len - 1) / self.output_len
+
+    @property
+    def cycles_s(self) -> float | None:
+        """Decode cycles per second, on perfgate's count; None without an acceptance length."""
+        return self.comparable_tok_s / self.acc_length if self.acc_length else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    """SGLang's benchmark repeated (``--batch-size 1 1 1 ...``): medians over its requests."""
+
+    rows: tuple[BenchRow, ...]
+
+    def _median(self, xs: Sequence[float | None]) -> float | None:
+        vals = [x for x in xs if x is not None]
+        return statistics.median(vals) if vals and len(vals) == len(xs) else None
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def output_len(self) -> int:
+        return self.rows[0].output_len
+
+    @property
+    def output_throughput(self) -> float:
+        return statistics.median(r.output_throughput for r in self.rows)
+
+    @property
+    def comparable_tok_s(self) -> float:
+        return statistics.median(r.comparable_tok_s for r in self.rows)
+
+    @property
+    def acc_length(self) -> float | None:
+        return self._median([r.acc_length for r in self.rows])
+
+    @property
+    def cycles_s(self) -> float | None:
+        return self._median([r.cycles_s for r in self.rows])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Agreement:
+    """perfgate's figure against SGLang's, raw and (where both report acceptance) per decode cycle."""
+
+    perfgate_tok_s: float
+    perfgate_accept_len: float | None
+    bench: BenchResult
+    ratio: float  # perfgate tok/s / SGLang's tok/s as perfgate counts
+    perfgate_cycles_s: float | None = None  # decode cycles per second, median over perfgate's trials
+    bench_cycles_s: float | None = None
+    tolerance: float = 0.01
+
+    @property
+    def cycle_ratio(self) -> float | None:
+        if self.perfgate_cycles_s is None or not self.bench_cycles_s:
+            return None
+        return self.perfgate_cycles_s / self.bench_cycles_s
+
+    @property
+    def judged(self) -> float:
+        """The ratio the verdict is made on: per cycle where both sides know their acceptance."""
+        c = self.cycle_ratio
+        return self.ratio if c is None else c
+
+    @property
+    def agrees(self) -> bool:
+        return abs(self.judged - 1) <= self.tolerance
+
+    def message(self) -> str:
+        b = self.bench
+        acc = (f" at acceptance {self.perfgate_accept_len:.2f}" if self.perfgate_accept_len else "")
+        bacc = f" at acceptance {b.acc_length:.2f}" if b.acc_length else ""
+        msg = (f"perfgate {self.perfgate_tok_s:.2f} tok/s{acc} vs SGLang bench_one_batch_server "
+               f"{b.output_throughput:.2f}{bacc} ({b.comparable_tok_s:.2f} counted as perfgate counts): "
+               f"ratio {self.ratio:.4f}")
+        c = self.cycle_ratio
+        if c is not None:
+            msg += (f"; at equal acceptance, decode cycles/s {self.perfgate_cycles_s:.2f} vs "
+                    f"{self.bench_cycles_s:.2f}: ratio {c:.4f}")
+        if not self.agrees:
+            msg += f" differs by more than {self.tolerance:.0%}"
+        return msg
+
+
+def agreement(trials: Sequence[tuple[float, float | None]], bench: BenchResult, *, tok_s: float,
+              accept_len: float | None, tolerance: float = 0.01) -> Agreement:
+    """Compare perfgate's measurement with SGLang's one request.
+
+    ``trials`` are perfgate's (tok/s, acceptance) per trial; ``tok_s`` and ``accept_len`` its summary
+    (median tok/s, acceptance over every request). Both tok/s are on perfgate's count (tokens after the
+    first over the time after the first); dividing each trial's (each SGLang request's) tok/s by its own
+    acceptance gives decode cycles per second, the same for any acceptance the draft happened to reach;
+    the medians of those are compared.
+    """
+    ratio = tok_s / bench.comparable_tok_s
+    per_trial = [t / a for t, a in trials if a]
+    if not per_trial or bench.cycles_s is None:
+        return Agreement(perfgate_tok_s=tok_s, perfgate_accept_len=accept_len, bench=bench, ratio=ratio,
+                         tolerance=tolerance)
+    return Agreement(perfgate_tok_s=tok_s, perfgate_accept_len=accept_len, bench=bench, ratio=ratio,
+                     perfgate_cycles_s=statistics.median(per_trial),
+                     bench_cycles_s=bench.cycles_s, tolerance=tolerance)
 
 
 def sglang_bench_problem(python: str) -> str | None:
@@ -78,12 +191,16 @@ def make_tokenizer(python: str, model_path: str, workdir: Path) -> Path:
 
 
 def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_len: int, log_path: Path,
-              timeout_s: float = 600) -> BenchResult:
-    """Run SGLang's one-batch benchmark (batch 1) against ``url`` and read its JSONL result."""
+              repeats: int = 1, timeout_s: float = 600) -> BenchResult:
+    """Run SGLang's one-batch benchmark (batch 1, ``repeats`` times in one process) against ``url``.
+
+    ``--batch-size 1 1 1`` makes SGLang run the case once per entry (itertools.product over its
+    lists), each after its own ``/flush_cache``; every run is one line of the JSONL result.
+    """
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
         result = Path(tmp) / "result.jsonl"
         argv = [python, "-m", "sglang.bench_one_batch_server", "--model", "None", "--base-url", url,
-                "--batch-size", "1", "--input-len", str(input_len), "--output-len", str(output_len),
+                "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len), "--output-len", str(output_len),
                 "--dataset-name", "random-ids", "--local-tokenizer-path", str(tokenizer),
                 "--result-filename", str(result)]  # (0.5.17 has no --skip-token-capacity-check)
         with open(log_path, "ab") as log:
@@ -94,9 +211,14 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
         if proc.returncode != 0 or not result.exists():
             raise RuntimeError(f"sglang.bench_one_batch_server exited {proc.returncode}; see {log_path}")
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
-    row = rows[-1]
+    if not rows:
+        raise RuntimeError(f"sglang.bench_one_batch_server wrote no result; see {log_path}")
+    return BenchResult(rows=tuple(_row(r, output_len) for r in rows))
+
+
+def _row(row: dict[str, object], output_len: int) -> BenchRow:
     acc = row.get("acc_length")
-    return BenchResult(
+    return BenchRow(
         output_throughput=float(row["output_throughput"]),
         latency_s=float(row["latency"]),
         last_ttft_s=float(row["last_ttft"]),

@@ -497,22 +497,26 @@ class PerfRun:
         tok = cc.make_tokenizer(py, p.model.path, st.log_dir)
         log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
         bench = cc.run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
-                             output_len=w.max_new_tokens, log_path=log)
+                             output_len=w.max_new_tokens, log_path=log, repeats=w.trials)
+        self.record("sglang_bench_n", bench.n)
         self.record("sglang_bench_tok_s", bench.output_throughput)
         self.record("sglang_bench_tok_s_comparable", bench.comparable_tok_s)
         if bench.acc_length is not None:
             self.record("sglang_bench_accept_len", bench.acc_length)
         self.record("sglang_bench_log", str(log))
         assert m.tok_s is not None
-        ratio = m.tok_s.median / bench.comparable_tok_s
-        self.record("vs_sglang_bench", ratio)
-        msg = (f"perfgate {m.tok_s.median:.2f} tok/s vs SGLang bench_one_batch_server {bench.output_throughput:.2f} "
-               f"({bench.comparable_tok_s:.2f} counted as perfgate counts): ratio {ratio:.4f}")
-        if abs(ratio - 1) <= 0.01:
-            self.conclude(case, Verdict(outcome="pass", message=msg))
+        ag = cc.agreement([(t.tok_s, t.accept_len) for t in m.trials if t.tok_s is not None], bench,
+                          tok_s=m.tok_s.median, accept_len=m.accept_len)
+        self.record("vs_sglang_bench", ag.ratio)
+        if ag.cycle_ratio is not None:
+            self.record("cycles_s", ag.perfgate_cycles_s)
+            self.record("sglang_bench_cycles_s", ag.bench_cycles_s)
+            self.record("vs_sglang_bench_per_cycle", ag.cycle_ratio)
+        if ag.agrees:
+            self.conclude(case, Verdict(outcome="pass", message=ag.message()))
         else:
             self.conclude(case, Verdict(outcome="fail", category="measurement-mismatch",
-                                        message=msg + " differs by more than 1 %; see " + str(log)))
+                                        message=ag.message() + "; see " + str(log)))
 
     # ------------------------------------------------------------------ conclude
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from hypothesis import given
+from hypothesis import strategies as st
 
 from perfgate import crosscheck as cc
 from perfgate.client import GenRequest, run_batch
@@ -77,11 +79,93 @@ def test_sglang_bench_agrees_with_perfgate_on_the_simulated_server(tmp_path, mon
         outs, _ = run_batch(url, [GenRequest(input_ids=tuple(range(1000, 1128)), max_new_tokens=128)] * 2)
         ours = sorted(o.decode_tok_s for o in outs)[-1]
         bench = cc.run_bench(python=sys.executable, url=url, tokenizer=tok, input_len=128, output_len=128,
-                             log_path=tmp_path / "bench.log")
+                             log_path=tmp_path / "bench.log", repeats=3)
     finally:
         sim.proc.kill()
         sim.proc.wait()
-    assert bench.output_len == 128 and bench.output_throughput > 0
-    assert bench.comparable_tok_s == pytest.approx(bench.output_throughput * 127 / 128)
+    assert bench.n == 3 and bench.output_len == 128 and bench.output_throughput > 0
+    for row in bench.rows:
+        assert row.comparable_tok_s == pytest.approx(row.output_throughput * 127 / 128)
+        assert row.acc_length is None and row.cycles_s is None  # no speculation on this server
     # both clients measure the same simulated server (true rate 89.5 tok/s); loose, it is a shared 2-core box
-    assert 0.9 < ours / bench.comparable_tok_s < 1.1, (ours, bench.raw)
+    assert 0.9 < ours / bench.comparable_tok_s < 1.1, (ours, [r.raw for r in bench.rows])
+
+
+def _row(tok_s_as_perfgate_counts: float, acc: float | None, output_len: int = 256) -> cc.BenchRow:
+    """A BenchRow whose comparable figure is the given one (SGLang counts O/(O-1) more)."""
+    out = tok_s_as_perfgate_counts * output_len / (output_len - 1)
+    return cc.BenchRow(output_throughput=out, latency_s=1.0, last_ttft_s=0.04, acc_length=acc,
+                       output_len=output_len, raw={})
+
+
+def _bench(tok_s_as_perfgate_counts: float, acc: float | None, output_len: int = 256) -> cc.BenchResult:
+    return cc.BenchResult(rows=(_row(tok_s_as_perfgate_counts, acc, output_len),))
+
+
+def test_h200_eagle3_acc35_disagrees_in_tok_s_but_agrees_per_decode_cycle():
+    """The figures of the H200 run (2026-11-29): SGLang's one request reached acceptance 3.58, perfgate's
+    trials 3.49; tok/s differ by 2.5 %, decode cycles per second by 0.1 %."""
+    bench = cc.BenchResult(rows=(cc.BenchRow(output_throughput=502.74, latency_s=0.55, last_ttft_s=0.04,
+                                             acc_length=3.58, output_len=256, raw={}),))
+    trials = [(488.371, 3.48774)] * 5
+    ag = cc.agreement(trials, bench, tok_s=488.371, accept_len=3.48774)
+    assert ag.ratio == pytest.approx(0.97523, abs=1e-4)
+    assert ag.cycle_ratio == pytest.approx((488.371 / 3.48774) / (502.74 * 255 / 256 / 3.58))
+    assert abs(ag.cycle_ratio - 1) < 0.002 and ag.agrees
+    assert "at equal acceptance" in ag.message() and "differs" not in ag.message()
+
+
+def test_without_acceptance_the_verdict_is_on_tok_s():
+    ag = cc.agreement([(210.365, None)] * 5, _bench(210.355, None), tok_s=210.365, accept_len=None)
+    assert ag.cycle_ratio is None and ag.judged == ag.ratio and ag.agrees
+    bad = cc.agreement([(200.0, None)] * 5, _bench(210.0, None), tok_s=200.0, accept_len=None)
+    assert not bad.agrees and "differs by more than 1%" in bad.message()
+
+
+@given(cycles=st.floats(10, 1000), acc_ours=st.floats(1.0, 8.0), acc_bench=st.floats(1.0, 8.0),
+       output_len=st.integers(16, 4096))
+def test_any_acceptance_gap_is_neutral_at_equal_cycle_rate(cycles, acc_ours, acc_bench, output_len):
+    ag = cc.agreement([(cycles * acc_ours, acc_ours)] * 3, _bench(cycles * acc_bench, acc_bench, output_len),
+                      tok_s=cycles * acc_ours, accept_len=acc_ours)
+    assert ag.cycle_ratio == pytest.approx(1.0) and ag.agrees
+    assert ag.ratio == pytest.approx(acc_ours / acc_bench)
+
+
+@given(cycles=st.floats(10, 1000), acc=st.floats(1.0, 8.0), slower=st.floats(0.011, 0.5))
+def test_a_cycle_rate_gap_beyond_one_percent_fails_whatever_the_acceptance(cycles, acc, slower):
+    ours = cycles * (1 - slower)
+    ag = cc.agreement([(ours * acc, acc)] * 3, _bench(cycles * acc, acc), tok_s=ours * acc, accept_len=acc)
+    assert not ag.agrees and ag.cycle_ratio == pytest.approx(1 - slower)
+
+
+def test_cycle_rate_is_the_median_over_trials():
+    trials = [(300.0, 3.0), (400.0, 4.0), (350.0, 3.5), (999.0, None)]
+    ag = cc.agreement(trials, _bench(100.0, 1.0), tok_s=350.0, accept_len=3.5)
+    assert ag.perfgate_cycles_s == pytest.approx(100.0) and ag.bench_cycles_s == pytest.approx(100.0)
+
+
+def test_repeated_bench_compares_the_median_of_its_own_cycle_rates():
+    """Each SGLang request is divided by its own acceptance before the median is taken."""
+    rows = (_row(300.0, 3.0), _row(360.0, 3.6), _row(700.0, 3.5))  # cycles/s 100, 100, 200
+    bench = cc.BenchResult(rows=rows)
+    assert bench.n == 3 and bench.cycles_s == pytest.approx(100.0) and bench.acc_length == pytest.approx(3.5)
+    assert bench.comparable_tok_s == pytest.approx(360.0)
+    ag = cc.agreement([(350.0, 3.5)] * 3, bench, tok_s=350.0, accept_len=3.5)
+    assert ag.cycle_ratio == pytest.approx(1.0) and ag.agrees
+
+
+def test_a_row_without_acceptance_leaves_the_comparison_on_tok_s():
+    bench = cc.BenchResult(rows=(_row(300.0, 3.0), _row(300.0, None)))
+    assert bench.acc_length is None and bench.cycles_s is None
+    ag = cc.agreement([(300.0, 3.0)], bench, tok_s=300.0, accept_len=3.0)
+    assert ag.cycle_ratio is None and ag.judged == pytest.approx(1.0)
+
+
+def test_bench_reads_every_jsonl_row(tmp_path):
+    """run_bench's parsing of SGLang's JSONL (fields as BenchOneCaseResult.dump_to_jsonl writes them)."""
+    row = {"run_name": "", "batch_size": 1, "input_len": 128, "output_len": 256, "latency": 0.55,
+           "input_throughput": 3328.56, "output_throughput": 502.74, "overall_throughput": 700.0,
+           "last_ttft": 0.04, "last_gen_throughput": 2.84, "acc_length": 3.58, "cache_hit_rate": None}
+    parsed = cc._row(row, 999)
+    assert parsed.output_len == 256 and parsed.acc_length == 3.58
+    assert cc._row({**row, "acc_length": -1}, 256).acc_length is None  # SGLang's "no speculation"
