@@ -1,6 +1,6 @@
 """Cross-check perfgate's numbers with SGLang's own benchmark, on the very server perfgate measured.
 
-``python -m sglang.bench_one_batch_server --model None --base-url URL --batch-size 1 --input-len I
+``python -m sglang.benchmark.one_batch_server --model None --base-url URL --batch-size 1 --input-len I
 --output-len O --dataset-name random-ids`` runs against the live server, and its JSONL result is read
 back (never parsed from stdout). The two tools count differently: SGLang's ``output_throughput`` is
 ``output_len / (latency - ttft)`` (every token, including the first, over the time after the first),
@@ -8,12 +8,13 @@ perfgate's ``tok_s`` is ``(completion_tokens - first_chunk_tokens) / (latency - 
 figure is expected higher by a factor ``O / (O - 1)`` (0.4 % at 256 tokens). The comparison is made
 after that correction.
 
-Speculative modes need one more: SGLang's benchmark is one request, and with a fractional acceptance
-(``SGLANG_SIMULATE_ACC_LEN=3.5``, or any real draft model) each request realises its own acceptance
-(3.58 for that one request, 3.49 over perfgate's trials, on the H200). Tokens per second scale with
-it; what both clocks measure is the decode cycle (one draft + verify pass), so where both sides
-report an acceptance length the verdict compares decode cycles per second, ``tok/s / acceptance``
-(see :func:`agreement`), and the raw tok/s ratio is recorded beside it.
+Speculative modes need one more: with a fractional acceptance (``SGLANG_SIMULATE_ACC_LEN=3.5``, or any
+real draft model) each request realises its own acceptance (3.48 to 3.58 in SGLang's requests, 3.49
+over perfgate's trials, on the H200), and tokens per second follow it. What both clocks measure is
+the decode cycle (one draft + verify pass), so where both sides report an acceptance length the
+verdict compares decode cycles per second, ``tok/s / acceptance`` per request (see :func:`agreement`),
+and the raw tok/s ratio is recorded beside it. SGLang's benchmark runs once per perfgate trial
+(``--batch-size 1 1 1 1 1``), so the verdict can tell a disagreement from too few samples.
 
 SGLang's benchmark needs a tokenizer; dummy-weight runs ship only ``config.json``, so a word-level
 tokenizer with the model's vocabulary size (``t0`` … ``tN``) is written to a temporary folder.
@@ -30,6 +31,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from perfgate.metrics import bootstrap_ratio_ci
 
 MAKE_TOKENIZER = r"""
 import json, sys
@@ -102,51 +105,77 @@ class BenchResult:
 
 @dataclass(frozen=True, kw_only=True)
 class Agreement:
-    """perfgate's figure against SGLang's, raw and (where both report acceptance) per decode cycle."""
+    """perfgate's figure against SGLang's, raw and (where both report acceptance) per decode cycle.
+
+    The verdict is made on :attr:`judged` with its bootstrap CI (perfgate's trials against SGLang's
+    requests): ``pass`` within the tolerance; ``inconclusive`` when it is outside but the CI still
+    reaches the tolerance band (too few samples to say the tools disagree); else ``fail``.
+    """
 
     perfgate_tok_s: float
     perfgate_accept_len: float | None
     bench: BenchResult
     ratio: float  # perfgate tok/s / SGLang's tok/s as perfgate counts
-    perfgate_cycles_s: float | None = None  # decode cycles per second, median over perfgate's trials
-    bench_cycles_s: float | None = None
+    samples: tuple[tuple[float, ...], tuple[float, ...]]  # (perfgate, SGLang) of the judged quantity
+    per_cycle: bool = False  # judged on decode cycles per second rather than tok/s
     tolerance: float = 0.01
 
     @property
+    def perfgate_cycles_s(self) -> float | None:
+        return statistics.median(self.samples[0]) if self.per_cycle else None
+
+    @property
+    def bench_cycles_s(self) -> float | None:
+        return statistics.median(self.samples[1]) if self.per_cycle else None
+
+    @property
     def cycle_ratio(self) -> float | None:
-        if self.perfgate_cycles_s is None or not self.bench_cycles_s:
-            return None
-        return self.perfgate_cycles_s / self.bench_cycles_s
+        return self.judged if self.per_cycle else None
 
     @property
     def judged(self) -> float:
         """The ratio the verdict is made on: per cycle where both sides know their acceptance."""
-        c = self.cycle_ratio
-        return self.ratio if c is None else c
+        return statistics.median(self.samples[0]) / statistics.median(self.samples[1])
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return bootstrap_ratio_ci(self.samples[0], self.samples[1])
 
     @property
     def agrees(self) -> bool:
         return abs(self.judged - 1) <= self.tolerance
 
+    @property
+    def outcome(self) -> str:
+        if self.agrees:
+            return "pass"
+        lo, hi = self.ci
+        return "inconclusive" if lo <= 1 + self.tolerance and hi >= 1 - self.tolerance else "fail"
+
     def message(self) -> str:
         b = self.bench
         acc = (f" at acceptance {self.perfgate_accept_len:.2f}" if self.perfgate_accept_len else "")
         bacc = f" at acceptance {b.acc_length:.2f}" if b.acc_length else ""
+        reqs = f", median of {b.n} requests" if b.n > 1 else ""
         msg = (f"perfgate {self.perfgate_tok_s:.2f} tok/s{acc} vs SGLang bench_one_batch_server "
-               f"{b.output_throughput:.2f}{bacc} ({b.comparable_tok_s:.2f} counted as perfgate counts): "
+               f"{b.output_throughput:.2f}{bacc}{reqs} ({b.comparable_tok_s:.2f} counted as perfgate counts): "
                f"ratio {self.ratio:.4f}")
-        c = self.cycle_ratio
-        if c is not None:
+        if self.per_cycle:
             msg += (f"; at equal acceptance, decode cycles/s {self.perfgate_cycles_s:.2f} vs "
-                    f"{self.bench_cycles_s:.2f}: ratio {c:.4f}")
-        if not self.agrees:
+                    f"{self.bench_cycles_s:.2f}: ratio {self.judged:.4f}")
+        lo, hi = self.ci
+        msg += f" [{lo:.4f}, {hi:.4f}]"
+        if self.outcome == "fail":
             msg += f" differs by more than {self.tolerance:.0%}"
+        elif self.outcome == "inconclusive":
+            msg += (f" is outside {self.tolerance:.0%} but its CI reaches it: too few samples to tell "
+                    f"(raise [workload] trials)")
         return msg
 
 
 def agreement(trials: Sequence[tuple[float, float | None]], bench: BenchResult, *, tok_s: float,
               accept_len: float | None, tolerance: float = 0.01) -> Agreement:
-    """Compare perfgate's measurement with SGLang's one request.
+    """Compare perfgate's measurement with SGLang's requests.
 
     ``trials`` are perfgate's (tok/s, acceptance) per trial; ``tok_s`` and ``accept_len`` its summary
     (median tok/s, acceptance over every request). Both tok/s are on perfgate's count (tokens after the
@@ -155,34 +184,59 @@ def agreement(trials: Sequence[tuple[float, float | None]], bench: BenchResult, 
     the medians of those are compared.
     """
     ratio = tok_s / bench.comparable_tok_s
-    per_trial = [t / a for t, a in trials if a]
-    if not per_trial or bench.cycles_s is None:
-        return Agreement(perfgate_tok_s=tok_s, perfgate_accept_len=accept_len, bench=bench, ratio=ratio,
-                         tolerance=tolerance)
-    return Agreement(perfgate_tok_s=tok_s, perfgate_accept_len=accept_len, bench=bench, ratio=ratio,
-                     perfgate_cycles_s=statistics.median(per_trial),
-                     bench_cycles_s=bench.cycles_s, tolerance=tolerance)
+    common = {"perfgate_tok_s": tok_s, "perfgate_accept_len": accept_len, "bench": bench, "ratio": ratio,
+              "tolerance": tolerance}
+    per_trial = tuple(t / a for t, a in trials if a)
+    bench_cycles = tuple(r.cycles_s for r in bench.rows)
+    if per_trial and all(c is not None for c in bench_cycles):
+        return Agreement(samples=(per_trial, bench_cycles), per_cycle=True, **common)  # type: ignore[arg-type]
+    ours = tuple(t for t, _ in trials) or (tok_s,)
+    return Agreement(samples=(ours, tuple(r.comparable_tok_s for r in bench.rows)), **common)
 
 
-def sglang_bench_problem(python: str) -> str | None:
-    """None if ``sglang.bench_one_batch_server`` imports in ``python``, else the error's last line."""
+BENCH_MODULES = ("sglang.benchmark.one_batch_server", "sglang.bench_one_batch_server")
+"""Where the benchmark lives: since 0.5.17 in sglang.benchmark (the old name is a shim that warns)."""
+
+_FIND_MODULE = r"""
+import importlib, sys
+for name in sys.argv[1:]:
     try:
-        r = subprocess.run([python, "-c", "import sglang.bench_one_batch_server"], capture_output=True, text=True,
-                           timeout=300)
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):  # this release has no such module: try the next name
+            continue
+        raise
+    print(name)
+    break
+else:
+    sys.exit("ModuleNotFoundError: none of " + ", ".join(sys.argv[1:]))
+"""
+
+
+def sglang_bench_module(python: str) -> tuple[str | None, str | None]:
+    """(module, None) for SGLang's one-batch benchmark as importable in ``python``, else (None, why)."""
+    try:
+        r = subprocess.run([python, "-c", _FIND_MODULE, *BENCH_MODULES], capture_output=True, text=True,
+                           timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{type(e).__name__}: {e}"
-    if r.returncode == 0:
-        return None
+        return None, f"{type(e).__name__}: {e}"
+    if r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip().splitlines()[-1], None
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else f"exit code {r.returncode}"
+    return None, lines[-1] if lines else f"exit code {r.returncode}"
 
 
 def make_tokenizer(python: str, model_path: str, workdir: Path) -> Path:
-    """The model's own tokenizer if it has one, else a word-level stand-in of its vocabulary size."""
+    """The model's own tokenizer if it has one, else a word-level stand-in of its vocabulary size.
+
+    SGLang's random-ids dataset draws token ids below the tokenizer's vocabulary size, so the stand-in
+    only needs the right size; without a local config.json it has 32000 entries.
+    """
     mp = Path(model_path)
     if any((mp / f).exists() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
         return mp
-    vocab = int(json.loads((mp / "config.json").read_text()).get("vocab_size", 32000))
+    cfg = mp / "config.json"  # a hub id (the simulated profiles) has none: ids below 32000 fit any modern LM
+    vocab = int(json.loads(cfg.read_text()).get("vocab_size", 32000)) if cfg.is_file() else 32000
     out = workdir / f"tokenizer-{vocab}"
     if not (out / "tokenizer.json").exists():
         subprocess.run([python, "-c", MAKE_TOKENIZER, str(out), str(vocab)], check=True, capture_output=True,
@@ -191,7 +245,7 @@ def make_tokenizer(python: str, model_path: str, workdir: Path) -> Path:
 
 
 def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_len: int, log_path: Path,
-              repeats: int = 1, timeout_s: float = 600) -> BenchResult:
+              repeats: int = 1, module: str = BENCH_MODULES[0], timeout_s: float = 600) -> BenchResult:
     """Run SGLang's one-batch benchmark (batch 1, ``repeats`` times in one process) against ``url``.
 
     ``--batch-size 1 1 1`` makes SGLang run the case once per entry (itertools.product over its
@@ -199,7 +253,7 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
     """
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
         result = Path(tmp) / "result.jsonl"
-        argv = [python, "-m", "sglang.bench_one_batch_server", "--model", "None", "--base-url", url,
+        argv = [python, "-m", module, "--model", "None", "--base-url", url,
                 "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len), "--output-len", str(output_len),
                 "--dataset-name", "random-ids", "--local-tokenizer-path", str(tokenizer),
                 "--result-filename", str(result)]  # (0.5.17 has no --skip-token-capacity-check)
@@ -209,10 +263,10 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
             proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if proc.returncode != 0 or not result.exists():
-            raise RuntimeError(f"sglang.bench_one_batch_server exited {proc.returncode}; see {log_path}")
+            raise RuntimeError(f"{module} exited {proc.returncode}; see {log_path}")
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
     if not rows:
-        raise RuntimeError(f"sglang.bench_one_batch_server wrote no result; see {log_path}")
+        raise RuntimeError(f"{module} wrote no result; see {log_path}")
     return BenchResult(rows=tuple(_row(r, output_len) for r in rows))
 
 
@@ -229,4 +283,4 @@ def _row(row: dict[str, object], output_len: int) -> BenchRow:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
-    print(sglang_bench_problem(sys.executable) or "importable")
+    print(sglang_bench_module(sys.executable))

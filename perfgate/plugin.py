@@ -197,8 +197,11 @@ class PerfgateState:
             if not p.workload.concurrency_sweep:
                 return []
             return [Case(p.name, kind, base)]
-        if kind == "crosscheck":  # SGLang's own benchmark: only where SGLang serves
-            return [] if p.simulated or self.opt("perfgate_url") else [Case(p.name, kind, m) for m in modes]
+        if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
+            when = self.opt("perfgate_crosscheck")
+            if when == "off" or self.opt("perfgate_url") or (when == "auto" and p.simulated):
+                return []
+            return [Case(p.name, kind, m) for m in modes]
         if kind in ("acceptance", "speculation-vs-baseline"):
             return [Case(p.name, kind, m) for m in modes if p.modes[m].speculative]
         if kind == "variant":
@@ -369,6 +372,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse.SUPPRESS)
     g.addoption("--perfgate-variants", default=None, metavar="A,B", help="only these variants")
     g.addoption("--perfgate-variants-file", default=None, metavar="PATH", help="variants file (default baselines/variants.toml)")
+    g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
+                help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
+                     "(default), on = also on the simulated server, off = never (saves ~1 min per mode)")
     g.addoption("--perfgate-trials", default=None, type=int, metavar="N", help="override the profile's trials")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")

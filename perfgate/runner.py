@@ -484,9 +484,9 @@ class PerfRun:
         import sys
 
         py = p.engine.python or sys.executable
-        problem = cc.sglang_bench_problem(py)
-        if problem:
-            pytest.skip(f"sglang.bench_one_batch_server does not import in {py}: {problem}")
+        module, problem = cc.sglang_bench_module(py)
+        if module is None:
+            pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
         m = self.measure(case)
         config = st.config_for(case)
         server = st.manager.ensure(config)  # the same, still running server
@@ -497,7 +497,9 @@ class PerfRun:
         tok = cc.make_tokenizer(py, p.model.path, st.log_dir)
         log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
         bench = cc.run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
-                             output_len=w.max_new_tokens, log_path=log, repeats=w.trials)
+                             output_len=w.max_new_tokens, log_path=log, repeats=w.trials,
+                             module=module)
+        self.record("sglang_bench_module", module)
         self.record("sglang_bench_n", bench.n)
         self.record("sglang_bench_tok_s", bench.output_throughput)
         self.record("sglang_bench_tok_s_comparable", bench.comparable_tok_s)
@@ -512,11 +514,13 @@ class PerfRun:
             self.record("cycles_s", ag.perfgate_cycles_s)
             self.record("sglang_bench_cycles_s", ag.bench_cycles_s)
             self.record("vs_sglang_bench_per_cycle", ag.cycle_ratio)
-        if ag.agrees:
-            self.conclude(case, Verdict(outcome="pass", message=ag.message()))
-        else:
+        lo, hi = ag.ci
+        self.record("vs_sglang_bench_judged_ci_low", lo)
+        self.record("vs_sglang_bench_judged_ci_high", hi)
+        if ag.outcome == "fail":
             self.conclude(case, Verdict(outcome="fail", category="measurement-mismatch",
                                         message=ag.message() + "; see " + str(log)))
+        self.conclude(case, Verdict(outcome=ag.outcome, message=ag.message()))
 
     # ------------------------------------------------------------------ conclude
 

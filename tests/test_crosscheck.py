@@ -35,8 +35,8 @@ def _bench_env() -> dict[str, str]:
 def _importable() -> str | None:
     if SGL is None:
         return "set PERFGATE_SGLANG_PARSERS=DIR after `ci/install-sglang-parsers.sh DIR` (.ci/run does)"
-    r = subprocess.run([sys.executable, "-c", "import sglang.bench_one_batch_server"], env=_bench_env(),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", "import sglang.benchmark.one_batch_server"], env=_bench_env(),
+                       capture_output=True, text=True, timeout=300, check=False)
     if r.returncode:
         return "SGLang's benchmark does not import here: " + (r.stderr.strip().splitlines() or ["?"])[-1]
     return None
@@ -78,7 +78,9 @@ def test_sglang_bench_agrees_with_perfgate_on_the_simulated_server(tmp_path, mon
         tok = cc.make_tokenizer(sys.executable, str(model), tmp_path)
         outs, _ = run_batch(url, [GenRequest(input_ids=tuple(range(1000, 1128)), max_new_tokens=128)] * 2)
         ours = sorted(o.decode_tok_s for o in outs)[-1]
-        bench = cc.run_bench(python=sys.executable, url=url, tokenizer=tok, input_len=128, output_len=128,
+        module, why = cc.sglang_bench_module(sys.executable)
+        assert module == "sglang.benchmark.one_batch_server", why  # 0.5.17's home of it; the old name warns
+        bench = cc.run_bench(python=sys.executable, url=url, tokenizer=tok, module=module, input_len=128, output_len=128,
                              log_path=tmp_path / "bench.log", repeats=3)
     finally:
         sim.proc.kill()
@@ -169,3 +171,91 @@ def test_bench_reads_every_jsonl_row(tmp_path):
     parsed = cc._row(row, 999)
     assert parsed.output_len == 256 and parsed.acc_length == 3.58
     assert cc._row({**row, "acc_length": -1}, 256).acc_length is None  # SGLang's "no speculation"
+
+
+def test_outside_tolerance_but_within_sampling_noise_is_inconclusive():
+    """Per-request spread of 3 % with 5 samples a side: a 1.5 % gap cannot be called a disagreement."""
+    ours = [(100.0 * f, None) for f in (0.97, 0.99, 1.0, 1.01, 1.03)]
+    bench = cc.BenchResult(rows=tuple(_row(101.5 * f, None) for f in (0.97, 0.99, 1.0, 1.01, 1.03)))
+    ag = cc.agreement(ours, bench, tok_s=100.0, accept_len=None)
+    assert not ag.agrees and ag.outcome == "inconclusive" and "too few samples" in ag.message()
+
+
+def test_a_tight_gap_beyond_tolerance_fails():
+    ours = [(100.0 * f, None) for f in (0.999, 1.0, 1.001)]
+    bench = cc.BenchResult(rows=tuple(_row(103.0 * f, None) for f in (0.999, 1.0, 1.001)))
+    ag = cc.agreement(ours, bench, tok_s=100.0, accept_len=None)
+    assert ag.outcome == "fail" and ag.ci[1] < 0.99
+
+
+def test_h200_five_request_run_agrees_per_cycle():
+    """SGLang's five requests of the H200 run of 2026-11-29 (eagle3-acc3.5), as its JSONL recorded them."""
+    rows = tuple(cc._row({"output_throughput": t, "latency": 0.55, "last_ttft": 0.04, "acc_length": a,
+                          "output_len": 256}, 256)
+                 for t, a in ((501.48, 3.58), (488.24, 3.50), (502.72, 3.52), (510.13, 3.48), (489.56, 3.50)))
+    bench = cc.BenchResult(rows=rows)
+    assert bench.output_throughput == 501.48 and bench.acc_length == 3.50
+    assert bench.cycles_s == pytest.approx(139.53, abs=0.01)
+
+
+def test_crosscheck_record_on_the_simulated_server(pytester, monkeypatch):
+    """The whole record (plugin, runner, SGLang's real benchmark, verdict, JUnit) with --perfgate-crosscheck on:
+    both modes of the simulated seed box, SGLang's benchmark repeated once per trial, the speculative mode
+    judged per decode cycle; the outcome is the one the recorded figures imply."""
+    why = _importable()
+    if why:
+        pytest.skip(why)
+    from tests import test_measurement as tm
+
+    for k, v in _bench_env().items():
+        monkeypatch.setenv(k, v)
+    prof = tm.make_project(pytester, max_cv=0.5)
+    # long enough for SGLang's acceptance to be committed (at its decode log line, 40 verify passes in)
+    prof.write_text(prof.read_text().replace("max_new_tokens = 16", "max_new_tokens = 128"))
+    r = tm.run(pytester, prof, "-m", "baseline or speculative", "-k", "crosscheck", "--perfgate-crosscheck", "on")
+    out = r.stdout.str()
+    recs = {n: p for n, p in tm.records(pytester).items() if n.startswith("test_crosscheck")}
+    assert set(recs) == {"test_crosscheck_with_sglang_bench[m:baseline]",
+                         "test_crosscheck_with_sglang_bench[m:eagle3]"}, out
+    for name, p in recs.items():
+        assert int(p["sglang_bench_n"]) == 3, (name, p)  # once per perfgate trial
+        ratio = float(p["tok_s"]) / float(p["sglang_bench_tok_s_comparable"])
+        assert float(p["vs_sglang_bench"]) == pytest.approx(ratio, rel=1e-4)
+        assert 0.9 < ratio < 1.1, (name, p)  # the same simulated server through two clients (2-core box: loose)
+        judged = float(p.get("vs_sglang_bench_per_cycle", p["vs_sglang_bench"]))
+        lo, hi = float(p["vs_sglang_bench_judged_ci_low"]), float(p["vs_sglang_bench_judged_ci_high"])
+        assert lo <= judged <= hi
+        expected = ("pass" if abs(judged - 1) <= 0.01 else
+                    "inconclusive" if lo <= 1.01 and hi >= 0.99 else "fail")
+        assert p["outcome"] == expected, (name, p)
+    spec = recs["test_crosscheck_with_sglang_bench[m:eagle3]"]
+    assert float(spec["sglang_bench_accept_len"]) > 1.0 and float(spec["cycles_s"]) > 0
+    assert "at equal acceptance" in spec["reason"]
+    assert "vs_sglang_bench_per_cycle" not in recs["test_crosscheck_with_sglang_bench[m:baseline]"]
+
+
+def test_crosscheck_is_not_collected_on_the_simulated_server_by_default(pytester):
+    from tests import test_measurement as tm
+
+    prof = tm.make_project(pytester)
+    r = pytester.runpytest_subprocess("perftests", f"--perfgate-profile={prof}", "--collect-only", "-q",
+                                      "-p", "no:cacheprovider")
+    assert "::test_crosscheck_with_sglang_bench[" not in r.stdout.str()
+    assert "::test_decode_floor[m:baseline]" in r.stdout.str()
+    r = pytester.runpytest_subprocess("perftests", f"--perfgate-profile={prof}", "--collect-only", "-q",
+                                      "-p", "no:cacheprovider", "--perfgate-crosscheck", "on")
+    assert "::test_crosscheck_with_sglang_bench[m:eagle3]" in r.stdout.str()
+    r = pytester.runpytest_subprocess("perftests", f"--perfgate-profile={prof}", "--collect-only", "-q",
+                                      "-p", "no:cacheprovider", "--perfgate-crosscheck", "sometimes")
+    assert r.ret == 4 and "invalid choice: 'sometimes'" in r.stderr.str()
+
+
+def test_bench_module_names_what_is_missing(tmp_path):
+    """Without SGLang: no module, and the reason says which names were tried."""
+    env_python = sys.executable
+    r = subprocess.run([env_python, "-c", cc._FIND_MODULE, "perfgate_no_such.pkg", "perfgate_no_such_either"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode != 0 and "none of perfgate_no_such.pkg, perfgate_no_such_either" in r.stderr
+    r = subprocess.run([env_python, "-c", cc._FIND_MODULE, "perfgate_no_such.pkg", "json"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "json"  # falls through to the next name

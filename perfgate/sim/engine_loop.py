@@ -180,6 +180,12 @@ class EngineLoop:
             if self._waiting or self._running:
                 return False
             self._cache.clear()
+            # as SGLang's flush_cache -> metrics_reporter.reset_metrics(): the decode-step count (so the next
+            # log line, where acceptance is committed, is 40 steps on) and the acceptance counters start over
+            self.decode_steps = 0
+            self._acc_tokens = self._acc_verify = 0
+            self._pending_tokens = self._pending_verify = 0
+            self.avg_spec_accept_length = None
             return True
 
     def counts(self) -> tuple[int, int]:
