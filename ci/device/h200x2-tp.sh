@@ -1,0 +1,40 @@
+#!/bin/bash
+# The tensor-parallel backend matrix on a 2-GPU H200 box (issue 9, item 3): real SGLang at tp 2 on
+# Llama-3.1-8B with dummy weights, the baseline and the given all-reduce variants, as a user runs it:
+#   pytest perftests/ -m "baseline or backends" --perfgate-profile h200-x2/llama-3.1-8b-dummy-tp2 \
+#       --perfgate-variants A,B,...
+# A device call is limited to 10 minutes and each tp-2 start takes one to two; so pass a few variants
+# per call (the baseline runs in every call: each variant is compared with the baseline of its own
+# session, on the same machine). The baseline floor is written back with --perfgate-update-baselines.
+# Usage: ci/device/h200x2-tp.sh BUNDLE_DIR OUT_DIR VARIANTS [extra pytest args]
+#   e.g.  ci/device/h200x2-tp.sh .device-bundle $OUT nccl-tree,nccl-fewer-channels,nccl-small-buffer
+#         ci/device/h200x2-tp.sh .device-bundle $OUT custom-ar-off,torch-symm-mem,flashinfer-ar-fusion,mscclpp
+set -uo pipefail
+B=${1:?bundle dir}; OUT=${2:?out dir}; VARIANTS=${3:?comma-separated variants}; shift 3
+mkdir -p "$OUT"
+# NVLink multicast stays off on shared hosts (device README): NCCL, PyTorch and NVSHMEM
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+t0=$(date +%s)
+echo "== install ($(date -u +%T))"
+bash "$B/install-on-device.sh" "$B" /tmp/sgl > "$OUT/install.log" 2>&1 || { tail -20 "$OUT/install.log"; exit 1; }
+tail -1 "$OUT/install.log"
+python3 -m pip install -q --no-index --no-deps --target /tmp/pg "$B"/py/*.whl || exit 1
+export PYTHONPATH=/tmp/sgl:/tmp/pg:$PWD
+python3 -c "import perfgate.plugin, junitparser, tomlkit, sglang; print('perfgate ok; sglang', sglang.__version__)" || exit 1
+nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+nvidia-smi topo -m | head -4
+echo "== pytest ($(( $(date +%s) - t0 )) s)"
+python3 -m pytest perftests/ -m "baseline or backends" --perfgate-profile h200-x2/llama-3.1-8b-dummy-tp2 \
+  --perfgate-variants "$VARIANTS" --perfgate-crosscheck off \
+  --junitxml="$OUT/h200x2-tp-junit.xml" --perfgate-log-dir "$OUT/logs" --perfgate-update-baselines \
+  -p no:cacheprovider -rA "$@" > "$OUT/pytest.log" 2>&1
+rc=$?
+grep -E "^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)|perfgate:|passed|failed" "$OUT/pytest.log" | cut -c1-400
+echo "pytest exit $rc after $(( $(date +%s) - t0 )) s"
+cp baselines/h200-x2/llama-3.1-8b-dummy-tp2.toml "$OUT/"
+echo "== GPU memory after the run"
+nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
+ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang|perfgate" | grep -v grep \
+  || echo "no sglang/perfgate process left"
+(cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
+exit $rc
