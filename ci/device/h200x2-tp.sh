@@ -11,17 +11,7 @@
 #         ci/device/h200x2-tp.sh .device-bundle $OUT custom-ar-off,torch-symm-mem,flashinfer-ar-fusion,mscclpp
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; VARIANTS=${3:?comma-separated variants}; shift 3
-mkdir -p "$OUT"
-# NVLink multicast stays off on shared hosts (device README): NCCL, PyTorch and NVSHMEM
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s)
-echo "== install ($(date -u +%T))"
-bash "$B/install-on-device.sh" "$B" /tmp/sgl > "$OUT/install.log" 2>&1 || { tail -20 "$OUT/install.log"; exit 1; }
-tail -1 "$OUT/install.log"
-python3 -m pip install -q --no-index --no-deps --target /tmp/pg "$B"/py/*.whl || exit 1
-export PYTHONPATH=/tmp/sgl:/tmp/pg:$PWD
-python3 -c "import perfgate.plugin, junitparser, tomlkit, sglang; print('perfgate ok; sglang', sglang.__version__)" || exit 1
-nvidia-smi --query-gpu=index,name,driver_version,memory.used --format=csv,noheader
+. "$(dirname "$0")/setup.sh"
 nvidia-smi topo -m | head -4
 echo "== pytest ($(( $(date +%s) - t0 )) s)"
 python3 -m pytest perftests/ -m "baseline or backends" --perfgate-profile h200-x2/llama-3.1-8b-dummy-tp2 \
@@ -36,5 +26,5 @@ echo "== GPU memory after the run"
 nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
 ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang|perfgate" | grep -v grep \
   || echo "no sglang/perfgate process left"
-(cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
+[ -d "$OUT/logs" ] && (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
 exit $rc
