@@ -30,6 +30,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from perfgate.metrics import bootstrap_ratio_ci
@@ -137,8 +138,9 @@ class Agreement:
         """The ratio the verdict is made on: per cycle where both sides know their acceptance."""
         return statistics.median(self.samples[0]) / statistics.median(self.samples[1])
 
-    @property
+    @cached_property
     def ci(self) -> tuple[float, float]:
+        """Bootstrap CI of :attr:`judged` (2000 resamples: computed once, read by outcome, message, properties)."""
         return bootstrap_ratio_ci(self.samples[0], self.samples[1])
 
     @property

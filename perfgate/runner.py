@@ -475,14 +475,14 @@ class PerfRun:
 
     def crosscheck(self, case: Case) -> None:
         """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
+        import sys
         from pathlib import Path
 
         from perfgate import crosscheck as cc
+        from perfgate.workload import load_prompts
 
         st = self.state
         p = st.profile
-        import sys
-
         py = p.engine.python or sys.executable
         module, problem = cc.sglang_bench_module(py)
         if module is None:
@@ -491,14 +491,11 @@ class PerfRun:
         config = st.config_for(case)
         server = st.manager.ensure(config)  # the same, still running server
         w = p.workload_for(case.mode)
-        from perfgate.workload import load_prompts
-
         input_len = len(load_prompts(w.prompts)[0])
         tok = cc.make_tokenizer(py, p.model.path, st.log_dir)
         log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
         bench = cc.run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
-                             output_len=w.max_new_tokens, log_path=log, repeats=w.trials,
-                             module=module)
+                             output_len=w.max_new_tokens, log_path=log, repeats=w.trials, module=module)
         self.record("sglang_bench_module", module)
         self.record("sglang_bench_n", bench.n)
         self.record("sglang_bench_tok_s", bench.output_throughput)
@@ -510,17 +507,17 @@ class PerfRun:
         ag = cc.agreement([(t.tok_s, t.accept_len) for t in m.trials if t.tok_s is not None], bench,
                           tok_s=m.tok_s.median, accept_len=m.accept_len)
         self.record("vs_sglang_bench", ag.ratio)
-        if ag.cycle_ratio is not None:
+        if ag.per_cycle:
             self.record("cycles_s", ag.perfgate_cycles_s)
             self.record("sglang_bench_cycles_s", ag.bench_cycles_s)
-            self.record("vs_sglang_bench_per_cycle", ag.cycle_ratio)
-        lo, hi = ag.ci
-        self.record("vs_sglang_bench_judged_ci_low", lo)
-        self.record("vs_sglang_bench_judged_ci_high", hi)
+            self.record("vs_sglang_bench_per_cycle", ag.judged)
+        self.record("vs_sglang_bench_judged_ci_low", ag.ci[0])
+        self.record("vs_sglang_bench_judged_ci_high", ag.ci[1])
         if ag.outcome == "fail":
-            self.conclude(case, Verdict(outcome="fail", category="measurement-mismatch",
-                                        message=ag.message() + "; see " + str(log)))
-        self.conclude(case, Verdict(outcome=ag.outcome, message=ag.message()))
+            v = Verdict(outcome="fail", category="measurement-mismatch", message=f"{ag.message()}; see {log}")
+        else:
+            v = Verdict(outcome=ag.outcome, message=ag.message())
+        self.conclude(case, v)
 
     # ------------------------------------------------------------------ conclude
 

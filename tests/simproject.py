@@ -13,6 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SIM_SEED_BOX = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
 PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 
+#: The head of a test profile for the seed box (8x RTX PRO 6000 Blackwell, PCIe), served simulated:
+#: tests append their own ``[engine]`` extras, ``[model]``, ``[server]``, modes and workload.
+SEED_BOX_HEAD = f"""schema_version = 1
+[hardware]
+gpu = "RTX PRO 6000 Blackwell"
+count = 8
+sm = "12.0"
+interconnect = "pcie"
+[engine]
+name = "sim"
+sim_hardware = "{SIM_SEED_BOX}"
+"""
+
 
 def make_project(path: Path, profile_text: str, *, profile: str = "t/m", variants_text: str | None = None) -> Path:
     """Lay out perftests/, conftest.py, baselines/variants.toml and baselines/<profile>.toml under ``path``."""

@@ -3,23 +3,13 @@
 import subprocess
 import sys
 
-from tests.simproject import PROMPTS, make_project
-from tests.simproject import SIM_SEED_BOX as SIM_HW
+from tests.simproject import PROMPTS, SEED_BOX_HEAD, make_project
 
 
 def project(pytester, when):
     cond = f', when = "{when}"' if when else ""
     make_project(pytester.path, profile="seed/kimi", profile_text=f"""
-schema_version = 1
-[hardware]
-gpu = "RTX PRO 6000 Blackwell"
-count = 8
-sm = "12.0"
-interconnect = "pcie"
-[engine]
-name = "sim"
-sim_hardware = "{SIM_HW}"
-sim_startup_s = 0.2
+{SEED_BOX_HEAD}sim_startup_s = 0.2
 [model]
 path = "moonshotai/Kimi-K2.5"
 [server]

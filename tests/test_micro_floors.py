@@ -20,7 +20,6 @@ from tests import simproject
 ROOT = Path(__file__).resolve().parent.parent
 JUNIT = ROOT / "baselines" / "h200-x2" / "allreduce-junit-2026-11-29.xml"
 SHIPPED = ROOT / "baselines" / "h200-x2" / "allreduce.toml"
-SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
 PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 
 
@@ -249,16 +248,7 @@ def test_fragment_round_trips_through_the_loader(tmp_path_factory, points, gt, e
 # ----------------------------------------------------------------------------- the perf test (pytester)
 
 MICRO_PROFILE = f"""
-schema_version = 1
-[hardware]
-gpu = "RTX PRO 6000 Blackwell"
-count = 8
-sm = "12.0"
-interconnect = "pcie"
-[engine]
-name = "sim"
-sim_hardware = "{SIM_HW}"
-[model]
+{simproject.SEED_BOX_HEAD}[model]
 path = "moonshotai/Kimi-K2.5"
 layers = 61
 hidden = 7168

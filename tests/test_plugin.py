@@ -5,21 +5,11 @@ from pathlib import Path
 import pytest
 from junitparser.xunit2 import JUnitXml
 
-from tests.simproject import PROMPTS
-from tests.simproject import SIM_SEED_BOX as SIM_HW
+from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
 
 PROFILE = f"""
-schema_version = 1
-[hardware]
-gpu = "RTX PRO 6000 Blackwell"
-count = 8
-sm = "12.0"
-interconnect = "pcie"
-[engine]
-name = "sim"
-sim_hardware = "{SIM_HW}"
-sim_startup_s = 0.2
+{SEED_BOX_HEAD}sim_startup_s = 0.2
 startup_timeout_s = 30
 [model]
 path = "moonshotai/Kimi-K2.5"

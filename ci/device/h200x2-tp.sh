@@ -19,12 +19,5 @@ python3 -m pytest perftests/ -m "baseline or backends" --perfgate-profile h200-x
   --junitxml="$OUT/h200x2-tp-junit.xml" --perfgate-log-dir "$OUT/logs" --perfgate-update-baselines \
   -p no:cacheprovider -rA "$@" > "$OUT/pytest.log" 2>&1
 rc=$?
-grep -E "^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)|perfgate:|passed|failed" "$OUT/pytest.log" | cut -c1-400
-echo "pytest exit $rc after $(( $(date +%s) - t0 )) s"
-cp baselines/h200-x2/llama-3.1-8b-dummy-tp2.toml "$OUT/"
-echo "== GPU memory after the run"
-nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
-ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang|perfgate" | grep -v grep \
-  || echo "no sglang/perfgate process left"
-[ -d "$OUT/logs" ] && (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
+after_run baselines/h200-x2/llama-3.1-8b-dummy-tp2.toml
 exit $rc

@@ -12,3 +12,21 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/pg "$B"/py/*.whl ||
 export PYTHONPATH=/tmp/sgl:/tmp/pg:$PWD
 python3 -c "import perfgate.plugin, junitparser, tomlkit, sglang; print('perfgate ok; sglang', sglang.__version__)" || exit 1
 nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --format=csv,noheader
+
+# after_run PROFILE_TOML: the records, the profile as the run left it (floors written back), GPU memory,
+# processes left, and the server logs packed; call it with pytest's exit status in $rc.
+after_run() {
+  grep -E "^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)|perfgate:|passed|failed" "$OUT/pytest.log" | cut -c1-400
+  echo "pytest exit $rc after $(( $(date +%s) - t0 )) s"
+  cp "$1" "$OUT/"
+  echo "== GPU memory after the run"
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
+  # live processes only: a zombie (state Z, "<defunct>") is an exit status the container's PID 1 has not
+  # reaped; it holds no memory and no GPU, and it is counted on its own line
+  ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang|perfgate" | grep -v grep \
+    || echo "no sglang/perfgate process left"
+  local z
+  z=$(ps -eo stat,cmd | awk '$1 ~ /^Z/' | grep -c sglang)
+  if [ "$z" -gt 0 ]; then echo "($z exited sglang process(es) not reaped by PID 1: zombies)"; fi
+  if [ -d "$OUT/logs" ]; then (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs); fi
+}

@@ -448,6 +448,21 @@ class SimHandler(BaseHTTPRequestHandler):
                 m["decode_throughput"] = (produced - 1) / max(1e-9, req.finished_at - req.first_token_at)
         return m
 
+    def _submit(self, req: SimRequest, stream: bool) -> bool:
+        """Hand an admitted request to the engine; False when the health-no-generate fault swallows it."""
+        if self.state.fault == "health-no-generate":
+            self._black_hole(stream)
+            return False
+        self._engine().submit(req)
+        return True
+
+    def _wait_finished(self, req: SimRequest) -> int:
+        """Block until all of ``req``'s tokens are produced (a non-streaming response); their count."""
+        produced = -1
+        while produced < req.max_new_tokens:
+            produced = self._wait(req)
+        return produced
+
     def _generate(self) -> None:
         st = self.state
         self._batch_of_one = False  # handlers live as long as a keep-alive connection
@@ -468,16 +483,12 @@ class SimHandler(BaseHTTPRequestHandler):
         if body.get("rid"):
             req.rid = str(body["rid"])
         stream = bool(body.get("stream"))
-        if st.fault == "health-no-generate":
-            self._black_hole(stream)
+        if not self._submit(req, stream):
             return
-        self._engine().submit(req)
         with_text = not st.args.get("skip_tokenizer_init")
         try:
             if not stream:
-                produced = -1
-                while produced < req.max_new_tokens:
-                    produced = self._wait(req)
+                produced = self._wait_finished(req)
                 ids, _ = req.snapshot()
                 out: dict[str, Any] = {"output_ids": ids[:produced], "meta_info": self._meta(req, produced, True)}
                 if with_text:
@@ -524,10 +535,8 @@ class SimHandler(BaseHTTPRequestHandler):
         if req is None:
             return
         stream = bool(body.get("stream"))
-        if st.fault == "health-no-generate":
-            self._black_hole(stream)
+        if not self._submit(req, stream):
             return
-        self._engine().submit(req)
         model = st.args.get("served_model_name")
         cid = "cmpl-" + uuid.uuid4().hex
         created = int(time.time())
@@ -538,9 +547,7 @@ class SimHandler(BaseHTTPRequestHandler):
 
         try:
             if not stream:
-                produced = -1
-                while produced < req.max_new_tokens:
-                    produced = self._wait(req)
+                produced = self._wait_finished(req)
                 ids, _ = req.snapshot()
                 self._json(200, {
                     "id": cid, "object": "text_completion", "created": created, "model": model,
