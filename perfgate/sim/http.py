@@ -448,6 +448,17 @@ class SimHandler(BaseHTTPRequestHandler):
                 m["decode_throughput"] = (produced - 1) / max(1e-9, req.finished_at - req.first_token_at)
         return m
 
+    def _read_prompt(self, key_text: str) -> tuple[dict[str, Any], list[int]] | None:
+        """The JSON body and its prompt ids (``key_text`` or ``input_ids``); None once an error was answered."""
+        body = self._json_body()
+        if body is None:
+            return None
+        prompt = self._prompt(body, key_text=key_text, key_ids="input_ids")
+        if isinstance(prompt, str):
+            self._json(400, _error(prompt, 400))
+            return None
+        return body, prompt
+
     def _submit(self, req: SimRequest, stream: bool) -> bool:
         """Hand an admitted request to the engine; False when the health-no-generate fault swallows it."""
         if self.state.fault == "health-no-generate":
@@ -466,13 +477,10 @@ class SimHandler(BaseHTTPRequestHandler):
     def _generate(self) -> None:
         st = self.state
         self._batch_of_one = False  # handlers live as long as a keep-alive connection
-        body = self._json_body()
-        if body is None:
+        got = self._read_prompt("text")
+        if got is None:
             return
-        prompt = self._prompt(body, key_text="text", key_ids="input_ids")
-        if isinstance(prompt, str):
-            self._json(400, _error(prompt, 400))
-            return
+        body, prompt = got
         sp = body.get("sampling_params") or {}
         if not isinstance(sp, dict):
             self._json(400, _error("sampling_params must be an object.", 400))
@@ -524,13 +532,10 @@ class SimHandler(BaseHTTPRequestHandler):
 
     def _completions(self) -> None:
         st = self.state
-        body = self._json_body()
-        if body is None:
+        got = self._read_prompt("prompt")
+        if got is None:
             return
-        prompt = self._prompt(body, key_text="prompt", key_ids="input_ids")
-        if isinstance(prompt, str):
-            self._json(400, _error(prompt, 400))
-            return
+        body, prompt = got
         req = self._admit(prompt, body.get("max_tokens", 16))
         if req is None:
             return
