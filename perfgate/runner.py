@@ -407,8 +407,23 @@ class PerfRun:
         return v
 
     def variant_verdict(self, case: Case, m: Measurement, base: Measurement) -> Verdict:
-        v = self.compare(case, m, base, what=f"{case.variant} in {case.mode}")
-        return within_noise_or_faster(v)
+        v = within_noise_or_faster(self.compare(case, m, base, what=f"{case.variant} in {case.mode}"))
+        return self._unexercised(case, m, v)
+
+    def _unexercised(self, case: Case, m: Measurement, v: Verdict) -> Verdict:
+        """A variant meant for NCCL's all-reduce whose all-reduces NCCL never saw tested nothing: inconclusive."""
+        from perfgate.evidence import read_evidence
+
+        variant = self.state.variants.get(case.variant) if case.variant else None
+        if variant is None or variant.backend != "nccl" or not m.log_path or v.outcome != "pass":
+            return v
+        ev = read_evidence(m.log_path)
+        if not ev.coll_logging or ev.nccl_allreduces:
+            return v
+        return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
+                       message=(f"inconclusive: not exercised: {case.variant} changes NCCL, but NCCL carried no "
+                                f"all-reduce in this run (another all-reduce backend did; {ev.describe()}); "
+                                f"{v.message}"))
 
     def preflight(self, case: Case) -> None:
         """Before any launch: SGLang's own parser on this record's flags (real engine; bad-flag record)."""
@@ -521,11 +536,27 @@ class PerfRun:
 
     # ------------------------------------------------------------------ conclude
 
+    def _record_evidence(self, case: Case) -> None:
+        """What the run exercised, from NCCL's lines in the server log (when the profile turns them on)."""
+        from perfgate.evidence import read_evidence, summarize
+
+        st = self.state
+        if st.opt("perfgate_url") or st._manager is None:
+            return
+        log = st.manager.logs.get(st.config_for(case).key)
+        if not log:
+            return
+        ev = read_evidence(log)
+        if ev.nccl_logging:
+            for k, val in summarize(ev).items():
+                self.record(k, val)
+
     def conclude(self, case: Case, v: Verdict) -> None:
         """Apply the expectation and end the test with the matching pytest outcome."""
         self._identity(case)
         for k, val in v.properties.items():
             self.record(k, val)
+        self._record_evidence(case)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack)
         final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
         if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
