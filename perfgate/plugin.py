@@ -290,6 +290,32 @@ class PerfgateState:
                 profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
             )
 
+    def missing_module(self, config: ServerConfig) -> Verdict | None:
+        """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
+        if config.engine != "sglang" or not config.variant:
+            return None
+        variant = self.variants.get(config.variant)
+        if not variant.requires:
+            return None
+        from perfgate.engines.sglang import importable
+
+        python = self.profile.engine.python or sys.executable
+        missing = [m for m in variant.requires if not importable(m, python)]
+        if not missing:
+            return None
+        from perfgate.verdict import Verdict
+
+        names = ", ".join(missing)
+        return Verdict(outcome="fail", category="missing-dependency",
+                       message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
+                                f"would start without the {variant.backend or config.variant} backend and measure "
+                                f"the default all-reduce instead; install it next to SGLang to run this attempt "
+                                f"({self.variants.path} [variants.{config.variant}] requires)"))
+
+    def launch_problem(self, config: ServerConfig) -> Verdict | None:
+        """Why this config must not be launched (rejected flags, a missing backend package), or None."""
+        return self.flag_problem(config) or self.missing_module(config)
+
     def flag_problem(self, config: ServerConfig) -> Verdict | None:
         """SGLang's own parser on the config's flags, before any launch (real engine only)."""
         if config.engine != "sglang":

@@ -159,9 +159,9 @@ class PerfRun:
             url = url.rstrip("/")
         else:
             try:
-                bad_flags = st.flag_problem(config)
-                if bad_flags is not None:
-                    raise _ServerFailed(bad_flags, "")
+                refused = st.launch_problem(config)
+                if refused is not None:
+                    raise _ServerFailed(refused, "")
                 server = st.manager.ensure(config)
             except ServerError as e:
                 hint = self._bad_flag_hint(config, e) if e.category == "bad-flag" else ""
@@ -411,24 +411,28 @@ class PerfRun:
         return self._unexercised(case, m, v)
 
     def _unexercised(self, case: Case, m: Measurement, v: Verdict) -> Verdict:
-        """A variant meant for NCCL's all-reduce whose all-reduces NCCL never saw tested nothing: inconclusive."""
-        from perfgate.evidence import read_evidence
+        """A variant meant for NCCL's all-reduce whose all-reduces NCCL never saw tested nothing: inconclusive.
+
+        Whatever its speed (same, faster or slower), the difference is not the variant's doing, so it
+        is neither a pass nor a slower-than-baseline failure. Decided only where NCCL logged its calls.
+        """
+        from perfgate.evidence import not_exercised, read_evidence
 
         variant = self.state.variants.get(case.variant) if case.variant else None
-        if variant is None or variant.backend != "nccl" or not m.log_path or v.outcome != "pass":
+        if variant is None or not variant.backend or not m.log_path or v.category == "wrong-output":
             return v
-        ev = read_evidence(m.log_path)
-        if not ev.coll_logging or ev.nccl_allreduces:
+        why = not_exercised(variant.backend, read_evidence(m.log_path))
+        if why is None:
             return v
         return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
-                       message=(f"inconclusive: not exercised: {case.variant} changes NCCL, but NCCL carried no "
-                                f"all-reduce in this run (another all-reduce backend did; {ev.describe()}); "
-                                f"{v.message}"))
+                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, but {why}; "
+                               f"measured: {v.message}")
 
     def preflight(self, case: Case) -> None:
-        """Before any launch: SGLang's own parser on this record's flags (real engine; bad-flag record)."""
+        """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's
+        required packages (missing-dependency record); real engine only."""
         config = self.state.config_for(case)
-        v = self.state.flag_problem(config)
+        v = self.state.launch_problem(config)
         if v is not None:
             self._identity(case, config)
             self.conclude(case, v)
@@ -547,7 +551,7 @@ class PerfRun:
         if not log:
             return
         ev = read_evidence(log)
-        if ev.nccl_logging:
+        if ev.nccl_logging or ev.backends:
             for k, val in summarize(ev).items():
                 self.record(k, val)
 

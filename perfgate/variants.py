@@ -43,6 +43,9 @@ class Variant:
     env: Mapping[str, str] = field(default_factory=dict)
     backend: str = ""
     spellings: tuple[Spelling, ...] = ()
+    # Python modules the server must import for this attempt to run at all (some SGLang releases ignore
+    # a backend's flag without a word when its package is missing, e.g. --enable-mscclpp in 0.5.17)
+    requires: tuple[str, ...] = ()
 
     def declared_keys(self) -> set[str]:
         return set(self.flags) | {f"env:{k}" for k in self.env}
@@ -105,7 +108,11 @@ def load_variants(path: str | Path) -> VariantSet:
         if not name.replace("-", "").replace("_", "").isalnum():
             raise vs.err(name, "a variant name of letters, digits, '-' and '_'", name)
         v = vs.sub(name)
-        v.only({"description", "flags", "env", "backend", "spellings"})
+        v.only({"description", "flags", "env", "backend", "spellings", "requires"})
+        requires = v.get("requires", list, "a list of Python module names, e.g. [\"mscclpp\"]", [])
+        for i, mod in enumerate(requires):
+            if not isinstance(mod, str) or not all(part.isidentifier() for part in mod.split(".")):
+                raise v.err(f"requires[{i}]", "a Python module name such as mscclpp", mod)
         variants[name] = Variant(
             name=name,
             description=v.req("description", str, "a one-line description of the attempt"),
@@ -113,6 +120,7 @@ def load_variants(path: str | Path) -> VariantSet:
             env=_env(v, "env"),
             backend=v.get("backend", str, "the backend this attempt must exercise", ""),
             spellings=_spellings(v, "spellings"),
+            requires=tuple(requires),
         )
         if not variants[name].flags and not variants[name].env:
             raise v.err("flags", "at least one flag or env entry (a variant is a delta)",

@@ -111,3 +111,50 @@ include = ["typo"]
     assert "0 server start(s)" in out, out
     assert "Traceback" not in out
     print(f"bad flag found in {took:.1f} s")
+
+
+def test_a_variant_whose_package_is_missing_is_skipped_before_launch(pytester):
+    """SGLang 0.5.17 ignores --enable-mscclpp without a word when mscclpp is missing: the record must not
+    measure the default all-reduce and call it MSCCL++. A missing `requires` module: skip, no launch."""
+    make_project(pytester.path, variants_text=(
+        'schema_version = 1\n[variants.ghost]\ndescription = "a backend whose package is absent"\n'
+        'flags = { enable-mscclpp = true }\nbackend = "mscclpp"\nrequires = ["perfgate_no_such_backend_pkg"]\n'),
+        profile_text=f"""
+schema_version = 1
+[hardware]
+gpu = "H200"
+count = 1
+sm = "9.0"
+interconnect = "pcie"
+[engine]
+name = "sglang"
+sglang_version = "0.5.17"
+[model]
+path = "/models/none"
+[modes.baseline]
+[workload]
+prompts = "{PROMPTS}"
+max_new_tokens = 8
+[variants]
+modes = ["baseline"]
+include = ["ghost"]
+""")
+    r = pytester.runpytest_subprocess("perftests", "-m", "backends", "-p", "no:cacheprovider", "--perfgate-profile",
+                                      "t/m", "--perfgate-allow-hardware-mismatch", "-rA", "--junitxml=r.xml")
+    out = r.stdout.str() + r.stderr.str()
+    r.assert_outcomes(skipped=1)
+    assert "[missing-dependency]" in out and "perfgate_no_such_backend_pkg" in out, out
+    assert "[variants.ghost] requires" in out, out
+    assert "0 server start(s)" in out, out
+    xml = (pytester.path / "r.xml").read_text()
+    assert 'name="category" value="missing-dependency"' in xml and 'name="outcome" value="skip"' in xml
+
+
+def test_requires_must_name_modules(tmp_path):
+    from perfgate.errors import ProfileSchemaError
+
+    p = tmp_path / "variants.toml"
+    p.write_text('schema_version = 1\n[variants.x]\ndescription = "x"\nenv = { A = "1" }\nrequires = ["not a module"]\n')
+    with pytest.raises(ProfileSchemaError) as e:
+        load_variants(p)
+    assert "variants.x.requires[0]" in str(e.value) and "Python module name" in str(e.value)

@@ -76,7 +76,7 @@ else
   grep -E "^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)|perfgate:|passed|failed" "$S/out/pytest.log" | cut -c1-300 | tail -60
   echo "== GPU memory after the session"
   nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
-  ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang|perfgate" | grep -v grep \
+  ps -eo pid,ppid,pgid,stat,cmd | awk '$4 !~ /^Z/' | grep -E "sglang\.launch_server|sglang::|-m pytest perftests" | grep -v grep \
     || echo "no sglang/perfgate process left"
 fi
 cp "$S/out/junit.xml" "$OUT/" 2>/dev/null; cp "$S/out/pytest.log" "$OUT/" 2>/dev/null

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,22 @@ from perfgate.variants import Spelling, spell_flags
 SAFE_ENV: dict[str, str] = {}
 
 
+def importable(module: str, python: str = "") -> bool:
+    """Whether ``python`` (default: this interpreter) finds ``module`` (its spec; nothing is imported)."""
+    if not python or python == sys.executable:
+        import importlib.util
+
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+    code = "import importlib.util as u, sys; sys.exit(0 if u.find_spec(sys.argv[1]) else 1)"
+    try:
+        return subprocess.run([python, "-c", code, module], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def installed_sglang_version(python: str = "") -> str | None:
     """SGLang's version in the interpreter that will run the server (None if absent)."""
     if not python or python == sys.executable:
@@ -24,8 +41,6 @@ def installed_sglang_version(python: str = "") -> str | None:
             return metadata.version("sglang")
         except metadata.PackageNotFoundError:
             return None
-    import subprocess
-
     try:
         out = subprocess.run(
             [python, "-c", "import importlib.metadata as m; print(m.version('sglang'))"],
