@@ -97,6 +97,7 @@ class RequestOutput:
     prompt_tokens: int = 0
     output_ids: tuple[int, ...] = ()
     spec_verify_ct: int | None = None
+    cached_tokens: int = 0  # prompt tokens SGLang served from its prefix cache (meta_info.cached_tokens)
     start_s: float = 0.0
     meta_info: dict[str, Any] = field(default_factory=dict)
 
@@ -222,9 +223,17 @@ def stream_generate(
         prompt_tokens=int(meta.get("prompt_tokens") or 0),
         output_ids=tuple(int(x) for x in output_ids),
         spec_verify_ct=int(verify) if verify else None,
+        cached_tokens=_int(meta.get("cached_tokens")),
         start_s=start,
         meta_info=dict(meta),
     )
+
+
+def _int(x: Any) -> int:
+    try:
+        return max(0, int(x))
+    except (TypeError, ValueError):
+        return 0
 
 
 def run_batch(

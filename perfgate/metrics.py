@@ -32,6 +32,8 @@ class Trial:
     failures: int
     errors: tuple[str, ...] = ()
     wall_s: float = 0.0
+    cache_hits: int = 0  # requests SGLang served partly from its prefix cache (a warm-cache number)
+    cached_tokens: int = 0
 
 
 def compute_trial(outputs: Sequence[RequestOutput], wall_s: float) -> Trial:
@@ -53,6 +55,8 @@ def compute_trial(outputs: Sequence[RequestOutput], wall_s: float) -> Trial:
         failures=len(outputs) - len(ok),
         errors=tuple(o.error for o in outputs if not o.success),
         wall_s=wall_s,
+        cache_hits=sum(1 for o in ok if o.cached_tokens),
+        cached_tokens=sum(o.cached_tokens for o in ok),
     )
 
 
@@ -151,6 +155,15 @@ class Measurement:
     log_path: str = ""
     sweep: tuple[SweepPoint, ...] = field(default=())
 
+    @property
+    def cache_hits(self) -> int:
+        """Measured requests (trials and sweep) that SGLang served partly from its prefix cache."""
+        return sum(t.cache_hits for t in self.trials) + sum(p.cache_hits for p in self.sweep)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(t.cached_tokens for t in self.trials) + sum(p.cached_tokens for p in self.sweep)
+
 
 @dataclass(frozen=True, kw_only=True)
 class SweepPoint:
@@ -163,6 +176,8 @@ class SweepPoint:
     itl_ms_p50: float | None
     itl_ms_p99: float | None
     failures: int
+    cache_hits: int = 0
+    cached_tokens: int = 0
 
 
 def summarize(*, config_key: str, config_name: str, trials: Sequence[Trial], confidence: float = 0.95,
@@ -206,6 +221,8 @@ def sweep_point(concurrency: int, outputs: Sequence[RequestOutput], wall_s: floa
         itl_ms_p50=percentile(itls, 50) if itls else None,
         itl_ms_p99=percentile(itls, 99) if itls else None,
         failures=len(outputs) - len(ok),
+        cache_hits=sum(1 for o in ok if o.cached_tokens),
+        cached_tokens=sum(o.cached_tokens for o in ok),
     )
 
 

@@ -85,6 +85,7 @@ class PerfRun:
             self.record(prefix + "startup_s", m.startup_s)
         if m.failures:
             self.record(prefix + "failed_requests", m.failures)
+        self.record(prefix + "cached_tokens", m.cached_tokens)
 
     # ------------------------------------------------------------------ measuring
 
@@ -179,14 +180,16 @@ class PerfRun:
         trials: list[Trial] = []
         outputs: dict[int, tuple[int, ...]] = {}
         during = ""
-        if w.warmup:
-            outs, wall = run_batch(url, requests_for(w, prompts, w.warmup), concurrency=min(w.concurrency, w.warmup),
-                                   timeout_s=w.request_timeout_s)
+        n_trials = st.opt("perfgate_trials") or w.trials
+        if w.warmup:  # prompts after the trials' (and before the sweep's): none is measured warm, flush or not
+            outs, wall = run_batch(url, requests_for(w, prompts, w.warmup, offset=n_trials * per),
+                                   concurrency=min(w.concurrency, w.warmup), timeout_s=w.request_timeout_s)
             if any(not o.success for o in outs):  # a failing warm-up is the record: no trials to wait for
                 trials.append(compute_trial(outs, wall))
                 during = " (warm-up)"
-        n_trials = 0 if trials else (st.opt("perfgate_trials") or w.trials)
-        for t in range(n_trials):
+        for t in range(0 if trials else n_trials):
+            # each trial measures the model, not SGLang's prefix cache: flushed before it, prompts unseen in it
+            flush_cache(url)
             reqs = requests_for(w, prompts, per, offset=t * per)
             outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
             trials.append(compute_trial(outs, wall))
@@ -266,7 +269,7 @@ class PerfRun:
         """The optional concurrency sweep on the config's (still running) server: 2 x c requests per level."""
         from dataclasses import replace
 
-        from perfgate.client import run_batch
+        from perfgate.client import flush_cache, run_batch
         from perfgate.errors import ServerError
         from perfgate.workload import load_prompts, requests_for
 
@@ -285,8 +288,12 @@ class PerfRun:
                 self.conclude(case, Verdict(outcome="fail", category=err.category or "crash", message=str(err)))
         prompts = load_prompts(w.prompts)
         points = []
+        offset = (st.opt("perfgate_trials") or w.trials) * w.per_trial + w.warmup  # past the floor's prompts
         for c in w.concurrency_sweep:
-            outs, wall = run_batch(url, requests_for(w, prompts, 2 * c), concurrency=c, timeout_s=w.request_timeout_s)
+            flush_cache(url)
+            outs, wall = run_batch(url, requests_for(w, prompts, 2 * c, offset=offset), concurrency=c,
+                                   timeout_s=w.request_timeout_s)
+            offset += 2 * c
             points.append(sweep_point(c, outs, wall))
         m = replace(m, sweep=tuple(points))
         st.measurements[config.key] = m
@@ -540,6 +547,13 @@ class PerfRun:
 
     # ------------------------------------------------------------------ conclude
 
+    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
+        """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
+        from perfgate.verdict import warm_cache
+
+        m = self.state.measurements.get(self.state.config_for(case).key)
+        return v if m is None else warm_cache(v, m)
+
     def _record_evidence(self, case: Case) -> None:
         """What the run exercised, from NCCL's lines in the server log (when the profile turns them on)."""
         from perfgate.evidence import read_evidence, summarize
@@ -561,6 +575,7 @@ class PerfRun:
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)
+        v = self._warm_cache(case, v)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack)
         final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
         if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:

@@ -113,6 +113,23 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props)
 
 
+def warm_cache(v: Verdict, m: Measurement) -> Verdict:
+    """A pass or a numeric failure measured partly from SGLang's prefix cache becomes inconclusive.
+
+    perfgate flushes the cache before every trial and sweep level and never repeats a prompt, so this
+    happens only where the flush did not take (an attached server serving other clients, a server that
+    refuses /flush_cache) and a request shared a prefix with one seen before.
+    """
+    numeric = v.outcome == "pass" or v.category in ("slower-than-baseline", "wrong-output")
+    if not m.cache_hits or not numeric:
+        return v
+    return Verdict(outcome="inconclusive", category="warm-cache", properties=v.properties,
+                   message=(f"inconclusive: warm cache: {m.cache_hits} measured request(s) of {m.config_name} were "
+                            f"served partly from SGLang's prefix cache ({m.cached_tokens} cached prompt tokens), so "
+                            f"TTFT and throughput measure the cache, not the model; check that the server accepts "
+                            f"POST /flush_cache and serves no other client; measured: {v.message}"))
+
+
 def within_noise_or_faster(v: Verdict) -> Verdict:
     """For variants: a ratio CI straddling 1 means 'not slower beyond noise' (category ``within-noise``).
 

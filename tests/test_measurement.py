@@ -1,6 +1,7 @@
 """Measurement you can trust: concurrency sweep, attach mode, baseline updates, start-up progress,
 inconclusive records (pytester runs of the suite against the simulated server, plus pure unit tests)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,22 @@ def test_sweep_reports_each_level_and_throughput_grows_with_concurrency(pytester
     assert float(p["c4_output_tok_s"]) > float(p["c1_output_tok_s"])
     assert p["kind"] == "sweep" and p["outcome"] == "pass"
     assert prof.read_text() == before  # never written without --perfgate-update-baselines
+
+
+def test_no_measured_request_is_served_from_the_prefix_cache(pytester):
+    """Every trial and sweep level measures the model: SGLang reports no cached prompt token for any measured
+    request, and TTFT at concurrency 1 is the same in the floor record and in the sweep (it was 107 vs 30 ms
+    when the sweep reused warm prompts)."""
+    prof = make_project(pytester, workload="concurrency_sweep = [1, 16]")
+    prof.write_text(prof.read_text().replace("warmup = 0", "warmup = 2"))
+    r = run(pytester, prof, "-m", "baseline")
+    r.assert_outcomes(passed=2)
+    recs = records(pytester)
+    floor, sweep = recs["test_decode_floor[m:baseline]"], recs["test_concurrency_sweep[m:baseline]"]
+    assert floor["cached_tokens"] == "0" and sweep["cached_tokens"] == "0"
+    assert float(sweep["c1_ttft_ms_p50"]) == pytest.approx(float(floor["ttft_ms"]), rel=0.25)
+    log = Path(floor["log"]).read_text()
+    assert "#cached-token: 0" in log and not re.search(r"#cached-token: [1-9]", log)
 
 
 # ----------------------------------------------------------------------------- attach mode

@@ -4,7 +4,7 @@ import pytest
 
 from perfgate.metrics import Trial, summarize
 from perfgate.profiles import Expectation
-from perfgate.verdict import Verdict, apply_expectation, compare_verdict, within_noise_or_faster
+from perfgate.verdict import Verdict, apply_expectation, compare_verdict, warm_cache, within_noise_or_faster
 
 
 def meas(values, name="x"):
@@ -69,3 +69,26 @@ def test_expectations(verdict, exp, outcome):
         assert "UNBLOCKED" in final.message and "baselines/x.toml:42" in final.message
     if exp is not None and outcome == "fail":
         assert "cuda-graph-capture" in final.message and "oom" in final.message  # names both
+
+
+def _trials_with_cache(hits: int) -> list[Trial]:
+    return [Trial(tok_s=100.0 + i, output_tok_s=100.0, ttft_ms=30.0, itl_ms=10.0, accept_len=None,
+                  completion_tokens=16, failures=0, cache_hits=hits if i == 0 else 0,
+                  cached_tokens=127 * hits if i == 0 else 0) for i in range(5)]
+
+
+@pytest.mark.parametrize("verdict, becomes", [
+    (Verdict(outcome="pass", message="ok"), "warm-cache"),
+    (Verdict(outcome="fail", category="slower-than-baseline", message="slow"), "warm-cache"),
+    (Verdict(outcome="fail", category="crash", message="died"), "crash"),  # not a number: stays
+    (Verdict(outcome="inconclusive", category="noisy", message="cv"), "noisy"),
+])
+def test_a_number_from_the_prefix_cache_is_no_verdict(verdict, becomes):
+    warm = summarize(config_key="k", config_name="baseline", trials=_trials_with_cache(2))
+    cold = summarize(config_key="k", config_name="baseline", trials=_trials_with_cache(0))
+    assert warm.cache_hits == 2 and warm.cached_tokens == 254
+    out = warm_cache(verdict, warm)
+    assert (out.category or "") == (becomes if becomes != "pass" else "")
+    if becomes == "warm-cache":
+        assert out.outcome == "inconclusive" and "prefix cache" in out.message and verdict.message in out.message
+    assert warm_cache(verdict, cold) is verdict

@@ -196,7 +196,7 @@ FLAGS: tuple[Flag, ...] = (
 SIM_DESTS = ("sim_hardware", "sim_startup_s", "sim_stack", "sim_fault", "sim_fault_after", "sim_speedup")
 SIM_FAULTS = (
     "crash-at-start", "crash-mid-stream", "hang-before-ready", "hang-mid-stream", "slow-start",
-    "http-500", "malformed-sse", "health-no-generate", "wrong-output",
+    "http-500", "malformed-sse", "health-no-generate", "wrong-output", "flush-refused",
 )
 
 _BY_OPT: dict[str, Flag] = {o: f for f in FLAGS for o in f.opts}

@@ -309,6 +309,9 @@ class SimHandler(BaseHTTPRequestHandler):
         if self._not_up():
             return
         assert self.state.engine is not None
+        if self.state.fault == "flush-refused":  # as SGLang answers while requests are still running
+            self._text(400, FLUSH_FAIL)
+            return
         if self.state.engine.flush_cache():
             self.state.log.line("Cache flushed successfully!")
             self._text(200, FLUSH_OK)
