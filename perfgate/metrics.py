@@ -18,6 +18,10 @@ from perfgate.client import RequestOutput
 
 BOOTSTRAP_RESAMPLES = 2000
 
+#: fewer trials than this and the noise is unknown: no confidence interval, no CV, no verdict on speed
+#: (one trial gives a zero-width "interval"; two, an interval that is just the two values)
+MIN_TRIALS = 3
+
 
 @dataclass(frozen=True, kw_only=True)
 class Trial:
@@ -119,19 +123,25 @@ class Stat:
 
     samples: tuple[float, ...]
     median: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None  # None: fewer than MIN_TRIALS samples, noise unknown
+    ci_high: float | None
     cv: float | None
 
     @property
     def n(self) -> int:
         return len(self.samples)
 
+    @property
+    def noise_known(self) -> bool:
+        return self.n >= MIN_TRIALS
+
 
 def stat(samples: Sequence[float], confidence: float = 0.95) -> Stat | None:
     xs = [float(x) for x in samples if x is not None]
     if not xs:
         return None
+    if len(xs) < MIN_TRIALS:
+        return Stat(samples=tuple(xs), median=statistics.median(xs), ci_low=None, ci_high=None, cv=None)
     lo, hi = bootstrap_median_ci(xs, confidence)
     return Stat(samples=tuple(xs), median=statistics.median(xs), ci_low=lo, ci_high=hi, cv=cv(xs))
 

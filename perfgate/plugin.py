@@ -401,11 +401,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
                 help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
                      "(default), on = also on the simulated server, off = never (saves ~1 min per mode)")
-    g.addoption("--perfgate-trials", default=None, type=int, metavar="N", help="override the profile's trials")
+    g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
+                help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
     g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
                 help="while a server starts, print its phase and elapsed time at least every S seconds (default 15)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
+    return value
 
 
 def _positive_seconds(text: str) -> float:

@@ -70,8 +70,9 @@ class PerfRun:
     def _record_measurement(self, m: Measurement, prefix: str = "") -> None:
         if m.tok_s is not None:
             self.record(prefix + "tok_s", m.tok_s.median)
-            self.record(prefix + "tok_s_ci_low", m.tok_s.ci_low)
-            self.record(prefix + "tok_s_ci_high", m.tok_s.ci_high)
+            if m.tok_s.ci_low is not None and m.tok_s.ci_high is not None:  # else: noise unknown, no interval
+                self.record(prefix + "tok_s_ci_low", m.tok_s.ci_low)
+                self.record(prefix + "tok_s_ci_high", m.tok_s.ci_high)
             self.record(prefix + "n", m.tok_s.n)
             if m.tok_s.cv is not None:
                 self.record(prefix + "cv", m.tok_s.cv)

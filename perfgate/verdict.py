@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perfgate.metrics import Measurement, bootstrap_ratio_ci, trials_to_resolve
+from perfgate.metrics import MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
 from perfgate.profiles import Expectation, Floor
 
 
@@ -35,6 +35,11 @@ class Final:
 def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
     if m.tok_s is None:
         return None
+    if not m.tok_s.noise_known:
+        return Verdict(outcome="inconclusive", category="noise-unknown",
+                       message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no confidence "
+                                f"interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} tok/s is "
+                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
         return Verdict(outcome="inconclusive", category="noisy",
                        message=f"inconclusive: too noisy, CV {m.tok_s.cv:.1%} of {m.tok_s.n} trials exceeds the "
@@ -93,7 +98,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     for m in (candidate, baseline):
         noisy = _noisy(m, max_cv)
         if noisy:
-            return Verdict(outcome="inconclusive", category="noisy", message=f"{what} ({m.config_name}): {noisy.message}")
+            return Verdict(outcome="inconclusive", category=noisy.category, message=f"{what} ({m.config_name}): {noisy.message}")
     ratio = candidate.tok_s.median / baseline.tok_s.median
     lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}

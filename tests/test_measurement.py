@@ -270,6 +270,24 @@ def test_progress_interval_must_be_positive(pytester):
     r.stderr.fnmatch_lines(["*--perfgate-progress-interval '0': expected seconds > 0*"])
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_trials_must_be_a_positive_whole_number(pytester, value):
+    prof = make_project(pytester)
+    r = run(pytester, prof, "-m", "baseline", f"--perfgate-trials={value}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"*--perfgate-trials '{value}': expected a whole number of trials >= 1*"])
+
+
+def test_one_trial_records_the_number_and_no_verdict(pytester):
+    prof = make_project(pytester)
+    r = run(pytester, prof, "-m", "baseline", "--perfgate-trials=1")
+    r.assert_outcomes(skipped=1)
+    rec = records(pytester)["test_decode_floor[m:baseline]"]
+    assert rec["outcome"] == "inconclusive" and rec["category"] == "noise-unknown"
+    assert float(rec["tok_s"]) > 0 and rec["n"] == "1"
+    assert "tok_s_ci_low" not in rec and "cv" not in rec
+
+
 # ----------------------------------------------------------------------------- inconclusive
 
 

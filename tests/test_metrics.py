@@ -20,7 +20,7 @@ from perfgate.metrics import (
     trials_to_resolve,
 )
 
-samples = st.lists(st.floats(1.0, 1000.0, allow_nan=False), min_size=2, max_size=12)
+samples = st.lists(st.floats(1.0, 1000.0, allow_nan=False), min_size=3, max_size=12)
 
 
 @given(samples)

@@ -143,6 +143,17 @@ def test_no_noise_information_is_unknown_noise(tmp_path: Path) -> None:
     assert same is not None and same.verdict == "unchanged"
 
 
+def test_one_trial_is_no_evidence_of_a_regression(tmp_path: Path) -> None:
+    """`--perfgate-trials 1` once wrote a zero-width CI and the gate called a 0.03 % change 'regressed'."""
+    old = _rec(tmp_path, "o", tok_s=89.50, spread=0.0, cv=0.0, n=1).records[0]
+    new = _rec(tmp_path, "n", tok_s=89.47, spread=0.0, cv=0.0, n=1).records[0]
+    tp = compare_throughput(old, new)
+    assert tp is not None and tp.verdict == "unknown-noise" and tp.basis == "none"
+    three = _rec(tmp_path, "t", tok_s=80.0, spread=0.5, n=3).records[0]
+    assert compare_throughput(old, three).verdict == "unknown-noise"  # type: ignore[union-attr]
+    assert compare_throughput(three, _rec(tmp_path, "u", tok_s=70.0, spread=0.5, n=3).records[0]).verdict == "regressed"  # type: ignore[union-attr]
+
+
 def test_transitions() -> None:
     assert classify_transition("xfail", "xpass") == "unblocked"
     assert classify_transition("xfail", "pass") == "unblocked"

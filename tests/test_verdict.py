@@ -92,3 +92,17 @@ def test_a_number_from_the_prefix_cache_is_no_verdict(verdict, becomes):
     if becomes == "warm-cache":
         assert out.outcome == "inconclusive" and "prefix cache" in out.message and verdict.message in out.message
     assert warm_cache(verdict, cold) is verdict
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_fewer_trials_than_an_interval_needs_is_no_verdict(n):
+    one = meas([89.47, 89.49][:n])
+    assert one.tok_s.ci_low is None and one.tok_s.cv is None and not one.tok_s.noise_known
+    v = compare_verdict(one, BASE, confidence=0.95, max_cv=0.05, what="v")
+    assert v.outcome == "inconclusive" and v.category == "noise-unknown"
+    assert f"{n} trial(s)" in v.message and "at least 3" in v.message
+    from perfgate.profiles import Floor
+    from perfgate.verdict import floor_verdict
+
+    fv = floor_verdict(one, Floor(mode="baseline", tok_s=80.0), max_cv=0.05, where="p.toml", update_hint="x")
+    assert fv.outcome == "inconclusive" and fv.category == "noise-unknown"
