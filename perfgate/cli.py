@@ -137,7 +137,7 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--block-on",
         metavar="LIST",
-        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing (overrides gate.block_on)",
+        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict (overrides gate.block_on)",
     )
     p.add_argument("--min-ratio", type=float, metavar="X", help="overrides gate.min_ratio")
     p.add_argument(

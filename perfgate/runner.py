@@ -20,6 +20,8 @@ from perfgate.verdict import (
     apply_expectation,
     compare_verdict,
     floor_verdict,
+    lost_verdict,
+    pct,
     within_noise_or_faster,
 )
 
@@ -340,7 +342,7 @@ class PerfRun:
         return str(self.state.profile.path)
 
     def update_hint(self) -> str:
-        return "`pytest perftests/ -m baseline --perfgate-update-baselines`"
+        return f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
 
     def floor(self, case: Case, m: Measurement) -> Verdict:
         p = self.profile
@@ -351,13 +353,14 @@ class PerfRun:
         v = floor_verdict(m, fl, max_cv=p.workload.max_cv, where=f"{self.where()}, mode {case.mode}",
                           update_hint=self.update_hint())
         self._note_update(case.mode, "tok_s", fl.tok_s if fl else None, m, v)
-        return v
+        return lost_verdict(v, f"the {case.mode} floor ({fl.tok_s:g} tok/s)" if fl and fl.tok_s is not None else None)
 
     def acceptance(self, case: Case, m: Measurement) -> Verdict:
         fl = self.profile.floors.get(case.mode)
         v = acceptance_verdict(m.accept_len, fl, where=f"{self.where()}, mode {case.mode}")
         self._note_update(case.mode, "accept_len", fl.accept_len if fl else None, m, v)
-        return v
+        return lost_verdict(v, f"the {case.mode} acceptance floor ({fl.accept_len:g})"
+                            if fl and fl.accept_len is not None else None)
 
     def compare(self, case: Case, candidate: Measurement, baseline: Measurement, *, what: str) -> Verdict:
         """Candidate vs the baseline measured in this run: outputs first, then speed."""
@@ -456,7 +459,7 @@ class PerfRun:
             self._identity(case, cand)
             self.conclude(case, Verdict(
                 outcome="inconclusive", category="confounded",
-                message=(f"inconclusive: confounded: {case.variant} differs from the {case.mode} baseline in "
+                message=(f"inconclusive: confounded: {case.variant} differs from the {_baseline_of(case.mode)} in "
                          f"{', '.join(sorted(bad))}, which the variant does not declare "
                          f"({_diffs(cand, ref, bad)}); make the runs differ only in the variant's keys")))
 
@@ -480,8 +483,8 @@ class PerfRun:
         elif v.category == "noisy" or v.outcome == "inconclusive":
             why = v.message.removeprefix("inconclusive: ")
         elif m.tok_s is not None and m.tok_s.cv is not None and m.tok_s.cv > st.profile.workload.max_cv:
-            why = (f"too noisy: CV {m.tok_s.cv:.1%} of {m.tok_s.n} trials exceeds the profile's max_cv "
-                   f"{st.profile.workload.max_cv:.1%}")
+            why = (f"too noisy: CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the profile's max_cv "
+                   f"{pct(st.profile.workload.max_cv)}")
         elif v.outcome == "fail" and v.category != "slower-than-baseline":
             why = f"the measurement failed ({v.category})"
         if why:
@@ -637,3 +640,8 @@ def url_alive(st: PerfgateState, config: ServerConfig) -> bool:
 def _diffs(a: ServerConfig, b: ServerConfig, keys: set[str]) -> str:
     sa, sb = a.settings(), b.settings()
     return ", ".join(f"{k}: {sb.get(k)!r} -> {sa.get(k)!r}" for k in sorted(keys))
+
+
+def _baseline_of(mode: str) -> str:
+    """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
+    return "baseline" if mode == "baseline" else f"{mode} baseline"

@@ -32,6 +32,13 @@ class Final:
     expected: str  # "pass" | "xfail:<category>"
 
 
+def pct(x: float) -> str:
+    """A fraction as a percentage with the digits it needs: 0.0001 is 0.01 %, not 0.0 %."""
+    if x != 0 and abs(x) < 0.01:
+        return f"{x * 100:.2g}%"
+    return f"{x:.1%}"
+
+
 def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
     if m.tok_s is None:
         return None
@@ -42,8 +49,8 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
                                 f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
         return Verdict(outcome="inconclusive", category="noisy",
-                       message=f"inconclusive: too noisy, CV {m.tok_s.cv:.1%} of {m.tok_s.n} trials exceeds the "
-                               f"profile's max_cv {max_cv:.1%}; quiet the box or raise [workload] trials")
+                       message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
+                               f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials")
     return None
 
 
@@ -116,6 +123,18 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     need = trials_to_resolve(n, ratio, lo, hi)
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
     return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props)
+
+
+def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
+    """A floor this box has passed before that cannot be checked now is a failure, not a green skip.
+
+    ``floor`` names the stored floor (None: there is none, and an inconclusive record stays one). The
+    category keeps why (noisy, noise-unknown, warm-cache); the message says what would resolve it.
+    """
+    if floor is None or v.outcome != "inconclusive":
+        return v
+    return Verdict(outcome="fail", category=v.category, properties=v.properties,
+                   message=f"lost verdict: {floor} was not checked: {v.message.removeprefix('inconclusive: ')}")
 
 
 def warm_cache(v: Verdict, m: Measurement) -> Verdict:

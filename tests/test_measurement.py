@@ -281,9 +281,10 @@ def test_trials_must_be_a_positive_whole_number(pytester, value):
 def test_one_trial_records_the_number_and_no_verdict(pytester):
     prof = make_project(pytester)
     r = run(pytester, prof, "-m", "baseline", "--perfgate-trials=1")
-    r.assert_outcomes(skipped=1)
+    r.assert_outcomes(failed=1)  # the profile has a floor: one trial cannot check it (a lost verdict)
     rec = records(pytester)["test_decode_floor[m:baseline]"]
-    assert rec["outcome"] == "inconclusive" and rec["category"] == "noise-unknown"
+    assert rec["outcome"] == "fail" and rec["category"] == "noise-unknown"
+    assert "1 trial(s)" in rec["reason"] and "at least 3" in rec["reason"]
     assert float(rec["tok_s"]) > 0 and rec["n"] == "1"
     assert "tok_s_ci_low" not in rec and "cv" not in rec
 
@@ -299,17 +300,29 @@ mem-fraction-static = 0.80
     before = prof.read_text()
     r = run(pytester, prof, "-m", "baseline or backends", "--perfgate-variants=nccl-fewer-channels",
             "--perfgate-update-baselines")
-    r.assert_outcomes(skipped=2)
+    # the floor exists, so it passed here before: no verdict on it now is a failure (lost verdict), not green
+    r.assert_outcomes(skipped=1, failed=1)
     r.stdout.fnmatch_lines([
         "*NOT updated * [[]floors.baseline[]] tok_s: too noisy, CV *",
         "*nothing measured to write*",
-        "*SKIPPED*inconclusive: confounded: nccl-fewer-channels differs from the baseline*mem-fraction-static*",
+        "*SKIPPED*inconclusive: confounded: nccl-fewer-channels differs from the baseline in*mem-fraction-static*",
     ])
+    assert "baseline baseline" not in r.stdout.str()
     recs = records(pytester)
     conf = recs["test_variant[m:baseline+nccl-fewer-channels]"]
     assert conf["outcome"] == "inconclusive" and conf["category"] == "confounded"
     assert conf["reason"].startswith("inconclusive: confounded")
     noisy = recs["test_decode_floor[m:baseline]"]
-    assert noisy["outcome"] == "inconclusive" and noisy["category"] == "noisy"
-    assert noisy["reason"].startswith("inconclusive: too noisy") and float(noisy["cv"]) > 0.0001
+    assert noisy["outcome"] == "fail" and noisy["category"] == "noisy"
+    assert "lost verdict: the baseline floor (80 tok/s) was not checked: too noisy" in noisy["reason"]
+    assert "max_cv 0.01%" in noisy["reason"]  # not "0.0%"
+    assert "raise [workload] trials" in noisy["reason"] and float(noisy["cv"]) > 0.0001
     assert prof.read_text() == before  # a noisy measurement never becomes a floor
+
+
+def test_a_noisy_mode_without_a_floor_stays_inconclusive(pytester):
+    prof = make_project(pytester, max_cv=0.0001)
+    prof.write_text(prof.read_text().split("# floors, deliberately off")[0])
+    r = run(pytester, prof, "-m", "baseline")
+    r.assert_outcomes(skipped=1)
+    assert records(pytester)["test_decode_floor[m:baseline]"]["category"] == "noisy"

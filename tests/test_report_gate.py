@@ -208,3 +208,19 @@ def test_cli_registry_help_and_missing_subcommand(capsys: pytest.CaptureFixture[
     assert main([]) == 2
     assert main(["gate", "--help"]) == 0
     assert "--block-on" in capsys.readouterr().out
+
+
+def test_a_pass_that_lost_its_verdict_blocks_by_default(workdir: Path) -> None:
+    """A floor that passed and is inconclusive (noisy) now is news: exit 1 by default, saying what resolves it."""
+    noisy = perf_case("baseline", tok_s=88.0, cv=0.09, outcome="inconclusive", category="noisy",
+                      reason="inconclusive: too noisy, CV 9.0% of 5 trials; raise [workload] trials", **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, noisy))
+    assert main(["gate", old, new, "-o", "gate.txt"]) == 1
+    out = (workdir / "gate.txt").read_text()
+    assert "lost-verdict" in out and "raise [workload] trials" in out
+    # the policy can say otherwise, on purpose
+    assert main(["gate", old, new, "--block-on", "newly-broken,regressed"]) == 0
+    # an xfail that became inconclusive had no pass to lose: only allow_inconclusive = false blocks it
+    inc = perf_case("baseline", "custom-ar-on", outcome="inconclusive", reason="confounded")
+    old, new = _pair(workdir, _replace(seed_cases(), 4, inc))
+    assert main(["gate", old, new]) == 0

@@ -6,7 +6,8 @@ Exit codes (``perfgate gate OLD.xml NEW.xml``; documented in ``docs/gate.md``):
 0     nothing that the policy blocks on
 1     a blocking change: newly broken, regressed beyond noise (and below ``min_ratio``),
       and, if the policy says so, gone records, other outcome changes, new failing records,
-      records that became inconclusive (``allow_inconclusive = false``)
+      records that passed and lost their verdict (``lost-verdict``, on by default: too noisy, too few
+      trials, a warm cache), and any record that became inconclusive (``allow_inconclusive = false``)
 2     usage error or unreadable input (bad option, missing/invalid report, bad policy,
       an empty NEW report, reports from different engines unless allowed)
 3     only unblocked records whose expectations must be updated (``xfail`` → ``xpass``, or
@@ -54,10 +55,11 @@ BLOCK_ON_CHOICES: tuple[str, ...] = (
     "gone",  # a record of OLD is missing from NEW
     "changed",  # any other outcome change (pass -> xfail, xfail -> fail, ...)
     "new-failing",  # a record only in NEW that fails or errors
+    "lost-verdict",  # pass/xpass -> inconclusive: it had a verdict and has none now (noisy, too few trials, ...)
 )
 """Values allowed in ``gate.block_on``."""
 
-DEFAULT_BLOCK_ON: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "gone")
+DEFAULT_BLOCK_ON: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "gone", "lost-verdict")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +67,8 @@ class GatePolicy:
     """What blocks a stack upgrade. See ``docs/gate.md`` for every key."""
 
     block_on: frozenset[str] = frozenset(DEFAULT_BLOCK_ON)
-    # a record that becomes inconclusive blocks (exit 1) unless this is true
+    # any record that becomes inconclusive blocks (exit 1) unless this is true; one that passed before
+    # and lost its verdict blocks anyway while "lost-verdict" is in block_on (the default)
     allow_inconclusive: bool = True
     # a regression beyond noise blocks only when new/old tok/s < min_ratio (1.0 = any)
     min_ratio: float = 1.0
@@ -229,13 +232,13 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
             add(blocking, r, "changed")
         elif t == "unblocked" and "unblocked" in on and r.needs_expectation_update:
             add(updates, r, "unblocked")
-        if (
-            not policy.allow_inconclusive
-            and r.new_outcome == "inconclusive"
-            and r.old_outcome != "inconclusive"
-        ):
+        if r.new_outcome == "inconclusive" and r.old_outcome != "inconclusive":
             before = r.old.outcome_label if r.old else "absent"
-            add(blocking, r, "inconclusive", f"{before} → inconclusive: {r.new.reason if r.new else ''}")
+            why = f"{before} → {r.new.outcome_label if r.new else 'inconclusive'}: {r.new.reason if r.new else ''}"
+            if r.old_outcome in ("pass", "xpass") and "lost-verdict" in on:
+                add(blocking, r, "lost-verdict", why)
+            elif not policy.allow_inconclusive:
+                add(blocking, r, "inconclusive", why)
         tp = r.throughput
         if tp is not None and tp.verdict == REGRESSED and "regressed" in on:
             ratio = tp.ratio
