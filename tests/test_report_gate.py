@@ -12,6 +12,7 @@ import pytest
 from perfgate.cli import main
 from perfgate.errors import ConfigError
 from perfgate.report.gate import DEFAULT_BLOCK_ON, ExitCode, GatePolicy, load_policy
+from perfgate.report.junit_read import read_report
 from tests.report_factory import DEFAULT_STACK, perf_case, seed_cases, write_report
 
 FLOOR = dict(kind="floor", classname="perftests.test_baseline", test="test_floor")
@@ -224,3 +225,36 @@ def test_a_pass_that_lost_its_verdict_blocks_by_default(workdir: Path) -> None:
     inc = perf_case("baseline", "custom-ar-on", outcome="inconclusive", reason="confounded")
     old, new = _pair(workdir, _replace(seed_cases(), 4, inc))
     assert main(["gate", old, new]) == 0
+
+
+def test_a_junit_error_is_a_failure_whatever_the_outcome_property_says(workdir: Path) -> None:
+    """An error in teardown after the record was written: the property says pass, every CI says error."""
+    torn = perf_case("baseline", tok_s=89.5, spread=0.8, cv=0.01, outcome="error", with_outcome_property=False,
+                     extra={"outcome": "pass", "category": "", "expected": "pass"}, **FLOOR)  # type: ignore[arg-type]
+    old, new = _pair(workdir, _replace(seed_cases(), 0, torn))
+    rep = read_report(new)
+    rec = next(r for r in rep.records if r.prop("kind") == "floor")
+    assert rec.outcome == "error" and rec.outcome_source == "xml"
+    assert any("the outcome property says pass but the JUnit element says error" in n for n in rep.notes)
+    assert main(["gate", old, new, "-o", "gate.txt"]) == 1
+    out = (workdir / "gate.txt").read_text()
+    assert "newly-broken" in out and "counted as error, the worse of the two" in out
+
+
+def test_diff_and_gate_agree_on_a_lapsed_xfail(workdir: Path) -> None:
+    """xfail → pass where the new report already expects a pass: no update to ask for, in diff or gate."""
+    lapsed = perf_case("baseline", "flashinfer-ar-fusion", outcome="pass", expected="pass")
+    old, new = _pair(workdir, _replace(seed_cases(), 3, lapsed))
+    assert main(["gate", old, new, "-o", "gate.txt"]) == 0
+    assert main(["diff", old, new, "-o", "diff.txt"]) == 0
+    for name in ("gate.txt", "diff.txt"):
+        text = (workdir / name).read_text()
+        assert "Unblocked, already expected to pass (nothing to update): 1" in text, name
+        assert "update the expectations:" not in text, name
+    # still expecting the failure: both ask for the update (gate exit 3)
+    stale = perf_case("baseline", "flashinfer-ar-fusion", outcome="pass", expected="xfail:unsupported-arch")
+    old, new = _pair(workdir, _replace(seed_cases(), 3, stale))
+    assert main(["gate", old, new, "-o", "gate.txt"]) == 3
+    assert main(["diff", old, new, "-o", "diff.txt"]) == 0
+    for name in ("gate.txt", "diff.txt"):
+        assert "Unblocked (xfail → pass/xpass): update the expectations: 1" in (workdir / name).read_text(), name

@@ -213,7 +213,13 @@ class Diff:
 
     @property
     def unblocked(self) -> tuple[RecordDiff, ...]:
-        return self._where(T_UNBLOCKED)
+        """Unblocked records whose expectation still says xfail: the profile must be updated (gate exit 3)."""
+        return tuple(r for r in self._where(T_UNBLOCKED) if r.needs_expectation_update)
+
+    @property
+    def unblocked_expected(self) -> tuple[RecordDiff, ...]:
+        """Unblocked records the new report already expects to pass: nothing to update."""
+        return tuple(r for r in self._where(T_UNBLOCKED) if not r.needs_expectation_update)
 
     @property
     def newly_broken(self) -> tuple[RecordDiff, ...]:
@@ -252,6 +258,7 @@ class Diff:
         """Section name → records, in display order."""
         return {
             "unblocked": self.unblocked,
+            "unblocked-expected": self.unblocked_expected,
             "newly-broken": self.newly_broken,
             "regressed": self.regressed,
             "improved": self.improved,

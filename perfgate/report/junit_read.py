@@ -285,6 +285,18 @@ class Report:
         return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
+#: outcomes a CI system counts as failed (a JUnit <failure> or <error>)
+FAILING = frozenset({"fail", "xpass", "error"})
+_SEVERITY = {"error": 3, "fail": 2, "xpass": 2}
+
+
+def _worse(prop: str, xml: str) -> str:
+    """The worse of the property's outcome and the XML element's: a failure anywhere is a failure."""
+    if xml in FAILING and (prop not in FAILING or _SEVERITY[xml] > _SEVERITY[prop]):
+        return xml
+    return prop
+
+
 def _case_outcome(case: Any) -> tuple[str, str]:
     """Outcome and message from the XML elements alone."""
     from junitparser import Error, Failure, Skipped
@@ -387,6 +399,16 @@ def _from_xml(xml: Any, path: str) -> Report:
             prop_outcome = cd.get("outcome", "")
             if prop_outcome in OUTCOMES:
                 outcome, source = prop_outcome, "property"
+                worse = _worse(prop_outcome, xml_outcome)
+                if worse != prop_outcome:  # what every CI system reads is not what the property says
+                    outcome, source = worse, "xml"
+                if (prop_outcome in FAILING) != (xml_outcome in FAILING) or worse != prop_outcome:
+                    notes.append(
+                        f"{path}: {case.classname}::{case.name}: the outcome property says {prop_outcome} but the "
+                        f"JUnit element says {xml_outcome}"
+                        + (f" ({message[:120]})" if message and xml_outcome in FAILING else "")
+                        + f"; counted as {outcome}, the worse of the two"
+                    )
             else:
                 outcome, source = xml_outcome, "xml"
                 if prop_outcome:

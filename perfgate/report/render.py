@@ -18,6 +18,7 @@ FORMATS: tuple[str, ...] = ("text", "md", "json")
 
 SECTION_TITLES: dict[str, str] = {
     "unblocked": "Unblocked (xfail → pass/xpass): update the expectations",
+    "unblocked-expected": "Unblocked, already expected to pass (nothing to update)",
     "newly-broken": "Newly broken (pass → fail/error)",
     "regressed": "Regressed beyond noise (tok/s)",
     "improved": "Improved beyond noise (tok/s)",
