@@ -343,6 +343,21 @@ class _Reader:
             raise self.err(key, what, v)
         return v
 
+    def int_(self, key: str, what: str, default: Any = None, *, lo: int | None = None, hi: int | None = None,
+             required: bool = False) -> Any:
+        """A whole number: ``4.5`` (or ``4.0``, or ``true``) is an error, never truncated."""
+        v = self.data.get(key, None)
+        if v is None:
+            if required:
+                raise self.err(key, what, fix=f"add {key} = <{what}>")
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            fix = f"write {key} = {int(v)}" if isinstance(v, float) and v.is_integer() else None
+            raise self.err(key, what, v, fix=fix)
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise self.err(key, what, v)
+        return v
+
     def sub(self, key: str, required: bool = False) -> _Reader:
         v = self.data.get(key)
         if v is None:
@@ -413,6 +428,58 @@ def _resolve(root: Path, value: str) -> Path:
     return p if p.is_absolute() else (root / p)
 
 
+def _check_sim_box(path: Path, sim_path: Path, hardware: Hardware, model: ModelSpec, server: Mapping[str, Any]) -> None:
+    """The simulated box must be the box and model the profile describes, or the records would lie.
+
+    The simulator serves the model and GPUs of its hardware file (``fixtures/sim/*.toml``); a profile for
+    another model or GPU count would be measured as that box's model, and its records would carry the
+    box's stack. Refused here, naming both sides.
+    """
+    try:
+        box = tomllib.loads(sim_path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ProfileSchemaError(path, "engine.sim_hardware", "a readable simulated hardware file", str(sim_path),
+                                 fix=str(e)) from None
+    bh, bm = box.get("hardware", {}), box.get("model", {})
+    fix = (f"point [engine] sim_hardware at a box file for this hardware and model, or write one: copy "
+           f"{sim_path.name} under fixtures/sim/ and change its [hardware] and [model]")
+
+    def refuse(key: str, ours: object, theirs: object) -> ProfileSchemaError:
+        return ProfileSchemaError(path, key, f"what the simulated box serves ({sim_path.name}: {theirs})", ours,
+                                  fix=fix)
+
+    if bh.get("count") != hardware.count:
+        raise refuse("hardware.count", hardware.count, f"{bh.get('count')} GPUs")
+    if hardware.gpu.lower() not in str(bh.get("gpu", "")).lower():
+        raise refuse("hardware.gpu", hardware.gpu, bh.get("gpu"))
+    if str(bh.get("sm")) != hardware.sm:
+        raise refuse("hardware.sm", hardware.sm, f"SM {bh.get('sm')}")
+    if bh.get("interconnect") != hardware.interconnect:
+        raise refuse("hardware.interconnect", hardware.interconnect, bh.get("interconnect"))
+    name = str(bm.get("name", ""))
+    ours = (model.name or "").lower()
+    if ours and name and ours not in name.lower() and name.lower() not in ours and Path(model.path).name.lower() not in name.lower():
+        raise refuse("model.name", model.name, name)
+    for key in ("layers", "hidden"):
+        want = getattr(model, key)
+        if want is not None and bm.get(key) is not None and want != bm.get(key):
+            raise refuse(f"model.{key}", want, f"{key} = {bm.get(key)} ({name})")
+    tp = server.get("tp-size", server.get("tp", 1))
+    if isinstance(tp, int) and not isinstance(tp, bool) and tp > hardware.count:
+        raise ProfileSchemaError(path, "server.tp-size", f"at most the profile's {hardware.count} GPUs", tp,
+                                 fix="lower tp-size or raise [hardware] count")
+
+
+#: [modes.<name>] workload keys a mode may override, with what they must be
+_MODE_WORKLOAD: dict[str, tuple[str, float]] = {
+    "max_new_tokens": ("an integer >= 2", 2),
+    "requests_per_trial": ("an integer >= 0", 0),
+    "warmup": ("an integer >= 0", 0),
+    "trials": ("an integer >= 1", 1),
+    "request_timeout_s": ("seconds > 0", 0.001),
+}
+
+
 def load_profile(path: str | Path) -> Profile:
     """Load and validate one profile file."""
     path = Path(path)
@@ -447,7 +514,7 @@ def load_profile(path: str | Path) -> Profile:
     if ic not in ("pcie", "nvlink"):
         raise h.err("interconnect", '"pcie" or "nvlink"', ic)
     hardware = Hardware(gpu=h.req("gpu", str, "a GPU name string"),
-                        count=int(h.num("count", "a GPU count >= 1", required=True, lo=1)),
+                        count=h.int_("count", "a GPU count >= 1", required=True, lo=1),
                         sm=sm, interconnect=ic)
 
     e = r.sub("engine", required=True)
@@ -495,11 +562,14 @@ def load_profile(path: str | Path) -> Profile:
     model = ModelSpec(
         path=mpath,
         name=mo.get("name", str, "a string", Path(mpath).name),
-        layers=mo.num("layers", "an integer >= 1", None, lo=1),
-        hidden=mo.num("hidden", "an integer >= 1", None, lo=1),
-        allreduces_per_layer=int(mo.num("allreduces_per_layer", "an integer >= 0", 2, lo=0)),
+        layers=mo.int_("layers", "an integer >= 1", None, lo=1),
+        hidden=mo.int_("hidden", "an integer >= 1", None, lo=1),
+        allreduces_per_layer=mo.int_("allreduces_per_layer", "an integer >= 0", 2, lo=0),
         allreduce_latency_us=tuple(sorted(lat_points)),
     )
+
+    if sim_path is not None:
+        _check_sim_box(path, sim_path, hardware, model, r.data.get("server") or {})
 
     s = r.sub("server")
     server_flags = _local_paths(root, _flags(_Reader(path, {"server": {k: v for k, v in s.data.items() if k != "env"}}),
@@ -520,10 +590,13 @@ def load_profile(path: str | Path) -> Profile:
         mr = ms.sub(mname)
         mr.only({"description", "flags", "env", "workload"})
         wo = mr.sub("workload")
-        wo.only({"max_new_tokens", "requests_per_trial", "warmup", "trials", "request_timeout_s"})
-        for k, v in wo.data.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise wo.err(k, "a number >= 0", v)
+        wo.only(set(_MODE_WORKLOAD))
+        for k in wo.data:  # the same rules as [workload], checked now, not when the mode runs
+            what, lo = _MODE_WORKLOAD[k]
+            if k == "request_timeout_s":
+                wo.num(k, what, lo=lo)
+            else:
+                wo.int_(k, what, lo=int(lo))
         modes[mname] = Mode(name=mname, description=mr.get("description", str, "a string", ""),
                             flags=_local_paths(root, _flags(mr, "flags")), env=_env(mr, "env"),
                             workload=dict(wo.data))
@@ -539,11 +612,11 @@ def load_profile(path: str | Path) -> Profile:
         raise w.err("concurrency_sweep", "a list of integers >= 1", sweep)
     workload = Workload(
         prompts=prompts,
-        max_new_tokens=int(w.num("max_new_tokens", "an integer >= 2", required=True, lo=2)),
-        concurrency=int(w.num("concurrency", "an integer >= 1", 1, lo=1)),
-        requests_per_trial=int(w.num("requests_per_trial", "an integer >= 0", 0, lo=0)),
-        warmup=int(w.num("warmup", "an integer >= 0", 1, lo=0)),
-        trials=int(w.num("trials", "an integer >= 1", 5, lo=1)),
+        max_new_tokens=w.int_("max_new_tokens", "an integer >= 2", required=True, lo=2),
+        concurrency=w.int_("concurrency", "an integer >= 1", 1, lo=1),
+        requests_per_trial=w.int_("requests_per_trial", "an integer >= 0", 0, lo=0),
+        warmup=w.int_("warmup", "an integer >= 0", 1, lo=0),
+        trials=w.int_("trials", "an integer >= 1", 5, lo=1),
         request_timeout_s=float(w.num("request_timeout_s", "seconds > 0", 300.0, lo=0.001)),
         max_cv=float(w.num("max_cv", "a fraction in (0, 1]", 0.05, lo=0.0001, hi=1)),
         token_match_min=float(w.num("token_match_min", "a fraction in [0, 1]", 1.0, lo=0, hi=1)),
@@ -551,9 +624,6 @@ def load_profile(path: str | Path) -> Profile:
         confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
         min_effect=float(w.num("min_effect", "a fraction in [0, 0.5]", 0.02, lo=0, hi=0.5)),
     )
-    for key in ("max_new_tokens",):
-        if not isinstance(w.data.get(key), int):
-            raise w.err(key, "an integer", w.data.get(key))
 
     fl = r.sub("floors")
     floors: dict[str, Floor] = {}
@@ -628,8 +698,8 @@ def load_profile(path: str | Path) -> Profile:
         tokens=tuple(mi.get("tokens", list, "a list of token counts", [1, 2, 4, 8])),
         sweep_bytes=tuple(mi.get("sweep_bytes", list, "a list of byte sizes", [])),
         world_sizes=micro_ws,
-        iters=int(mi.num("iters", "an integer >= 1", 200, lo=1)),
-        warmup=int(mi.num("warmup", "an integer >= 0", 20, lo=0)),
+        iters=mi.int_("iters", "an integer >= 1", 200, lo=1),
+        warmup=mi.int_("warmup", "an integer >= 0", 20, lo=0),
         floors=_micro_floors(mi, micro_ws),
     )
 

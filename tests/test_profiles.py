@@ -90,6 +90,20 @@ def test_good_profile(project):
     (lambda t: t + '\n[expectations.x]\nbaseline = { expect = "pass", when = "flashinfer <" }\n',
      "expectations.x.baseline.when", "stack condition"),
     (lambda t: t.replace("schema_version = 1", "schema_version = 2"), "schema_version", "1"),
+    # whole numbers stay whole: never truncated
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nconcurrency = 4.5"), "workload.concurrency",
+     "an integer"),
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\ntrials = 5.0"), "workload.trials", "an integer"),
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nwarmup = 1.5"), "workload.warmup", "an integer"),
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nrequests_per_trial = true"),
+     "workload.requests_per_trial", "an integer"),
+    # a mode's workload overrides follow the same rules, when the profile loads
+    (lambda t: t.replace("[modes.baseline]", "[modes.baseline]\nworkload = { trials = 0 }"),
+     "modes.baseline.workload.trials", "an integer >= 1"),
+    (lambda t: t.replace("[modes.baseline]", "[modes.baseline]\nworkload = { warmup = 2.5 }"),
+     "modes.baseline.workload.warmup", "an integer >= 0"),
+    (lambda t: t.replace("[modes.baseline]", "[modes.baseline]\nworkload = { concurrency = 2 }"),
+     "modes.baseline.workload.concurrency", "a known key"),
 ])
 def test_bad_profiles_name_file_key_and_expectation(project, mutate, key, expected):
     path = write(project, mutate(GOOD))
@@ -151,3 +165,51 @@ def test_bad_variants_file(tmp_path):
     p.write_text('schema_version = 1\n[variants.x]\ndescription = "d"\nflag = { a = 1 }\n')
     with pytest.raises(ProfileSchemaError, match="did you mean 'flags'"):
         load_variants(p)
+
+
+SIM_H100 = ROOT / "fixtures" / "sim" / "h100-x8-nvlink.toml"
+LLAMA_70B_ON_4 = f"""
+schema_version = 1
+[hardware]
+gpu = "H100"
+count = 4
+sm = "9.0"
+interconnect = "nvlink"
+[engine]
+name = "sim"
+sim_hardware = "{SIM_H100}"
+[model]
+path = "meta-llama/Llama-3.1-70B-Instruct"
+layers = 80
+hidden = 8192
+[server]
+tp-size = 4
+[modes.baseline]
+[workload]
+prompts = "fixtures/prompts/p.jsonl"
+max_new_tokens = 32
+"""
+
+
+@pytest.mark.parametrize("mutate, key, found", [
+    (lambda t: t, "hardware.count", "4"),  # the simulated H100 box has 8 GPUs
+    (lambda t: t.replace("count = 4", "count = 8"), "model.name", "Llama-3.1-70B-Instruct"),  # it serves Qwen3
+    (lambda t: t.replace("count = 4", "count = 8").replace("meta-llama/Llama-3.1-70B-Instruct",
+                                                          "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"),
+     "model.layers", "80"),
+    (lambda t: t.replace('gpu = "H100"', 'gpu = "H200"'), "hardware.count", "4"),
+    (lambda t: t.replace("count = 4", "count = 8").replace('gpu = "H100"', 'gpu = "H200"'), "hardware.gpu", "H200"),
+])
+def test_a_simulated_box_serves_only_the_profile_it_models(project, mutate, key, found):
+    """A Llama-3.1-70B profile at tp 4 pointed at the simulated 8x H100 (Qwen3) box was served as Qwen3 on
+    8 GPUs and its floors were written with gpu_count 8. Refused at load, naming both sides."""
+    path = write(project, mutate(LLAMA_70B_ON_4))
+    with pytest.raises(ProfileSchemaError) as ei:
+        load_profile(path)
+    assert ei.value.key == key and found in str(ei.value.found)
+    assert "h100-x8-nvlink.toml" in ei.value.expected and "fixtures/sim" in str(ei.value)
+
+
+def test_the_shipped_qwen_profile_matches_its_box():
+    prof = load_profile(ROOT / "baselines" / "sim-h100-x8" / "qwen3-235b.toml")
+    assert prof.hardware.count == 8 and prof.model.layers == 94
