@@ -147,6 +147,10 @@ RULES: tuple[Rule, ...] = (
     # missing packages (the final line of a traceback, not "ignore import error ..." chatter)
     _r(MISSING_DEPENDENCY, _EXC_LINE + r"ModuleNotFoundError: No module named", 86),
     _r(MISSING_DEPENDENCY, _EXC_LINE + r"ImportError: ", 86),
+    # SGLang's own version checks (sglang.srt.utils.common.assert_pkg_version, at launch): a stack upgrade's
+    # likeliest failure is a package older than the new SGLang requires
+    _r(MISSING_DEPENDENCY, r"is installed with version \S+, which is less than the minimum required version", 86),
+    _r(MISSING_DEPENDENCY, r"with minimum required version \S+ is not installed", 86),
     # `python -m sglang.launch_server` without SGLang installed (no traceback, one line from the interpreter)
     _r(MISSING_DEPENDENCY, r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
     # memory: out of memory is out of memory, also while capturing CUDA graphs (cause says so)
