@@ -464,6 +464,11 @@ def _validate_inputs(config: pytest.Config) -> None:
 
             raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
                                     f"{_close(n, vs.variants)}")
+        if p.variant_include is not None and n not in p.variant_include:
+            raise pytest.UsageError(
+                f"perfgate: --perfgate-variants: '{n}' is a variant of {vs.path} but not in {p.path} [variants] "
+                f"include ({', '.join(p.variant_include) or 'empty'}), so no record would run; add it to include "
+                f"or pick one of those")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
     else:  # a profile for other hardware is refused here, not once per test
@@ -669,6 +674,8 @@ def _banner(st: PerfgateState) -> list[str]:
     if st.opt("perfgate_url"):
         lines.append(f"perfgate: attached to {st.opt('perfgate_url')} (no server is launched)")
     lines.append(f"perfgate: server logs in {st.log_dir}")
+    for w in (*p.warnings, *st.variants.warnings):
+        lines.append(f"perfgate: WARNING {w}")
     return lines
 
 

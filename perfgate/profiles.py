@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate import envnames
 from perfgate.config import ServerConfig
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
 
@@ -204,6 +205,7 @@ class Profile:
     variant_include: tuple[str, ...] | None
     variant_overrides: Mapping[str, Mapping[str, object]]
     micro: MicroSpec
+    warnings: tuple[str, ...] = ()  # loud but not fatal: e.g. an NCCL_* name newer than perfgate's list
 
     @property
     def simulated(self) -> bool:
@@ -303,10 +305,16 @@ def _close(word: str, options: object) -> str | None:
 class _Reader:
     """Typed access into a TOML table that records the dotted key for error messages."""
 
-    def __init__(self, path: Path, data: Mapping[str, Any], prefix: str = "") -> None:
+    def __init__(self, path: Path, data: Mapping[str, Any], prefix: str = "",
+                 warnings: list[str] | None = None) -> None:
         self.path = path
         self.data = data
         self.prefix = prefix
+        # problems worth a loud line that are not errors, shared by every sub-table of one file
+        self.warnings: list[str] = warnings if warnings is not None else []
+
+    def warn(self, key: str, message: str) -> None:
+        self.warnings.append(f"{self.path}: key '{self.k(key)}': {message}")
 
     def k(self, key: str) -> str:
         return f"{self.prefix}{key}"
@@ -366,7 +374,7 @@ class _Reader:
             v = {}
         if not isinstance(v, dict):
             raise self.err(key, "a table", v)
-        return _Reader(self.path, v, f"{self.k(key)}.")
+        return _Reader(self.path, v, f"{self.k(key)}.", self.warnings)
 
 
 def _flags(r: _Reader, key: str) -> dict[str, object]:
@@ -390,6 +398,11 @@ def _env(r: _Reader, key: str) -> dict[str, str]:
         if isinstance(v, (dict, list)):
             raise sub.err(name, "an environment value (string or number)", v)
         out[name] = str(v).lower() if isinstance(v, bool) else str(v)
+        bad = envnames.problem(name)
+        if bad is not None and bad[0] == "error":
+            raise sub.err(name, "an environment variable NCCL or SGLang reads", name, fix=bad[1])
+        if bad is not None:
+            sub.warn(name, bad[1])
     return out
 
 
@@ -721,6 +734,7 @@ def load_profile(path: str | Path) -> Profile:
         variant_include=tuple(include) if include is not None else None,
         variant_overrides=overrides,
         micro=micro,
+        warnings=tuple(r.warnings),
     )
 
 

@@ -58,6 +58,7 @@ class VariantSet:
     path: Path
     variants: Mapping[str, Variant]
     spellings: tuple[Spelling, ...]
+    warnings: tuple[str, ...] = ()
 
     def get(self, name: str) -> Variant:
         try:
@@ -125,7 +126,7 @@ def load_variants(path: str | Path) -> VariantSet:
         if not variants[name].flags and not variants[name].env:
             raise v.err("flags", "at least one flag or env entry (a variant is a delta)",
                         fix="add flags = { ... } or env = { ... }")
-    return VariantSet(path=path.resolve(), variants=variants, spellings=glob)
+    return VariantSet(path=path.resolve(), variants=variants, spellings=glob, warnings=tuple(r.warnings))
 
 
 def spell_flags(flags: Mapping[str, object], spellings: tuple[Spelling, ...], version: str | None) -> dict[str, object]:

@@ -111,3 +111,15 @@ def test_unknown_profile_names_the_known_ones(pytester):
     r = pytester.runpytest_subprocess("perftests", "-m", "baseline", "--perfgate-profile=t/mm", "-p", "no:cacheprovider")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*profile 't/mm' not found*did you mean 't/m'*"])
+
+
+def test_a_selected_variant_outside_the_profile_include_says_so(pytester):
+    """--perfgate-variants X where the profile does not include X selected nothing and exited 5, silently."""
+    root = Path(__file__).resolve().parent.parent
+    prof = root / "baselines" / "h200-x1" / "llama-3.1-8b-dummy.toml"
+    _make(pytester.path, prof.read_text().replace('"fixtures/', f'"{root}/fixtures/'), profile="h200-x1/m")
+    r = pytester.runpytest_subprocess("perftests", "-m", "backends", "--perfgate-profile", "h200-x1/m",
+                                      "--perfgate-variants", "nccl-tree", "--perfgate-allow-hardware-mismatch",
+                                      "-p", "no:cacheprovider")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--perfgate-variants: 'nccl-tree' is a variant of * but not in * [[]variants[]] include*"])

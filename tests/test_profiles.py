@@ -213,3 +213,33 @@ def test_a_simulated_box_serves_only_the_profile_it_models(project, mutate, key,
 def test_the_shipped_qwen_profile_matches_its_box():
     prof = load_profile(ROOT / "baselines" / "sim-h100-x8" / "qwen3-235b.toml")
     assert prof.hardware.count == 8 and prof.model.layers == 94
+
+
+def test_a_misspelt_nccl_or_sglang_variable_is_an_error_naming_the_real_one(tmp_path):
+    """NCCL_ALOG=Tree is read by nothing: the run measured the default and the record said x1.00."""
+    p = tmp_path / "variants.toml"
+    p.write_text('schema_version = 1\n[variants.tree]\ndescription = "Tree"\nenv = { NCCL_ALOG = "Tree" }\n')
+    with pytest.raises(ProfileSchemaError) as e:
+        load_variants(p)
+    assert e.value.key == "variants.tree.env.NCCL_ALOG" and "did you mean NCCL_ALGO?" in str(e.value)
+    p.write_text('schema_version = 1\n[variants.acc]\ndescription = "x"\nenv = { SGLANG_SIMULATE_ACC_LENGTH = "2" }\n')
+    with pytest.raises(ProfileSchemaError) as e:
+        load_variants(p)
+    assert "did you mean SGLANG_SIMULATE_ACC_LEN?" in str(e.value)
+
+
+def test_unknown_names_without_a_close_match_warn_and_other_prefixes_pass(tmp_path):
+    p = tmp_path / "variants.toml"
+    p.write_text('schema_version = 1\n[variants.x]\ndescription = "x"\n'
+                 'env = { NCCL_SOMETHING_FROM_2030 = "1", TORCH_NCCL_HIGH_PRIORITY = "1", MY_OWN = "1", '
+                 'NCCL_ALGO = "allreduce:tree", SGLANG_SIMULATE_ACC_LEN = "2.0" }\n')
+    vs = load_variants(p)
+    assert len(vs.warnings) == 1 and "NCCL_SOMETHING_FROM_2030" in vs.warnings[0]
+    assert "scripts/env_names.py" in vs.warnings[0]
+
+
+def test_every_shipped_env_name_is_one_nccl_or_sglang_reads():
+    vs = load_variants(ROOT / "baselines" / "variants.toml")
+    assert vs.warnings == ()
+    for path in find_profiles(ROOT):
+        assert load_profile(path).warnings == (), path
