@@ -656,6 +656,23 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    """A record skipped from perfgate's own code (inconclusive, missing dependency) is reported at the test
+    that made it, as pytest does for skip marks, not at the line of perfgate that concluded it."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        raw = Path(str(rep.longrepr[0]))
+        candidates = [raw] if raw.is_absolute() else [item.config.invocation_params.dir / raw, item.config.rootpath / raw]
+        if any(c.resolve().is_relative_to(_PACKAGE_DIR) for c in candidates):
+            fspath, lineno, _ = item.reportinfo()
+            rep.longrepr = (str(fspath), (lineno or 0) + 1, rep.longrepr[2])
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
     if not any(_case_of(it) is not None for it in items):
         return []

@@ -258,3 +258,13 @@ def test_diff_and_gate_agree_on_a_lapsed_xfail(workdir: Path) -> None:
     assert main(["diff", old, new, "-o", "diff.txt"]) == 0
     for name in ("gate.txt", "diff.txt"):
         assert "Unblocked (xfail → pass/xpass): update the expectations: 1" in (workdir / name).read_text(), name
+
+
+def test_the_docs_name_only_test_modules_that_exist() -> None:
+    """docs/gate.md's ignore example once named perftests.test_micro, which matches nothing."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    named = {m for t in texts for m in re.findall(r"perftests[./](test_[a-z_]+)", t.read_text())}
+    assert named and all((root / "perftests" / f"{m}.py").is_file() for m in named), named

@@ -198,3 +198,10 @@ def test_logs_classify_as_the_plan_says(tmp_path, args, env):
     rc, log = run_to_exit(args, tmp_path, env=env)
     assert rc == plan.failure.exit_code
     assert classify(rc, log).category == plan.failure.category, log[-2000:]
+
+
+def test_help_says_it_is_perfgate_s_simulator_while_errors_read_as_sglang_s():
+    proc = subprocess.run([sys.executable, "-m", "perfgate.sim", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("python -m perfgate.sim: perfgate's simulated SGLang server")
+    assert "usage: python -m perfgate.sim" in proc.stdout and "usage: sglang serve" not in proc.stdout

@@ -97,7 +97,11 @@ class GatePolicy:
     def with_overrides(self, **changes: object) -> GatePolicy:
         """A copy with the given fields replaced (``None`` values are ignored)."""
         kw = {k: v for k, v in changes.items() if v is not None}
-        return replace(self, **kw) if kw else self  # type: ignore[arg-type]
+        if not kw:
+            return self
+        # an error in an overridden value names the option, not the pyproject.toml it overrode
+        flags = ", ".join("--" + k.replace("_", "-") for k in kw)
+        return replace(self, **kw, source=f"command line {flags}")  # type: ignore[arg-type]
 
 
 _POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines"}

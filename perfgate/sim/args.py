@@ -219,6 +219,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise SglangArgError(message, self.format_usage())
 
+    def format_help(self) -> str:
+        # errors read as SGLang's (``sglang serve: error``), but --help says what this program is
+        text = super().format_help()
+        return ("python -m perfgate.sim: perfgate's simulated SGLang server. It takes SGLang's flags (and "
+                "rejects unknown ones as SGLang does, as `sglang serve`) plus the --sim-* options below.\n\n"
+                + text.replace(f"usage: {PROG}", "usage: python -m perfgate.sim", 1))
+
 
 class _DeprecatedStoreTrue(argparse.Action):
     """SGLang's DeprecatedStoreTrueAction: sets the field, records the warning text."""
