@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perfgate.metrics import MIN_TRIALS
 from perfgate.report.junit_read import Record, Report
 
 PASSING = frozenset({"pass", "xpass"})
@@ -86,7 +85,7 @@ def compare_throughput(old: Record, new: Record) -> ThroughputChange | None:
             verdict = WITHIN_NOISE
         return ThroughputChange(old=a, new=b, verdict=verdict, basis="ci", old_ci=old_ci, new_ci=new_ci)
     cv_a, cv_b = old.num("cv"), new.num("cv")
-    if cv_a is not None and cv_b is not None and not _noise_unknown(old) and not _noise_unknown(new):
+    if cv_a is not None and cv_b is not None and not old.noise_unknown and not new.noise_unknown:
         threshold = 2.0 * math.sqrt(cv_a**2 + cv_b**2) * max(abs(a), abs(b))
         if abs(b - a) > threshold:
             verdict = REGRESSED if b < a else IMPROVED
@@ -98,17 +97,8 @@ def compare_throughput(old: Record, new: Record) -> ThroughputChange | None:
     return ThroughputChange(old=a, new=b, verdict=UNKNOWN_NOISE, basis="none", old_ci=old_ci, new_ci=new_ci)
 
 
-def _noise_unknown(r: Record) -> bool:
-    """Fewer trials than an interval needs: a recorded CI or CV (older reports wrote them) means nothing."""
-    n = r.num("n")
-    return n is not None and n < MIN_TRIALS
-
-
 def _ci(r: Record) -> tuple[float, float] | None:
-    lo, hi = r.num("tok_s_ci_low"), r.num("tok_s_ci_high")
-    if lo is None or hi is None or _noise_unknown(r):
-        return None
-    return (min(lo, hi), max(lo, hi))
+    return r.tok_s_ci()
 
 
 def classify_transition(old: str | None, new: str | None) -> str:

@@ -52,6 +52,8 @@ class Cell:
     tok_s: float | None = None
     # noise of this measurement as a standard deviation in tok/s, when the report recorded one
     sigma: float | None = None
+    # the recorded confidence interval of the median, when the report recorded one
+    ci: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,9 +111,11 @@ def order_reports(reports: Sequence[Report]) -> list[Report]:
 
 
 def _sigma(rec: Record) -> float | None:
-    lo, hi = rec.num("tok_s_ci_low"), rec.num("tok_s_ci_high")
-    if lo is not None and hi is not None:
-        return abs(hi - lo) / (2 * _Z95)
+    if rec.noise_unknown:
+        return None
+    ci = rec.tok_s_ci()
+    if ci is not None:
+        return (ci[1] - ci[0]) / (2 * _Z95)
     cv, x = rec.num("cv"), rec.num("tok_s")
     if cv is not None and x is not None:
         return abs(cv * x)
@@ -204,7 +208,8 @@ def build_history(
         for r in ordered:
             found = r.by_key.get(key)
             cells.append(
-                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"), sigma=_sigma(found))
+                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"), sigma=_sigma(found),
+                                                ci=found.tok_s_ci())
             )
         steps = detect_steps(
             [c.tok_s if c else None for c in cells],

@@ -135,6 +135,22 @@ class Record:
         return None
 
     @property
+    def noise_unknown(self) -> bool:
+        """Measured with fewer trials than an interval needs: a CI or CV it carries (older reports wrote
+        them) means nothing."""
+        from perfgate.metrics import MIN_TRIALS
+
+        n = self.num("n")
+        return n is not None and n < MIN_TRIALS
+
+    def tok_s_ci(self) -> tuple[float, float] | None:
+        """The recorded confidence interval of the median tok/s, ordered; None when absent or meaningless."""
+        lo, hi = self.num("tok_s_ci_low"), self.num("tok_s_ci_high")
+        if lo is None or hi is None or self.noise_unknown:
+            return None
+        return (min(lo, hi), max(lo, hi))
+
+    @property
     def number_dict(self) -> dict[str, float]:
         return dict(self.numbers)
 

@@ -44,6 +44,23 @@ def _short(key: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+#: the y axis of a panel spans at least this fraction of its median: a 0.002 tok/s wobble stays flat
+MIN_Y_SPAN = 0.04
+
+
+def _y_range(cells: Any, ys: list[float]) -> tuple[float, float]:
+    """Limits covering the points and their intervals, and at least ±MIN_Y_SPAN/2 of the median."""
+    vals = list(ys)
+    for c in cells:
+        if c is not None and c.ci is not None:
+            vals.extend(c.ci)
+    lo, hi = min(vals), max(vals)
+    mid = sorted(ys)[len(ys) // 2]
+    half = max((hi - lo) / 2 * 1.15, abs(mid) * MIN_Y_SPAN / 2, 1e-9)
+    centre = (hi + lo) / 2
+    return centre - half, centre + half
+
+
 def history_png(h: History) -> bytes:
     """Small multiples: one panel per record with tok/s, points coloured by outcome, steps marked."""
     rows = [r for r in h.rows if any(c is not None and c.tok_s is not None for c in r.cells)]
@@ -66,6 +83,13 @@ def history_png(h: History) -> bytes:
         ax.plot(xs, ys, color="#555555", linewidth=1, zorder=1)
         colors = [OUTCOME_COLORS.get(row.cells[j].outcome, "#000000") for j in xs]  # type: ignore[union-attr]
         ax.scatter(xs, ys, c=colors, s=28, zorder=2, edgecolors="black", linewidths=0.4)
+        # each point's recorded confidence interval, where the report has one (none: no bar, not a zero bar)
+        for j in xs:
+            ci = row.cells[j].ci  # type: ignore[union-attr]
+            if ci is not None:
+                ax.vlines(j, ci[0], ci[1], color="#333333", linewidth=1.2, zorder=1.5)
+        lo_y, hi_y = _y_range(row.cells, ys)
+        ax.set_ylim(lo_y, hi_y)
         for s in row.steps:
             ax.axvline(s.index - 0.5, color="#d32f2f" if s.direction == "drop" else "#1976d2", linestyle="--")
         ax.set_title(_short(row.key), fontsize=8)
