@@ -206,6 +206,20 @@ def test_attach_check_engine_and_missing_launch_command():
 # ----------------------------------------------------------------------------- baseline updates
 
 
+def test_update_baselines_never_changes_a_verdict(pytester):
+    """A record below its floor fails (exit 1) even as --perfgate-update-baselines writes the new floor: the
+    run reports against the floors the profile had; the next run checks against the written ones."""
+    prof = make_project(pytester)
+    prof.write_text(prof.read_text().replace("tok_s = 80.0", "tok_s = 120.0"))
+    r = run(pytester, prof, "-m", "baseline", "--perfgate-update-baselines")
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines([f"*perfgate: updated {prof} [[]floors.baseline[]] tok_s: 120.0 -> *"])
+    assert load_profile(prof).floors["baseline"].tok_s < 100
+    r = run(pytester, prof, "-m", "baseline")
+    r.assert_outcomes(passed=1)
+
+
 def test_update_baselines_writes_floors_with_provenance_and_keeps_every_comment(pytester):
     prof = make_project(pytester)
     before = prof.read_text()
