@@ -1,7 +1,7 @@
 """Failure classification from a server's exit status and log.
 
 :func:`classify` turns ``(returncode, log_text)`` into a :class:`Classification`: one of
-the failure categories of DESIGN.md (or ``None``), the log line that decided it, the
+the failure categories of docs/profiles.md (or ``None``), the log line that decided it, the
 inner cause where an outer failure wraps another, and every backend *fallback* found —
 "X is disabled / not available / falls back to NCCL" warnings. A backend that fell back did
 not run, and a record must say so (:func:`fallbacks_for`).
@@ -42,7 +42,7 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Categories (DESIGN.md). wrong-output / slower-than-baseline / fallback / noisy are decided
+# Categories (docs/profiles.md, "Failure categories"). wrong-output / slower-than-baseline / fallback / noisy are decided
 # by the verdict, never from a log.
 BAD_FLAG = "bad-flag"
 CONFIG_ERROR = "config-error"

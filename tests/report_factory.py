@@ -191,7 +191,7 @@ def write_report(path: str | Path, cases: Iterable[Case], **suite_kw: object) ->
 
 
 def seed_cases() -> list[Case]:
-    """The seed box's record, roughly (DESIGN.md), as a baseline report for the tests."""
+    """The seed box's record, roughly (README, "The backend matrix on the simulated boxes"), as a baseline report."""
     cases = [
         perf_case("baseline", tok_s=89.5, spread=0.8, cv=0.01, kind="floor", classname="perftests.test_baseline",
                   test="test_floor"),

@@ -1,7 +1,8 @@
 # Sourced by the device scripts (bash, no network): install the SGLang bundle and the wheels perfgate
 # needs, keep NVLink multicast off, and say what is there. Expects B (bundle dir) and OUT (out dir);
 # sets t0 (start time) and PYTHONPATH.
-# NVLink multicast stays off on shared hosts (device README): NCCL, PyTorch and NVSHMEM
+# NVLink multicast stays off on shared hosts (a program using it can take the host's GPUs out of service):
+# NCCL, PyTorch and NVSHMEM
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT"
 t0=$(date +%s)

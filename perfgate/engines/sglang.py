@@ -11,9 +11,6 @@ from perfgate.config import ServerConfig
 from perfgate.engines import render_flags
 from perfgate.variants import Spelling, spell_flags
 
-# Set by perfgate on every engine it launches where several GPUs share a host: NVLink
-# multicast can take a shared host's GPUs out of service; users may override in the profile.
-SAFE_ENV: dict[str, str] = {}
 
 
 def importable(module: str, python: str = "") -> bool:
@@ -81,7 +78,8 @@ class SGLangEngine:
         return [*head, "--model-path", config.model_path, *self.argv_flags(config), "--host", host, "--port", str(port)]
 
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:
+        # the server inherits perfgate's environment (a shared host's NCCL_NVLS_ENABLE=0, say) and the
+        # config's on top: what the profile and variant set is what the server sees
         env = dict(base)
-        env.update(SAFE_ENV)
         env.update(config.env_dict)
         return env
