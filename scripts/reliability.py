@@ -77,7 +77,7 @@ random-seed = 1
 prompts = "{PROMPTS}"
 max_new_tokens = 16
 warmup = 1
-trials = 2
+trials = 3
 max_cv = 1.0
 request_timeout_s = {REQUEST_TIMEOUT_S}
 {workload.strip()}
@@ -519,7 +519,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
              edit=lambda t: t.replace("[workload]", "[workload\n"),
              says=("baselines/t/m.toml", "expected valid TOML", "fix: fix the TOML syntax")),
     BadInput(name="unknown-key", what="unknown key in [workload]",
-             edit=lambda t: t.replace("trials = 2", "trials = 2\nmax_new_tokns = 16"),
+             edit=lambda t: t.replace("trials = 3", "trials = 3\nmax_new_tokns = 16"),
              says=("baselines/t/m.toml", "key 'workload.max_new_tokns'", "fix: did you mean 'max_new_tokens'?")),
     BadInput(name="wrong-type", what="wrong type (a string for an integer)",
              edit=lambda t: t.replace("max_new_tokens = 16", 'max_new_tokens = "16"'),

@@ -41,7 +41,7 @@ def test_profile_configs_cover_modes_and_variants():
     prof = load_profile(ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml")
     names = profile_configs(prof, VARIANTS)
     assert f"{prof.name}:eagle3+nccl-tree" in names and f"{prof.name}:ngram" in names
-    assert len(names) == len(prof.modes) + len(VARIANTS.variants) * len(prof.variant_modes)
+    assert len(names) == len(prof.modes) + len(prof.variant_include) * len(prof.variant_modes)
 
 
 @needs_parsers

@@ -12,7 +12,6 @@ from perfgate.engines import render_flags
 from perfgate.variants import Spelling, spell_flags
 
 
-
 def importable(module: str, python: str = "") -> bool:
     """Whether ``python`` (default: this interpreter) finds ``module`` (its spec; nothing is imported)."""
     if not python or python == sys.executable:
