@@ -1,3 +1,73 @@
-"""perfgate: a pytest-based performance regression suite for SGLang serving."""
+"""perfgate: a pytest-based performance regression suite for SGLang serving.
+
+Tests use the plugin's fixtures (``perf_server``, ``measure``, ``perf_check``; ``pytest --fixtures``
+lists them, docs/writing-tests.md explains them); these are the names to import beside them. The
+plugin itself is registered by ``pip install`` (entry point ``perfgate.plugin``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    # what the fixtures hand out
+    "PerfServer",
+    "Measurement",
+    "Stat",
+    "Metric",
+    "METRICS",
+    # the inputs
+    "Profile",
+    "Workload",
+    "Floor",
+    "load_profile",
+    "Variant",
+    "VariantSet",
+    "load_variants",
+    # verdicts
+    "Verdict",
+    # errors (each names the file, the key and the fix)
+    "PerfgateError",
+    "ProfileSchemaError",
+    "ProfileNotFound",
+    "ServerError",
+]
+
+# name -> module: imported on first use, so `import perfgate` stays cheap (the plugin loads in every
+# pytest session of a project that installs perfgate)
+_HOME = {
+    "PerfServer": "perfgate.api",
+    "Measurement": "perfgate.metrics",
+    "Stat": "perfgate.metrics",
+    "Metric": "perfgate.metrics",
+    "METRICS": "perfgate.metrics",
+    "Profile": "perfgate.profiles",
+    "Workload": "perfgate.profiles",
+    "Floor": "perfgate.profiles",
+    "load_profile": "perfgate.profiles",
+    "Variant": "perfgate.variants",
+    "VariantSet": "perfgate.variants",
+    "load_variants": "perfgate.variants",
+    "Verdict": "perfgate.verdict",
+    "PerfgateError": "perfgate.errors",
+    "ProfileSchemaError": "perfgate.errors",
+    "ProfileNotFound": "perfgate.errors",
+    "ServerError": "perfgate.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        import importlib
+
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'perfgate' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

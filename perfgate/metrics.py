@@ -18,6 +18,30 @@ from perfgate.client import RequestOutput
 
 BOOTSTRAP_RESAMPLES = 2000
 
+@dataclass(frozen=True)
+class Metric:
+    """A number a record can be judged on, and which way is better."""
+
+    name: str
+    higher_is_better: bool
+    unit: str
+    what: str
+
+    @property
+    def direction(self) -> str:
+        return "higher" if self.higher_is_better else "lower"
+
+
+#: every metric a Measurement carries statistics for (median over trials, CI, CV), by name
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("tok_s", True, "tok/s", "decode tokens per second per request (after the first chunk)"),
+    Metric("output_tok_s", True, "tok/s", "completion tokens of a batch over its wall time"),
+    Metric("ttft_ms", False, "ms", "time to first token, median request of a trial"),
+    Metric("ttft_ms_p99", False, "ms", "time to first token, 99th percentile of a trial"),
+    Metric("itl_ms", False, "ms", "inter-token latency, median of a trial"),
+    Metric("itl_ms_p99", False, "ms", "inter-token latency, 99th percentile of a trial"),
+)}
+
 #: fewer trials than this and the noise is unknown: no confidence interval, no CV, no verdict on speed
 #: (one trial gives a zero-width "interval"; two, an interval that is just the two values)
 MIN_TRIALS = 3
@@ -32,6 +56,8 @@ class Trial:
     ttft_ms: float | None  # median
     itl_ms: float | None  # median
     accept_len: float | None  # sum(completion) / sum(verify passes)
+    ttft_ms_p99: float | None = None
+    itl_ms_p99: float | None = None
     completion_tokens: int
     failures: int
     errors: tuple[str, ...] = ()
@@ -55,6 +81,8 @@ def compute_trial(outputs: Sequence[RequestOutput], wall_s: float) -> Trial:
         ttft_ms=statistics.median(ttfts) if ttfts else None,
         itl_ms=statistics.median(itls) if itls else None,
         accept_len=spec_toks / verify if verify else None,
+        ttft_ms_p99=percentile(ttfts, 99) if ttfts else None,
+        itl_ms_p99=percentile(itls, 99) if itls else None,
         completion_tokens=toks,
         failures=len(outputs) - len(ok),
         errors=tuple(o.error for o in outputs if not o.success),
@@ -164,6 +192,15 @@ class Measurement:
     startup_s: float | None = None
     log_path: str = ""
     sweep: tuple[SweepPoint, ...] = field(default=())
+    ttft_ms_p99: Stat | None = None
+    itl_ms_p99: Stat | None = None
+    concurrency: int = 1  # requests in flight while it was measured
+
+    def stat(self, metric: str) -> Stat | None:
+        """The statistics of one of :data:`METRICS` (``None`` when nothing was measured)."""
+        if metric not in METRICS:
+            raise KeyError(f"unknown metric '{metric}'; known: {', '.join(METRICS)}")
+        return getattr(self, metric)
 
     @property
     def cache_hits(self) -> int:
@@ -192,7 +229,7 @@ class SweepPoint:
 
 def summarize(*, config_key: str, config_name: str, trials: Sequence[Trial], confidence: float = 0.95,
               outputs: Sequence[tuple[int, ...]] = (), startup_s: float | None = None, log_path: str = "",
-              sweep: Sequence[SweepPoint] = ()) -> Measurement:
+              sweep: Sequence[SweepPoint] = (), concurrency: int = 1) -> Measurement:
     """Trials -> Measurement."""
     spec_tokens = [t for t in trials if t.accept_len is not None]
     acc = None
@@ -209,6 +246,9 @@ def summarize(*, config_key: str, config_name: str, trials: Sequence[Trial], con
         output_tok_s=stat([t.output_tok_s for t in trials if t.output_tok_s is not None], confidence),
         ttft_ms=stat([t.ttft_ms for t in trials if t.ttft_ms is not None], confidence),
         itl_ms=stat([t.itl_ms for t in trials if t.itl_ms is not None], confidence),
+        ttft_ms_p99=stat([t.ttft_ms_p99 for t in trials if t.ttft_ms_p99 is not None], confidence),
+        itl_ms_p99=stat([t.itl_ms_p99 for t in trials if t.itl_ms_p99 is not None], confidence),
+        concurrency=concurrency,
         accept_len=acc,
         failures=sum(t.failures for t in trials),
         errors=tuple(e for t in trials for e in t.errors),

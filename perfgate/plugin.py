@@ -1,8 +1,10 @@
 """perfgate's pytest plugin: options, markers, fixtures and hooks (heavy modules load lazily).
 
-Loaded by the repository's top-level ``conftest.py`` (``pytest_plugins = ["perfgate.plugin"]``).
-It stays inert for tests that do not ask for its fixtures: the profile is loaded, and servers
-started, only when a perf test runs.
+Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``; a ``conftest.py`` with
+``pytest_plugins = ["perfgate.plugin"]`` does the same without installing). It stays inert in sessions
+that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
+the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
+fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_case``, ``perf``), wherever the test lives.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ MARKERS = {
     "perfgate(kind)": "a perfgate record of the given kind; parametrized with perf_case by the plugin",
 }
 KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
+#: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
+BUILTIN_KINDS = frozenset(KIND_ORDER)
+_MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
+#: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
+PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "micro_case"})
 DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
@@ -86,6 +93,7 @@ class PerfgateState:
         self.attach_info: dict[str, Any] | None = None  # the attached server's /server_info
         self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.attach.AttachCheck
         self.auto_reason = ""
+        self.active = False  # perfgate switched on for this session (see _activate)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 
@@ -118,7 +126,7 @@ class PerfgateState:
         from perfgate.profiles import load_profile, resolve_profile
 
         root = self.config.rootpath
-        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
+        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
         try:
             if spec:
                 path = resolve_profile(spec, root)
@@ -187,7 +195,12 @@ class PerfgateState:
 
     # --------------------------------------------------------------- cases
 
-    def cases(self, kind: str) -> list[Case]:
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False) -> list[Case]:
+        """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
+        kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
+        one per variant in each of the profile's variant modes."""
+        if kind not in BUILTIN_KINDS:
+            return self._user_cases(kind, modes, variants)
         p = self.profile
         base = p.baseline_mode()
         modes = list(p.modes)
@@ -212,7 +225,21 @@ class PerfgateState:
             for n in names:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
-        raise pytest.UsageError(f"perfgate: unknown record kind '{kind}'")
+
+    def _user_cases(self, kind: str, modes: list[str] | None, variants: bool) -> list[Case]:
+        p = self.profile
+        names = list(p.modes) if modes is None else list(modes)
+        unknown = [m for m in names if m not in p.modes]
+        if unknown:
+            from perfgate.profiles import _close
+
+            raise pytest.UsageError(f"perfgate: @pytest.mark.perfgate(modes=...) names {unknown}, not modes of "
+                                    f"{p.path} ({', '.join(p.modes)}); {_close(unknown[0], list(p.modes))}")
+        out = [Case(p.name, kind, m) for m in names]
+        if variants:
+            out += [c for c in self.cases("variant") if c.mode in names]
+            out = [Case(p.name, kind, c.mode, c.variant) for c in out]
+        return out
 
     def config_for(self, case: Case) -> ServerConfig:
         v = self.variants.get(case.variant) if case.variant else None
@@ -383,6 +410,11 @@ def state_of(config: pytest.Config) -> PerfgateState:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("perfgate", "perfgate: SGLang performance regression suite")
+    parser.addini("perfgate_profile", "perfgate: the profile to run (a path, or <hardware>/<model> under baselines/), "
+                  "as --perfgate-profile; also switches perfgate on from the start (needed under pytest-xdist)",
+                  default="")
+    parser.addini("perfgate", "perfgate: switch the plugin on for every session of this project (otherwise it "
+                  "switches on when a collected test uses a perfgate fixture)", type="bool", default=False)
     g.addoption("--perfgate-profile", default=None, metavar="PATH|HW/MODEL",
                 help="profile to run (a path, or <hardware>/<model> under baselines/; env PERFGATE_PROFILE). "
                      "Default: the simulated seed box when no NVIDIA GPU is visible, else the profile matching the GPUs.")
@@ -433,13 +465,38 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, desc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.stash[STATE] = PerfgateState(config)
-    _install_sigterm()
-    if _wants_perf(config):
-        _validate_inputs(config)
-        _assign_gpus(config)
-        from perfgate.junitguard import install
+    if _wants_perf(config):  # named on the command line, in the environment or in the ini file
+        _activate(config, early=True)
 
-        install(config)  # the JUnit file stays current: a killed pytest loses no finished record
+
+def _activate(config: pytest.Config, *, early: bool) -> None:
+    """Switch perfgate on for this session: inputs validated (file, key and fix), GPUs partitioned under
+    xdist, SIGTERM made a clean end, the JUnit file kept current. Early: at configure, when the profile is
+    named; late: at collection, when a collected test uses a perfgate fixture."""
+    st = state_of(config)
+    if st.active:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if not early and workerinput is not None and not workerinput.get("perfgate_active") \
+            and not st.profile.simulated:
+        raise pytest.UsageError(
+            "perfgate: under pytest-xdist perfgate must know the profile before the workers start, to give each "
+            "its own GPUs: pass --perfgate-profile, set PERFGATE_PROFILE, or set perfgate_profile (or "
+            "perfgate = true) in the pytest ini file")
+    st.active = True
+    _install_sigterm()
+    _validate_inputs(config)
+    if early:
+        _assign_gpus(config)
+    from perfgate.junitguard import install
+
+    install(config)  # the JUnit file stays current: a killed pytest loses no finished record
+    if not early:
+        _add_suite_properties(config)
+
+
+def _activate_late(config: pytest.Config) -> None:
+    _activate(config, early=False)
 
 
 def _validate_inputs(config: pytest.Config) -> None:
@@ -523,12 +580,13 @@ def _assign_gpus(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     st = state_of(node.config)
     node.workerinput["perfgate_run"] = st.log_dir.name
+    node.workerinput["perfgate_active"] = st.active
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, send all records of one server config to one worker (each config starts once)."""
-    if not _wants_perf(config) or getattr(config.option, "dist", "load") != "load":
+    if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
@@ -568,18 +626,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _wants_perf(config: pytest.Config) -> bool:
+    """Activated from the start: a profile named (option, environment, ini) or ``perfgate = true`` in the ini."""
     if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
         return True
-    if any("perftests" in str(a) for a in config.args):
-        return True
-    return not config.args and Path.cwd().name == "perftests"
+    return bool(config.getini("perfgate_profile")) or bool(config.getini("perfgate"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    config = session.config
-    if hasattr(config, "workerinput") or not _wants_perf(config):
-        return
+    _add_suite_properties(session.config)
+
+
+def _add_suite_properties(config: pytest.Config) -> None:
+    """The stack and perfgate.* on the JUnit suite (written by the controller, so they survive -n N)."""
     st = state_of(config)
+    if hasattr(config, "workerinput") or not st.active:
+        return
     try:
         from _pytest.junitxml import xml_key
     except ImportError:  # pragma: no cover
@@ -608,14 +669,22 @@ def _suite_properties(st: PerfgateState) -> dict[str, str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    mark = metafunc.definition.get_closest_marker("perfgate")
+    if "perf_server" in metafunc.fixturenames:
+        _activate_late(metafunc.config)
+        kw = mark.kwargs if mark is not None else {}
+        st = state_of(metafunc.config)
+        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")))
+        metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
+        return
     if "perf_case" not in metafunc.fixturenames:
         return
-    mark = metafunc.definition.get_closest_marker("perfgate")
     if mark is None or "kind" not in mark.kwargs:
         raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
+    _activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]
-    cases = st.cases(kind)
+    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")))
     params = cases
     if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
         p = st.profile
@@ -627,6 +696,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once."""
     st = state_of(config)
+    if not st.active and any(PERF_FIXTURES & set(getattr(it, "fixturenames", ())) for it in items):
+        _activate_late(config)
+    if not st.active:
+        return
     # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
     empty = [it for it in items if it.get_closest_marker("perfgate") is not None and _case_of(it) is None
              and "perf_case" in getattr(it, "fixturenames", ())]
@@ -727,14 +800,21 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
     for reports in stats.values():
         for rep in reports:
             props = dict(getattr(rep, "user_properties", ()) or ())
-            if not props.get("outcome") or props.get("kind") not in ("variant", "floor", "speculation-vs-baseline"):
+            kind = props.get("kind", "")
+            metric = props.get("metric", "")
+            if not props.get("outcome") or (kind in BUILTIN_KINDS and kind not in _MATRIX_KINDS):
                 continue
             mode = props.get("mode", "")
-            row = props.get("variant") or ("(baseline)" if props.get("kind") == "floor" else "(speculation)")
+            if kind in _MATRIX_KINDS:
+                row = props.get("variant") or ("(baseline)" if kind == "floor" else "(speculation)")
+            else:  # a user's record: one row per kind and metric
+                row = f"({kind}" + (f" {metric}" if metric else "") + ")" + (f" +{props['variant']}" if props.get("variant") else "")
             text = props["outcome"]
             if props.get("category"):
                 text += f" {props['category']}"
-            if props.get("tok_s"):
+            if metric and props.get(metric):
+                text += f" {float(props[metric]):.4g}"
+            elif props.get("tok_s"):
                 text += f" {float(props['tok_s']):.1f}"
             if props.get("vs_baseline"):
                 text += f" x{float(props['vs_baseline']):.2f}"
@@ -747,7 +827,7 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
         return []
     w0 = max(len(r) for r in rows)
     widths = {m: max(len(m), *(len(cells.get((r, m), "")) for r in rows)) for m in modes}
-    out = ["perfgate: records (outcome, category, decode tok/s, x baseline):",
+    out = ["perfgate: records (outcome, category, decode tok/s or the record's metric, x baseline):",
            "  " + " " * w0 + "  " + "  ".join(m.ljust(widths[m]) for m in modes)]
     for r in rows:
         out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, m), "-").ljust(widths[m]) for m in modes))
@@ -809,7 +889,7 @@ def _case_of(item: pytest.Item) -> Case | None:
     cs = getattr(item, "callspec", None)
     if cs is None:
         return None
-    c = cs.params.get("perf_case")
+    c = cs.params.get("perf_case", cs.params.get("perf_server"))
     return c if isinstance(c, Case) else None
 
 
@@ -840,10 +920,51 @@ def perfgate_record(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def perf(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
-    """The measuring helper of a perf test: ``measure``, ``conclude`` and the checks."""
+    """perfgate's per-test helper (perfgate.runner.PerfRun) behind the built-in tests: measure a case,
+    compare, conclude. Tests of your own use perf_server, measure and perf_check."""
     from perfgate.runner import PerfRun
 
     return PerfRun(item=request.node, state=perfgate_state)
+
+
+@pytest.fixture
+def perf_case(request: pytest.FixtureRequest) -> Any:
+    """The record a built-in perf test produces (kind, mode, variant), parametrized by perfgate from the
+    profile for tests marked @pytest.mark.perfgate(kind=...)."""
+    raise pytest.UsageError(f"perfgate: {request.node.nodeid}: perf_case is parametrized by perfgate; mark the "
+                            f"test @pytest.mark.perfgate(kind=...)")
+
+
+@pytest.fixture
+def perf_server(request: pytest.FixtureRequest, perf: Any) -> Any:
+    """A running server of one config (perfgate.api.PerfServer: mode, variant, url, log_path). The test
+    runs once per mode of the profile (or per @pytest.mark.perfgate(modes=[...]), plus each variant with
+    variants=True); each config starts once per session, tests ordered by config; a failed start is the
+    test's record (classified, with its log)."""
+    from perfgate.api import start
+
+    return start(perf, request.param)
+
+
+@pytest.fixture
+def measure(perf: Any) -> Any:
+    """measure(perf_server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=,
+    requests_per_trial=, request_timeout_s=) -> perfgate.Measurement: the mode's workload with those keys
+    replaced, measured cold (prefix cache flushed per trial), median/CI/CV per metric, recorded on the test."""
+    from perfgate.api import Measure
+
+    return Measure(perf)
+
+
+@pytest.fixture
+def perf_check(perf: Any) -> Any:
+    """perf_check(measurement, metric, *, limit=None, tolerance=None): conclude this test's record on one
+    metric (tok_s, output_tok_s, ttft_ms, ttft_ms_p99, itl_ms, itl_ms_p99) in its direction, against the
+    profile's [floors.<mode>] / [floors.<mode>.c<N>] or the given limit, through the profile's expectations.
+    Ends the test: call it last."""
+    from perfgate.api import Check
+
+    return Check(perf)
 
 
 def _fmt(v: object) -> str:

@@ -135,6 +135,18 @@ class Floor:
     accept_len: float | None = None
     accept_len_tolerance: float = 0.05
     measured: Mapping[str, object] = field(default_factory=dict)
+    # limits on the other metrics (perfgate.metrics.METRICS): a floor for higher-is-better ones, a
+    # ceiling for latencies; the same tolerance applies (floor x (1 - t), ceiling x (1 + t))
+    limits: Mapping[str, float] = field(default_factory=dict)
+    # [floors.<mode>.c<N>]: the limits at concurrency N (a user test measuring at another concurrency)
+    by_concurrency: Mapping[int, Floor] = field(default_factory=dict)
+
+    def limit(self, metric: str) -> float | None:
+        return self.tok_s if metric == "tok_s" else self.limits.get(metric)
+
+    def at(self, concurrency: int | None) -> Floor | None:
+        """The floors that apply at ``concurrency`` (``None``: the mode's own, for its workload)."""
+        return self if concurrency is None else self.by_concurrency.get(concurrency)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -483,6 +495,29 @@ def _check_sim_box(path: Path, sim_path: Path, hardware: Hardware, model: ModelS
                                  fix="lower tp-size or raise [hardware] count")
 
 
+def _floor(f: _Reader, mode: str, *, concurrency: int | None = None) -> Floor:
+    """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
+    from perfgate.metrics import METRICS
+
+    per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
+    f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", *METRICS, *per_level})
+    limits = {}
+    for name, metric in METRICS.items():
+        if name != "tok_s" and name in f.data:
+            limits[name] = float(f.num(name, f"{metric.unit} > 0 ({'a floor' if metric.higher_is_better else 'a ceiling'})",
+                                       lo=1e-9))
+    return Floor(
+        mode=mode,
+        tok_s=f.num("tok_s", "tok/s > 0", None, lo=1e-9),
+        tolerance=float(f.num("tolerance", "a fraction in [0, 1)", 0.03, lo=0, hi=0.999)),
+        accept_len=f.num("accept_len", "an acceptance length >= 1", None, lo=1),
+        accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
+        measured=dict(f.sub("measured").data),
+        limits=limits,
+        by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:])) for k in sorted(per_level)},
+    )
+
+
 #: [modes.<name>] workload keys a mode may override, with what they must be
 _MODE_WORKLOAD: dict[str, tuple[str, float]] = {
     "max_new_tokens": ("an integer >= 2", 2),
@@ -643,16 +678,7 @@ def load_profile(path: str | Path) -> Profile:
     for mname in fl.data:
         if mname not in modes:
             raise fl.err(mname, f"a mode of this profile ({', '.join(modes)})", mname, fix=_close(mname, modes))
-        f = fl.sub(mname)
-        f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured"})
-        floors[mname] = Floor(
-            mode=mname,
-            tok_s=f.num("tok_s", "tok/s > 0", None, lo=1e-9),
-            tolerance=float(f.num("tolerance", "a fraction in [0, 1)", 0.03, lo=0, hi=0.999)),
-            accept_len=f.num("accept_len", "an acceptance length >= 1", None, lo=1),
-            accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
-            measured=dict(f.sub("measured").data),
-        )
+        floors[mname] = _floor(fl.sub(mname), mname)
 
     ex = r.sub("expectations")
     expectations: dict[str, dict[str, tuple[Expectation, ...]]] = {}

@@ -28,6 +28,7 @@ from perfgate.verdict import (
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.plugin import Case, PerfgateState
+    from perfgate.profiles import Workload
 
 
 class _Concluded(Exception):
@@ -41,6 +42,7 @@ class PerfRun:
     item: pytest.Item
     state: PerfgateState
     _identity_done: bool = field(default=False, init=False)
+    _measured: Measurement | None = field(default=None, init=False)  # this record's own measurement
 
     # ------------------------------------------------------------------ recording
 
@@ -92,8 +94,12 @@ class PerfRun:
 
     # ------------------------------------------------------------------ measuring
 
-    def measure(self, case: Case, *, primary: bool = True) -> Measurement:
-        """Measure the case's config (once per session); on a server failure, conclude the case."""
+    def measure(self, case: Case, *, primary: bool = True, workload: Workload | None = None) -> Measurement:
+        """Measure the case's config (once per session and workload); on a server failure, conclude the case.
+
+        ``workload`` replaces the mode's (a user test measuring at another concurrency, say); each distinct
+        workload of a config is measured once per session, on the config's one server.
+        """
         st = self.state
         config = st.config_for(case)
         if primary:
@@ -109,9 +115,10 @@ class PerfRun:
         if url:
             self._check_attached(url.rstrip("/"), config, case if primary else None)
         key = config.key
+        mkey = key if workload is None else f"{key}@{workload_key(workload)}"
         log = st.manager.logs.get(key) if st._manager else None
-        if key in st.measurements:
-            m = st.measurements[key]
+        if mkey in st.measurements:
+            m = st.measurements[mkey]
         elif key in st.failed:
             v = st.failed[key]
             if primary:
@@ -123,7 +130,7 @@ class PerfRun:
         else:
             failed: _ServerFailed | None = None
             try:
-                m = self._measure_config(case, config, record_log=primary)
+                m = self._measure_config(case, config, record_log=primary, workload=workload)
             except _ServerFailed as e:
                 failed = e
             if failed is not None:  # concluded outside the except block: no "during handling" chain
@@ -135,12 +142,13 @@ class PerfRun:
                     self._refuse_update(case, f"the measurement failed ({f.verdict.category})")
                     self.conclude(case, f.verdict)
                 self._fail_dependency(case, config, f.verdict)
-            st.measurements[key] = m
+            st.measurements[mkey] = m
         if primary and case.kind == "sweep" and not m.sweep:
             m = self._sweep(case, config, m)
         if primary:
             self.record("log", m.log_path)
             self._record_measurement(m)
+            self._measured = m
         return m
 
     def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
@@ -148,35 +156,22 @@ class PerfRun:
                                     message=f"the {config.name} server this record compares against failed: {v.message}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False) -> Measurement:
+    def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
+                        workload: Workload | None = None) -> Measurement:
         from perfgate.client import flush_cache, run_batch
-        from perfgate.errors import ServerError
         from perfgate.workload import load_prompts, requests_for
 
         st = self.state
         p = st.profile
-        w = p.workload_for(config.mode)
+        w = workload or p.workload_for(config.mode)
         url = st.opt("perfgate_url")
         startup_s = None
         log_path = ""
         if url:
             url = url.rstrip("/")
         else:
-            try:
-                refused = st.launch_problem(config)
-                if refused is not None:
-                    raise _ServerFailed(refused, "")
-                server = st.manager.ensure(config)
-            except ServerError as e:
-                hint = self._bad_flag_hint(config, e) if e.category == "bad-flag" else ""
-                raise _ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=hint + str(e)),
-                                    st.manager.logs.get(config.key, "")) from None
+            server = self.server_for(config, record_log=record_log)
             url, startup_s, log_path = server.url, server.startup_s, str(server.log_path)
-            if record_log:  # before measuring: an interrupted record still names its server log
-                self.record("log", log_path)
-            fb = self._fallback(config, server.log_path)
-            if fb is not None:
-                raise _ServerFailed(fb, log_path)
         prompts = load_prompts(w.prompts)
         flush_cache(url)
         per = w.per_trial
@@ -204,7 +199,7 @@ class PerfRun:
                 break
         m = summarize(config_key=config.key, config_name=config.name, trials=trials, confidence=w.confidence,
                       outputs=tuple(outputs.get(i, ()) for i in range(len(prompts))), startup_s=startup_s,
-                      log_path=log_path)
+                      log_path=log_path, concurrency=w.concurrency)
         if m.failures:
             # a server that died while serving is classified from its log
             if not url_alive(st, config):
@@ -224,6 +219,29 @@ class PerfRun:
                     "    | " + ln for ln in tail(log_path, 15).splitlines())
             raise _ServerFailed(Verdict(outcome="fail", category="crash", message=msg), log_path)
         return m
+
+    def server_for(self, config: ServerConfig, *, record_log: bool = True) -> Any:
+        """The running server of ``config`` (started if needed); raises _ServerFailed with the classified
+        failure: flags SGLang's parser rejects, a missing backend package, a failed start, a backend that
+        fell back to NCCL."""
+        from perfgate.errors import ServerError
+
+        st = self.state
+        try:
+            refused = st.launch_problem(config)
+            if refused is not None:
+                raise _ServerFailed(refused, "")
+            server = st.manager.ensure(config)
+        except ServerError as e:
+            hint = self._bad_flag_hint(config, e) if e.category == "bad-flag" else ""
+            raise _ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=hint + str(e)),
+                                st.manager.logs.get(config.key, "")) from None
+        if record_log:  # before measuring: an interrupted record still names its server log
+            self.record("log", str(server.log_path))
+        fb = self._fallback(config, server.log_path)
+        if fb is not None:
+            raise _ServerFailed(fb, str(server.log_path))
+        return server
 
     def _bad_flag_hint(self, config: ServerConfig, e: Exception) -> str:
         """Where an unrecognized flag came from (file and key) and the closest flag the launcher knows."""
@@ -555,7 +573,7 @@ class PerfRun:
         """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
         from perfgate.verdict import warm_cache
 
-        m = self.state.measurements.get(self.state.config_for(case).key)
+        m = self._measured or self.state.measurements.get(self.state.config_for(case).key)
         return v if m is None else warm_cache(v, m)
 
     def _record_evidence(self, case: Case) -> None:
@@ -645,3 +663,11 @@ def _diffs(a: ServerConfig, b: ServerConfig, keys: set[str]) -> str:
 def _baseline_of(mode: str) -> str:
     """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
     return "baseline" if mode == "baseline" else f"{mode} baseline"
+
+
+def workload_key(w: Workload) -> str:
+    """A short stable id of a workload (measurements of one config are cached per workload)."""
+    import hashlib
+
+    text = repr(sorted((k, str(v)) for k, v in vars(w).items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:10]

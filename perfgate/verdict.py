@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perfgate.metrics import MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
+from perfgate.metrics import METRICS, MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
 from perfgate.profiles import Expectation, Floor
 
 
@@ -72,6 +72,44 @@ def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: 
     return Verdict(
         outcome="fail", category="slower-than-baseline",
         message=(f"decode tok/s {got:.1f} < floor {floor.tok_s:g} × (1 − {floor.tolerance:g}) = {limit:.1f} "
+                 f"[{where}]; if intended, run {update_hint}"),
+    )
+
+
+def metric_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
+                   where: str, update_hint: str) -> Verdict:
+    """Any metric of :data:`perfgate.metrics.METRICS` against its limit, in the metric's direction.
+
+    Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
+    ``value <= ceiling x (1 + tolerance)``; too few trials or too noisy is inconclusive.
+    """
+    spec = METRICS[metric]
+    st = m.stat(metric)
+    if st is None:
+        return Verdict(outcome="fail", category="crash",
+                       message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
+    if not st.noise_known:
+        return Verdict(outcome="inconclusive", category="noise-unknown",
+                       message=(f"inconclusive: noise unknown: {st.n} trial(s) give no confidence interval (it needs "
+                                f"at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} recorded without a verdict"))
+    if st.cv is not None and st.cv > max_cv:
+        return Verdict(outcome="inconclusive", category="noisy",
+                       message=(f"inconclusive: too noisy, {metric} CV {pct(st.cv)} of {st.n} trials exceeds the "
+                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise the trials"))
+    got = st.median
+    if limit is None:
+        return Verdict(outcome="skip", message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency {m.concurrency}; "
+                                                f"no limit for it in {where}; record one with {update_hint}"))
+    if spec.higher_is_better:
+        bound, ok, word, sign = limit * (1 - tolerance), got >= limit * (1 - tolerance), "floor", "−"
+    else:
+        bound, ok, word, sign = limit * (1 + tolerance), got <= limit * (1 + tolerance), "ceiling", "+"
+    rel = ">=" if spec.higher_is_better else "<="
+    if ok:
+        return Verdict(outcome="pass", message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
+    return Verdict(
+        outcome="fail", category="slower-than-baseline",
+        message=(f"{metric} {got:.4g} {spec.unit} beyond the {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
                  f"[{where}]; if intended, run {update_hint}"),
     )
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from perfgate.cli import main
 from perfgate.report.diff import classify_transition, compare_throughput, diff
-from perfgate.report.junit_read import OUTCOMES, Report, read_report
+from perfgate.report.junit_read import OUTCOMES, Record, Report, read_report
 from perfgate.report.render import render_diff
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
 
@@ -229,3 +229,19 @@ def test_category_change_of_an_xfail_is_visible(tmp_path: Path) -> None:
     d = diff(read_report(old), read_report(new))
     (r,) = [r for r in d.records if r.key.endswith("+nccl-tree]")]
     assert r.transition == "changed" and r.category_changed
+
+
+def test_a_latency_that_rises_is_the_regression(tmp_path: Path) -> None:
+    """A user's record judged on ttft_ms (metric property): up beyond noise is regressed, down improved."""
+    def rec(name: str, v: float) -> Record:
+        extra = {"metric": "ttft_ms", "direction": "lower", "ttft_ms": str(v), "ttft_ms_ci_low": str(v - 1),
+                 "ttft_ms_ci_high": str(v + 1), "n": "5"}
+        return read_report(write_report(tmp_path / f"{name}.xml", [perf_case("baseline", kind="latency",
+                                                                              extra=extra)])).records[0]
+
+    old = rec("o", 100.0)
+    up, down, same = rec("u", 120.0), rec("d", 80.0), rec("s", 100.5)
+    assert compare_throughput(old, up).verdict == "regressed"  # type: ignore[union-attr]
+    assert compare_throughput(old, down).verdict == "improved"  # type: ignore[union-attr]
+    assert compare_throughput(old, same).verdict == "within-noise"  # type: ignore[union-attr]
+    assert compare_throughput(old, up).metric == "ttft_ms"  # type: ignore[union-attr]

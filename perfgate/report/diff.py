@@ -6,7 +6,8 @@ Sections:
 - *newly broken*: ``pass`` / ``xpass`` → ``fail`` / ``error``,
 - *changed*: every other outcome change (``pass`` → ``xfail``, ``fail`` → ``pass``, ...), and
   the same outcome with another failure category (``xfail(cuda-graph-capture)`` → ``xfail(oom)``),
-- *regressed* / *improved*: decode throughput (``tok_s``) moved beyond noise,
+- *regressed* / *improved*: decode throughput (``tok_s``), or the metric a record names (``metric``:
+  a user's ``ttft_ms``, a latency, regresses when it rises), moved beyond noise,
 - *unknown noise*: ``tok_s`` moved but neither report recorded a CI or a CV,
 - *new* / *gone*: records present on one side only,
 - the stack fingerprint of each side and the keys that changed.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from perfgate.metrics import METRICS
 from perfgate.report.junit_read import Record, Report
 
 PASSING = frozenset({"pass", "xpass"})
@@ -60,45 +62,57 @@ class ThroughputChange:
     old_ci: tuple[float, float] | None = None
     new_ci: tuple[float, float] | None = None
     threshold: float | None = None
+    metric: str = "tok_s"  # what moved (a record of a user's test may be judged on a latency)
+    higher_is_better: bool = True
 
     @property
     def ratio(self) -> float | None:
         """new / old, ``None`` when old is 0."""
         return self.new / self.old if self.old else None
 
+    @property
+    def goodness(self) -> float | None:
+        """How much better the new value is, as a ratio: new/old for throughput, old/new for a latency (below
+        1: worse). ``gate.min_ratio`` is compared with this."""
+        if self.higher_is_better:
+            return self.ratio
+        return self.old / self.new if self.new else None
+
 
 def compare_throughput(old: Record, new: Record) -> ThroughputChange | None:
-    """Compare ``tok_s`` of two records; ``None`` unless both have one."""
-    a, b = old.num("tok_s"), new.num("tok_s")
+    """Compare the records' metric (``tok_s`` unless the record names another, e.g. a user's ``ttft_ms``)
+    in its direction; ``None`` unless both have it. A latency that rises is a regression."""
+    metric = new.metric or old.metric
+    a, b = old.num(metric), new.num(metric)
     if a is None or b is None:
         return None
-    old_ci = _ci(old)
-    new_ci = _ci(new)
+    up = METRICS[metric].higher_is_better if metric in METRICS else new.prop("direction", "higher") != "lower"
+    old_ci, new_ci = old.metric_ci(metric), new.metric_ci(metric)
     if a == b:
-        return ThroughputChange(old=a, new=b, verdict=UNCHANGED, basis="none", old_ci=old_ci, new_ci=new_ci)
+        return ThroughputChange(old=a, new=b, verdict=UNCHANGED, basis="none", old_ci=old_ci, new_ci=new_ci,
+                                metric=metric, higher_is_better=up)
+    worse, better = (REGRESSED, IMPROVED) if up else (IMPROVED, REGRESSED)
     if old_ci is not None and new_ci is not None:
         if new_ci[1] < old_ci[0]:
-            verdict = REGRESSED
+            verdict = worse
         elif new_ci[0] > old_ci[1]:
-            verdict = IMPROVED
+            verdict = better
         else:
             verdict = WITHIN_NOISE
-        return ThroughputChange(old=a, new=b, verdict=verdict, basis="ci", old_ci=old_ci, new_ci=new_ci)
-    cv_a, cv_b = old.num("cv"), new.num("cv")
+        return ThroughputChange(old=a, new=b, verdict=verdict, basis="ci", old_ci=old_ci, new_ci=new_ci, metric=metric, higher_is_better=up)
+    cv_key = "cv" if metric == "tok_s" else f"{metric}_cv"
+    cv_a, cv_b = old.num(cv_key), new.num(cv_key)
     if cv_a is not None and cv_b is not None and not old.noise_unknown and not new.noise_unknown:
         threshold = 2.0 * math.sqrt(cv_a**2 + cv_b**2) * max(abs(a), abs(b))
         if abs(b - a) > threshold:
-            verdict = REGRESSED if b < a else IMPROVED
+            verdict = worse if b < a else better
         else:
             verdict = WITHIN_NOISE
         return ThroughputChange(
-            old=a, new=b, verdict=verdict, basis="cv", old_ci=old_ci, new_ci=new_ci, threshold=threshold
+            old=a, new=b, verdict=verdict, basis="cv", old_ci=old_ci, new_ci=new_ci, threshold=threshold, metric=metric, higher_is_better=up
         )
-    return ThroughputChange(old=a, new=b, verdict=UNKNOWN_NOISE, basis="none", old_ci=old_ci, new_ci=new_ci)
-
-
-def _ci(r: Record) -> tuple[float, float] | None:
-    return r.tok_s_ci()
+    return ThroughputChange(old=a, new=b, verdict=UNKNOWN_NOISE, basis="none", old_ci=old_ci, new_ci=new_ci,
+                            metric=metric, higher_is_better=up)
 
 
 def classify_transition(old: str | None, new: str | None) -> str:

@@ -203,7 +203,8 @@ def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput
     if rule == "regressed" and tp is not None:
         ratio = tp.ratio
-        return f"tok/s {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
+        what = "tok/s" if tp.metric == "tok_s" else tp.metric
+        return f"{what} {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
     return f"{o} → {n}"
@@ -245,7 +246,7 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
                 add(blocking, r, "inconclusive", why)
         tp = r.throughput
         if tp is not None and tp.verdict == REGRESSED and "regressed" in on:
-            ratio = tp.ratio
+            ratio = tp.goodness  # new/old for throughput, old/new for a latency
             if ratio is None or ratio < policy.min_ratio:
                 add(blocking, r, "regressed")
 

@@ -56,6 +56,10 @@ TEXT_KEYS: frozenset[str] = frozenset(
         "expected",
         "reason",
         "backend",
+        "metric",
+        "direction",
+        "exercised",
+        "nccl_warning",
     }
 )
 """Testcase properties that are text even when they look like numbers (``config`` is a hash)."""
@@ -143,12 +147,20 @@ class Record:
         n = self.num("n")
         return n is not None and n < MIN_TRIALS
 
-    def tok_s_ci(self) -> tuple[float, float] | None:
-        """The recorded confidence interval of the median tok/s, ordered; None when absent or meaningless."""
-        lo, hi = self.num("tok_s_ci_low"), self.num("tok_s_ci_high")
+    @property
+    def metric(self) -> str:
+        """The number this record is judged on: ``tok_s`` unless it names another (``metric`` property)."""
+        return self.prop("metric") or "tok_s"
+
+    def metric_ci(self, metric: str) -> tuple[float, float] | None:
+        """The recorded confidence interval of a metric's median, ordered; None when absent or meaningless."""
+        lo, hi = self.num(f"{metric}_ci_low"), self.num(f"{metric}_ci_high")
         if lo is None or hi is None or self.noise_unknown:
             return None
         return (min(lo, hi), max(lo, hi))
+
+    def tok_s_ci(self) -> tuple[float, float] | None:
+        return self.metric_ci("tok_s")
 
     @property
     def number_dict(self) -> dict[str, float]:

@@ -20,8 +20,8 @@ SECTION_TITLES: dict[str, str] = {
     "unblocked": "Unblocked (xfail → pass/xpass): update the expectations",
     "unblocked-expected": "Unblocked, already expected to pass (nothing to update)",
     "newly-broken": "Newly broken (pass → fail/error)",
-    "regressed": "Regressed beyond noise (tok/s)",
-    "improved": "Improved beyond noise (tok/s)",
+    "regressed": "Regressed beyond noise (tok/s, or the record's metric in its direction)",
+    "improved": "Improved beyond noise (tok/s, or the record's metric in its direction)",
     "changed": "Other outcome changes",
     "unknown-noise": "Throughput moved, noise unknown (no CI or CV recorded; not blocking)",
     "new": "New records",
@@ -63,13 +63,14 @@ def _outcome(r: Record | None) -> str:
 
 
 def _tok(r: Record | None) -> str:
+    """The record's number (tok/s, or the metric it names, e.g. ``ttft_ms 270``) with its interval."""
     if r is None:
         return "—"
-    x = r.num("tok_s")
-    lo, hi = r.num("tok_s_ci_low"), r.num("tok_s_ci_high")
-    if x is not None and lo is not None and hi is not None:
-        return f"{fmt_num(x)} [{fmt_num(lo)}, {fmt_num(hi)}]"
-    return fmt_num(x)
+    metric = r.metric
+    x = r.num(metric)
+    ci = r.metric_ci(metric)
+    text = f"{fmt_num(x)} [{fmt_num(ci[0])}, {fmt_num(ci[1])}]" if x is not None and ci is not None else fmt_num(x)
+    return text if metric == "tok_s" or x is None else f"{metric} {text}"
 
 
 def _record_row(r: RecordDiff) -> list[str]:

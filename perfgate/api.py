@@ -1,0 +1,188 @@
+"""Writing your own perf tests: what the ``perf_server``, ``measure`` and ``perf_check`` fixtures hand out.
+
+A user test gets the same lifecycle (one server start per config, tests ordered by config), the same
+JUnit record (an ``outcome``, the numbers, the stack), the same terminal matrix and the same gate as
+perfgate's built-in tests::
+
+    import pytest
+
+    pytestmark = pytest.mark.perfgate(kind="ttft", modes=["baseline", "eagle3"])
+
+    def test_ttft_at_concurrency_4(perf_server, measure, perf_check):
+        m = measure(perf_server, concurrency=4, max_new_tokens=64)
+        perf_check(m, "ttft_ms")          # against [floors.<mode>.c4] ttft_ms (a ceiling), or skip
+
+``docs/writing-tests.md`` has the whole guide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfgate.metrics import METRICS, Measurement
+
+if TYPE_CHECKING:
+    from perfgate.config import ServerConfig
+    from perfgate.plugin import Case
+    from perfgate.runner import PerfRun
+
+__all__ = ["PerfServer", "Measure", "Check"]
+
+#: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
+MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
+                "request_timeout_s")
+
+
+@dataclass(frozen=True)
+class PerfServer:
+    """A running server of one config: a profile's mode, optionally with a variant.
+
+    ``url`` serves SGLang's HTTP API (or the simulated server's); ``log_path`` is its log. With
+    ``--perfgate-url`` it is the attached server and ``log_path`` is empty.
+    """
+
+    mode: str
+    variant: str | None
+    config: ServerConfig
+    url: str
+    log_path: str
+    startup_s: float | None
+    case: Case
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def start(perf: PerfRun, case: Case) -> PerfServer:
+    """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
+    from perfgate.runner import _ServerFailed
+
+    st = perf.state
+    config = st.config_for(case)
+    perf._identity(case, config)
+    perf.preflight(case)
+    if case.variant:
+        perf.controlled(case)
+    st.check_hardware()
+    url = st.opt("perfgate_url")
+    if url:
+        perf._check_attached(url.rstrip("/"), config, case)
+        return PerfServer(mode=case.mode, variant=case.variant, config=config, url=url.rstrip("/"), log_path="",
+                          startup_s=None, case=case)
+    if config.key in st.failed:
+        perf.conclude(case, st.failed[config.key])
+    failed: _ServerFailed | None = None
+    try:
+        server = perf.server_for(config)
+    except _ServerFailed as e:
+        failed = e
+    if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
+        st.failed[config.key] = failed.verdict
+        if failed.log:
+            perf.record("log", failed.log)
+        perf.conclude(case, failed.verdict)
+    perf.record("log", str(server.log_path))
+    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=server.url,
+                      log_path=str(server.log_path), startup_s=server.startup_s, case=case)
+
+
+class Measure:
+    """``measure(server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=, requests_per_trial=,
+    request_timeout_s=) -> Measurement``.
+
+    The mode's workload with the given keys replaced, measured as the built-in tests measure: warm-up,
+    SGLang's prefix cache flushed before every trial and no prompt repeated, median, bootstrap CI and CV
+    per metric. Each distinct workload of a config is measured once per session. The numbers are
+    recorded on the test (JUnit properties) at once, so a failing test still carries them.
+    """
+
+    def __init__(self, perf: PerfRun) -> None:
+        self._perf = perf
+
+    def __call__(self, server: PerfServer, **overrides: Any) -> Measurement:
+        unknown = set(overrides) - set(MEASURE_KEYS)
+        if unknown:
+            raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+        perf = self._perf
+        w = perf.state.profile.workload_for(server.mode)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "prompts" in given:
+            given["prompts"] = Path(given["prompts"])
+        for k in ("concurrency", "max_new_tokens", "trials", "requests_per_trial"):
+            if k in given and (not isinstance(given[k], int) or isinstance(given[k], bool) or given[k] < 1):
+                raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
+        w = replace(w, **given) if given else w
+        m = perf.measure(server.case, workload=None if not given else w)
+        perf.record("concurrency", m.concurrency)
+        for name in METRICS:
+            st = m.stat(name)
+            if st is not None and name not in ("tok_s",):  # tok_s and its CI/CV are recorded by measure()
+                perf.record(name, st.median)
+        return m
+
+
+class Check:
+    """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
+
+    ``metric`` is one of ``perfgate.metrics.METRICS`` (``tok_s``, ``output_tok_s`` and ``*_ms`` latencies,
+    ``_p99`` too); its direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``;
+    latency: at or below ``limit x (1 + tolerance)``). Without ``limit`` the profile's
+    ``[floors.<mode>]`` (at the profile's concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is
+    used; none there: the number is recorded and the test skips, saying how to record one. The record
+    goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict xfail.
+    This ends the test (pass, fail, xfail, skip): call it last.
+    """
+
+    def __init__(self, perf: PerfRun) -> None:
+        self._perf = perf
+
+    def __call__(self, m: Measurement, metric: str, *, limit: float | None = None,
+                 tolerance: float | None = None) -> None:
+        from perfgate.verdict import lost_verdict, metric_verdict
+
+        if metric not in METRICS:
+            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}")
+        perf = self._perf
+        case = _case_of_test(perf)
+        st = perf.state
+        p = st.profile
+        floors = p.floors.get(case.mode)
+        at = None
+        if floors is not None:
+            at = floors if m.concurrency == p.workload_for(case.mode).concurrency and floors.limit(metric) else None
+            at = floors.at(m.concurrency) or at
+        stored = at.limit(metric) if at is not None else None
+        lim = limit if limit is not None else stored
+        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else 0.03)
+        spec = METRICS[metric]
+        stat = m.stat(metric)
+        perf.record("metric", metric)
+        perf.record("direction", spec.direction)
+        if stat is not None:
+            perf.record(metric, stat.median)
+            if stat.ci_low is not None and stat.ci_high is not None:
+                perf.record(f"{metric}_ci_low", stat.ci_low)
+                perf.record(f"{metric}_ci_high", stat.ci_high)
+            if stat.cv is not None:
+                perf.record(f"{metric}_cv", stat.cv)
+        if lim is not None:
+            perf.record("limit", lim)
+            perf.record("tolerance", tol)
+        where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
+            case.mode).concurrency else "]")
+        v = metric_verdict(m, metric, lim, tol, max_cv=p.workload.max_cv, where=where,
+                           update_hint=f"a `{metric} = <value>` line there")
+        v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
+        perf.conclude(case, v)
+
+
+def _case_of_test(perf: PerfRun) -> Case:
+    from perfgate.plugin import _case_of
+
+    case = _case_of(perf.item)
+    if case is None:
+        raise RuntimeError("perf_check() needs the test to use perf_server (it names the mode and variant)")
+    return case

@@ -1,0 +1,147 @@
+"""Writing your own perf test with the public API, as a user in another directory would (pytester)."""
+
+from pathlib import Path
+
+import pytest
+from junitparser.xunit2 import JUnitXml
+
+import perfgate
+from tests.simproject import PROMPTS, SEED_BOX_HEAD
+from tests.simproject import make_project as _make
+
+PROFILE = f"""
+{SEED_BOX_HEAD}sim_startup_s = 0.2
+startup_timeout_s = 30
+[model]
+path = "moonshotai/Kimi-K2.5"
+layers = 61
+hidden = 7168
+[server]
+tp-size = 8
+mem-fraction-static = 0.88
+cuda-graph-max-bs-decode = 128
+random-seed = 1
+[modes.baseline]
+[modes.eagle3]
+flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
+[workload]
+prompts = "{PROMPTS}"
+max_new_tokens = 16
+warmup = 1
+trials = 3
+max_cv = 0.5
+request_timeout_s = 30
+[floors.baseline.c4]
+ttft_ms = TTFT
+output_tok_s = 1.0
+"""
+
+USER_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="load", modes=["baseline"])
+
+
+@pytest.mark.parametrize("metric", ["ttft_ms", "output_tok_s"])
+def test_under_load(perf_server, measure, perf_check, metric):
+    m = measure(perf_server, concurrency=4, requests_per_trial=8)
+    assert m.concurrency == 4 and m.stat(metric).n == 3
+    perf_check(m, metric)
+
+
+def test_explicit_limit_in_eagle3(perf_server, measure, perf_check):
+    m = measure(perf_server, concurrency=2)
+    perf_check(m, "itl_ms", limit=0.001)  # 1 µs: cannot hold
+test_explicit_limit_in_eagle3 = pytest.mark.perfgate(kind="strict", modes=["eagle3"])(test_explicit_limit_in_eagle3)
+'''
+
+
+def _project(pytester, ttft):
+    prof = _make(pytester.path, PROFILE.replace("TTFT", str(ttft)))
+    # the user's own directory (not perftests/): perfgate switches on because the tests use its fixtures
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_load.py").write_text(USER_TEST)
+    return prof
+
+
+def _records(path):
+    return {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(path)) for c in s}
+
+
+def test_a_user_test_gets_the_lifecycle_the_record_the_matrix_and_the_gate(pytester):
+    prof = _project(pytester, ttft=100000.0)  # a ceiling no simulated TTFT reaches
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(passed=2, failed=1)
+    out = r.stdout.str()
+    assert "2 server start(s) for 2 distinct config(s)" in out  # one per config, two tests on one server
+    r.stdout.fnmatch_lines(["*(load ttft_ms)*pass*", "*(load output_tok_s)*pass*", "*(strict itl_ms)*fail*"])
+    recs = _records(pytester.path / "r.xml")
+    ttft = recs["test_under_load[m:baseline-ttft_ms]"]
+    assert ttft["outcome"] == "pass" and ttft["kind"] == "load" and ttft["metric"] == "ttft_ms"
+    assert ttft["direction"] == "lower" and float(ttft["limit"]) == 100000.0 and float(ttft["ttft_ms"]) > 0
+    assert float(ttft["ttft_ms_ci_low"]) <= float(ttft["ttft_ms"]) <= float(ttft["ttft_ms_ci_high"])
+    assert ttft["concurrency"] == "4" and ttft["mode"] == "baseline" and ttft["stack.simulated"] == "true"
+    strict = recs["test_explicit_limit_in_eagle3[m:eagle3]"]
+    assert strict["outcome"] == "fail" and strict["category"] == "slower-than-baseline"
+    assert "ceiling" in strict["reason"]
+
+    # the same records against a profile whose ceiling the new TTFT exceeds: the gate blocks on the latency
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(pytester.path / "r.xml")
+    for case in tree.iter("testcase"):
+        if case.get("name") == "test_under_load[m:baseline-ttft_ms]":
+            for prop in case.iter("property"):
+                new_value = {"ttft_ms": "1", "ttft_ms_ci_low": "0.5", "ttft_ms_ci_high": "1.5"}.get(prop.get("name"))
+                if new_value:
+                    prop.set("value", new_value)
+    old = pytester.path / "old.xml"
+    tree.write(old)
+    from perfgate.cli import main
+
+    assert main(["gate", str(old), str(pytester.path / "r.xml"), "-o", str(pytester.path / "g.txt")]) == 1
+    assert "ttft_ms 1 →" in (pytester.path / "g.txt").read_text()
+
+
+def test_a_latency_over_its_ceiling_fails_with_the_profile_key(pytester):
+    prof = _project(pytester, ttft=0.001)
+    r = pytester.runpytest_subprocess("mytests", "-k", "ttft_ms", f"--perfgate-profile={prof}",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*ttft_ms * ms beyond the ceiling 0.001 *[[]floors.baseline.c4[]]*"])
+
+
+def test_the_fixtures_are_listed_with_their_documentation(pytester):
+    _project(pytester, ttft=1.0)
+    r = pytester.runpytest_subprocess("--fixtures", "mytests", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    for name in ("perf_server", "measure", "perf_check", "perf_case", "perfgate_profile"):
+        assert f"{name} -- " in out or f"{name}\n" in out or f"{name} [" in out, name
+    assert "measured cold" in out and "Ends the test" in out
+
+
+def test_measure_refuses_unknown_keys_and_bad_numbers(pytester):
+    _project(pytester, ttft=1.0)
+    (pytester.path / "mytests" / "test_load.py").write_text('''
+def test_typo(perf_server, measure):
+    measure(perf_server, concurency=4)
+''')
+    r = pytester.runpytest_subprocess("mytests", "-p", "no:cacheprovider", "--perfgate-profile=t/m")
+    r.stdout.fnmatch_lines(["*unknown keyword(s) [[]'concurency'[]]*known: concurrency*"])
+
+
+def test_the_public_names_are_importable_and_listed():
+    assert set(perfgate.__all__) >= {"PerfServer", "Measurement", "METRICS", "load_profile", "PerfgateError"}
+    for name in perfgate.__all__:
+        assert getattr(perfgate, name) is not None, name
+    assert perfgate.__version__
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", ["perftests/test_latency.py"])
+def test_the_example_uses_only_public_names(path):
+    text = (ROOT / path).read_text()
+    assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only
