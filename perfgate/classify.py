@@ -238,6 +238,16 @@ FALLBACK_RULES: tuple[FallbackRule, ...] = (
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SOURCE_FRAME = re.compile(r'^(\s*)File ".*", line \d+')
+
+
+def _is_source_line(prev: str, line: str) -> bool:
+    """``line`` is the source Python prints under a traceback frame (indented deeper than ``File ...``)."""
+    m = _SOURCE_FRAME.match(prev)
+    if m is None:
+        return False
+    indent = len(line) - len(line.lstrip())
+    return indent > len(m.group(1))
 _TEARDOWN = re.compile(r"SIGTERM received")
 _READY = re.compile(r"The server is fired up and ready to roll!")
 _FINAL_EXC = re.compile(r"^\s*((?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b:?.*)$")
@@ -381,6 +391,8 @@ def classify(returncode: int | None, log_text: str) -> Classification:
     for idx, line in enumerate(lines):
         if not line.strip():
             continue
+        if idx and _is_source_line(lines[idx - 1], line):
+            continue  # a traceback's source line (`raise Exception(f"Capture cuda graph failed: ...`) is not the error
         p = phase_of(line)
         if p is not None:
             phase = p

@@ -576,6 +576,15 @@ class PerfRun:
         m = self._measured or self.state.measurements.get(self.state.config_for(case).key)
         return v if m is None else warm_cache(v, m)
 
+    def _quiet(self, message: str) -> str:
+        """An expected failure in one line (category and evidence) and its log; the log tail only with -v."""
+        if self.item.config.getoption("verbose") > 0:
+            return message
+        first = message.splitlines()[0] if message else ""
+        first = first if len(first) <= 400 else first[:399] + "…"
+        log = dict(self.item.user_properties).get("log")
+        return first + (f"  (log: {log})" if log else "")
+
     def _record_evidence(self, case: Case) -> None:
         """What the run exercised, from NCCL's lines in the server log (when the profile turns them on)."""
         from perfgate.evidence import read_evidence, summarize
@@ -615,7 +624,7 @@ class PerfRun:
         if final.outcome in ("fail", "xpass"):
             pytest.fail(final.message, pytrace=False)
         if final.outcome == "xfail":
-            pytest.xfail(final.message)
+            pytest.xfail(self._quiet(final.message))
         if final.outcome == "inconclusive":
             msg = final.message if final.message.startswith("inconclusive") else f"inconclusive: {final.message}"
             pytest.skip(msg)

@@ -123,3 +123,22 @@ def test_a_selected_variant_outside_the_profile_include_says_so(pytester):
                                       "-p", "no:cacheprovider")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--perfgate-variants: 'nccl-tree' is a variant of * but not in * [[]variants[]] include*"])
+
+
+def test_an_expected_failure_is_one_line_and_its_log_the_tail_only_with_v(pytester):
+    prof = make_project(pytester, extra='''
+[variants]
+modes = ["baseline"]
+include = ["nccl-tree"]
+[expectations.nccl-tree]
+"*" = { expect = "xfail", category = "cuda-graph-capture", reason = "Tree fails in capture on PCIe" }
+''')
+    args = ["perftests", "-m", "backends", f"--perfgate-profile={prof}", "-rx", "-p", "no:cacheprovider"]
+    r = pytester.runpytest_subprocess(*args)
+    r.assert_outcomes(xfailed=1)
+    xfail = [ln for ln in r.stdout.lines if ln.startswith("XFAIL ")]
+    assert len(xfail) == 1 and "[cuda-graph-capture] Tree fails in capture on PCIe" in xfail[0]
+    assert "Capture cuda graph failed" in xfail[0] and "(log: " in xfail[0]
+    assert "last lines of the log" not in r.stdout.str()
+    r = pytester.runpytest_subprocess(*args, "-v")
+    assert "last lines of the log" in r.stdout.str()
