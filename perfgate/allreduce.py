@@ -40,7 +40,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
+from perfgate.server import free_port, tail
 
 __all__ = [
     "BACKENDS",
@@ -227,20 +227,6 @@ def rank_environment(backend: str, env: Mapping[str, str] | None = None, *,
 # ----------------------------------------------------------------------------- the launcher
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _percentile(sorted_xs: Sequence[float], q: float) -> float:
     """Linear-interpolation percentile (numpy's default) of already sorted values."""
     k = (len(sorted_xs) - 1) * q / 100.0
@@ -382,7 +368,7 @@ def run_allreduce_bench(
     }
     attempts = 2  # a second try only when the rendezvous port was taken in between
     for attempt in range(attempts):
-        spec["port"] = _free_port()
+        spec["port"] = free_port()
         try:
             outputs = _launch(spec, rank_env, run_dir, timeout_s)
         except RankFailed as e:
@@ -437,7 +423,7 @@ def _launch(spec: dict[str, Any], env: Mapping[str, str], run_dir: Path, timeout
                     f"{backend}: all-reduce micro-benchmark at world size {n} did not finish in {timeout_s:g} s "
                     f"({stage}; {ready}/{n} ranks had joined); all ranks killed",
                     backend=backend, category="startup-timeout" if ready < n else "crash",
-                    log_path=logs[0], log_tail=_tail(logs[0]))
+                    log_path=logs[0], log_tail=tail(logs[0], 25))
             time.sleep(0.05)
     finally:
         ranks.kill()
@@ -447,7 +433,7 @@ def _launch(spec: dict[str, Any], env: Mapping[str, str], run_dir: Path, timeout
         if not path.exists():
             raise RankFailed(f"{backend}: rank {r} exited without writing its results (killed after the others finished)",
                              backend=backend, rank=r, returncode=ranks.procs[r].returncode, category="crash",
-                             log_path=logs[r], log_tail=_tail(logs[r]))
+                             log_path=logs[r], log_tail=tail(logs[r], 25))
         outputs.append(json.loads(path.read_text()))
     unavailable = [o["unavailable"] for o in outputs if o.get("unavailable")]
     if unavailable:
@@ -474,7 +460,7 @@ def _rank_error(backend: str, rank: int, rc: int, run_dir: Path, log: Path) -> R
             pass
     return RankFailed(f"{backend}: rank {rank} failed ({category}): {reason}; the other ranks were killed",
                       backend=backend, rank=rank, returncode=rc, category=category, log_path=log,
-                      log_tail=_tail(log))
+                      log_tail=tail(log, 25))
 
 
 def _aggregate(spec: dict[str, Any], outputs: list[dict[str, Any]]) -> list[AllReduceResult]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,30 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfgate.server import free_port
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim"
 SEED_BOX = FIXTURES / "rtxpro6000-x8-pcie.toml"
 H100_BOX = FIXTURES / "h100-x8-nvlink.toml"
 _SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago.
-
-    Drawn below Linux's ephemeral range (32768-60999), so that no client connection can take it
-    as its source port between this check and the server's bind.
-    """
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
