@@ -25,7 +25,7 @@ from perfgate.metrics import METRICS, Measurement
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
-    from perfgate.plugin import Case
+    from perfgate.record import Case
     from perfgate.runner import PerfRun
 
 __all__ = ["PerfServer", "Measure", "Check"]
@@ -180,9 +180,9 @@ class Check:
 
 
 def _case_of_test(perf: PerfRun) -> Case:
-    from perfgate.plugin import _case_of
+    from perfgate.record import case_of
 
-    case = _case_of(perf.item)
+    case = case_of(perf.item)
     if case is None:
         raise RuntimeError("perf_check() needs the test to use perf_server (it names the mode and variant)")
     return case

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.record import Case, case_of, fmt
+
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.metrics import Measurement
@@ -47,27 +49,6 @@ DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
 # ----------------------------------------------------------------------------- cases
-
-
-@dataclass(frozen=True)
-class Case:
-    """One record to produce: a kind of check, in a mode, optionally with a variant."""
-
-    profile: str
-    kind: str
-    mode: str
-    variant: str | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.profile.split('/')[-1]}:{self.mode}" + (f"+{self.variant}" if self.variant else "")
-
-    @property
-    def expectation_key(self) -> str:
-        return self.variant or self.kind
-
-    def baseline(self, base_mode: str) -> Case:
-        return Case(self.profile, "floor", base_mode, None)
 
 
 # ----------------------------------------------------------------------------- state
@@ -701,19 +682,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not st.active:
         return
     # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
-    empty = [it for it in items if it.get_closest_marker("perfgate") is not None and _case_of(it) is None
+    empty = [it for it in items if it.get_closest_marker("perfgate") is not None and case_of(it) is None
              and "perf_case" in getattr(it, "fixturenames", ())]
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [it for it in items if it not in empty]
-    perf = [it for it in items if _case_of(it) is not None]
+    perf = [it for it in items if case_of(it) is not None]
     if not perf:
         return
     first_seen: dict[str, int] = {}
     keyed = []
     base = st.profile.baseline_mode()
     for idx, it in enumerate(items):
-        case = _case_of(it)
+        case = case_of(it)
         if case is None:
             keyed.append(((0, 0, 0, idx), it))
             continue
@@ -747,7 +728,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
-    if not any(_case_of(it) is not None for it in items):
+    if not any(case_of(it) is not None for it in items):
         return []
     return _banner(state_of(config))
 
@@ -885,12 +866,6 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     st.update_refused.extend(tuple(r) for r in got["refused"])
 
 
-def _case_of(item: pytest.Item) -> Case | None:
-    cs = getattr(item, "callspec", None)
-    if cs is None:
-        return None
-    c = cs.params.get("perf_case", cs.params.get("perf_server"))
-    return c if isinstance(c, Case) else None
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -913,7 +888,7 @@ def perfgate_record(request: pytest.FixtureRequest) -> Any:
     """``record(name, value)``: a JUnit property on this test (no xunit2 warning)."""
 
     def record(name: str, value: object) -> None:
-        request.node.user_properties.append((name, _fmt(value)))
+        request.node.user_properties.append((name, fmt(value)))
 
     return record
 
@@ -967,12 +942,6 @@ def perf_check(perf: Any) -> Any:
     return Check(perf)
 
 
-def _fmt(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return "" if v is None else str(v)
 
 
 def _write_updates(st: PerfgateState, tr: Any) -> None:

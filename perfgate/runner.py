@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from perfgate.metrics import Measurement, Trial, compute_trial, summarize, sweep_point, token_match
+from perfgate.record import Case, case_of, fmt
 from perfgate.verdict import (
     Verdict,
     acceptance_verdict,
@@ -27,7 +28,7 @@ from perfgate.verdict import (
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
-    from perfgate.plugin import Case, PerfgateState
+    from perfgate.plugin import PerfgateState
     from perfgate.profiles import Workload
 
 
@@ -47,14 +48,12 @@ class PerfRun:
     # ------------------------------------------------------------------ recording
 
     def record(self, name: str, value: object) -> None:
-        from perfgate.plugin import _fmt
-
         props = self.item.user_properties
         for i, (k, _) in enumerate(props):
             if k == name:
-                props[i] = (name, _fmt(value))
+                props[i] = (name, fmt(value))
                 return
-        props.append((name, _fmt(value)))
+        props.append((name, fmt(value)))
 
     def _identity(self, case: Case, config: ServerConfig | None = None) -> None:
         if self._identity_done:
@@ -323,7 +322,6 @@ class PerfRun:
     def _check_attached(self, url: str, config: ServerConfig, case: Case | None) -> None:
         """Attach mode: skip this test's record unless ``config`` is what the attached server runs."""
         from perfgate import attach
-        from perfgate.plugin import _case_of
 
         st = self.state
         checks: dict[str, Any] = st.attach_checks
@@ -332,7 +330,7 @@ class PerfRun:
             if st.attach_info is None:
                 st.attach_info = attach.server_info(url)
             if st.attach_info is None:
-                primary = case or _case_of(self.item)
+                primary = case or case_of(self.item)
                 if primary is not None:
                     self._identity(primary)
                 self.record("outcome", "fail")
@@ -345,7 +343,7 @@ class PerfRun:
             if chk.unverified:
                 self.record("attach_unverified", ", ".join(chk.unverified))
         if not chk.runs:
-            primary = case or _case_of(self.item)
+            primary = case or case_of(self.item)
             assert primary is not None
             self._identity(primary)
             self.conclude(primary, Verdict(outcome="skip", message=chk.reason))
@@ -652,7 +650,6 @@ def _session_configs(st: PerfgateState) -> list[ServerConfig]:
 
 
 def _case_like(st: PerfgateState, mode: str) -> Case:
-    from perfgate.plugin import Case
 
     return Case(st.profile.name, "floor", mode, None)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ReportError
+from perfgate.record import TEXT_PROPERTIES
 
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "xfail", "xpass", "inconclusive", "skip", "error")
 """Every outcome a record can have (the contract's ``outcome`` property values)."""
@@ -42,27 +43,7 @@ STACK_KEYS: tuple[str, ...] = (
 )
 """The stack fingerprint keys, in display order."""
 
-TEXT_KEYS: frozenset[str] = frozenset(
-    {
-        "engine",
-        "profile",
-        "mode",
-        "variant",
-        "config",
-        "log",
-        "kind",
-        "outcome",
-        "category",
-        "expected",
-        "reason",
-        "backend",
-        "metric",
-        "direction",
-        "exercised",
-        "nccl_warning",
-    }
-)
-"""Testcase properties that are text even when they look like numbers (``config`` is a hash)."""
+TEXT_KEYS = TEXT_PROPERTIES  # the record contract's (perfgate.record)
 
 UNKNOWN = "unknown"
 
