@@ -42,21 +42,22 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Categories (docs/profiles.md, "Failure categories"). wrong-output / slower-than-baseline / fallback / noisy are decided
-# by the verdict, never from a log.
-BAD_FLAG = "bad-flag"
-CONFIG_ERROR = "config-error"
-UNSUPPORTED_ARCH = "unsupported-arch"
-CUDA_GRAPH_CAPTURE = "cuda-graph-capture"
-OOM = "oom"
-NCCL_ERROR = "nccl-error"
-ASSERTION = "assertion"
-MISSING_DEPENDENCY = "missing-dependency"
-STARTUP_TIMEOUT = "startup-timeout"
-CRASH = "crash"
+from perfgate.categories import FROM_LOG, Category
 
-LOG_CATEGORIES = (BAD_FLAG, CONFIG_ERROR, UNSUPPORTED_ARCH, CUDA_GRAPH_CAPTURE, OOM, NCCL_ERROR,
-                  ASSERTION, MISSING_DEPENDENCY, STARTUP_TIMEOUT, CRASH)
+# Categories (perfgate.categories). wrong-output / slower-than-baseline / noisy are decided by the
+# verdict, never from a log.
+BAD_FLAG = Category.BAD_FLAG
+CONFIG_ERROR = Category.CONFIG_ERROR
+UNSUPPORTED_ARCH = Category.UNSUPPORTED_ARCH
+CUDA_GRAPH_CAPTURE = Category.CUDA_GRAPH_CAPTURE
+OOM = Category.OOM
+NCCL_ERROR = Category.NCCL_ERROR
+ASSERTION = Category.ASSERTION
+MISSING_DEPENDENCY = Category.MISSING_DEPENDENCY
+STARTUP_TIMEOUT = Category.STARTUP_TIMEOUT
+CRASH = Category.CRASH
+
+LOG_CATEGORIES = FROM_LOG
 
 
 @dataclass(frozen=True, kw_only=True)

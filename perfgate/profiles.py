@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import envnames
+from perfgate.categories import EXPECTABLE
 from perfgate.config import ServerConfig
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
 
@@ -27,20 +28,7 @@ else:  # pragma: no cover
 
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "sim")
-CATEGORIES = (
-    "bad-flag",
-    "config-error",
-    "unsupported-arch",
-    "cuda-graph-capture",
-    "oom",
-    "nccl-error",
-    "assertion",
-    "missing-dependency",
-    "startup-timeout",
-    "crash",
-    "wrong-output",
-    "slower-than-baseline",
-)
+CATEGORIES = tuple(c.value for c in EXPECTABLE)
 EXPECTS = ("pass", "xfail")
 SPEC_FLAG = "speculative-algorithm"
 MICRO_TIMINGS = ("eager", "graph")

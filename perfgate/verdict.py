@@ -20,6 +20,9 @@ class Verdict:
     category: str | None = None
     message: str = ""
     properties: dict[str, object] = field(default_factory=dict)
+    # a comparison that could not tell the two apart (CI straddles 1, or a difference below min_effect):
+    # "not slower" for a variant, no verdict for speculation
+    indistinct: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,7 +153,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
             f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
     if (lo > 1.0 or hi < 1.0) and abs(ratio - 1.0) < min_effect:
-        return Verdict(outcome="inconclusive", properties=props,
+        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
                        message=desc + f": a {ratio - 1:+.2%} difference, below the profile's min_effect "
                                       f"{min_effect:.0%}: negligible")
     if lo > 1.0:
@@ -160,7 +163,8 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     n = min(candidate.tok_s.n, baseline.tok_s.n)
     need = trials_to_resolve(n, ratio, lo, hi)
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
-    return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props)
+    return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props,
+                   indistinct=True)
 
 
 def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
@@ -197,7 +201,7 @@ def within_noise_or_faster(v: Verdict) -> Verdict:
 
     Expected to pass, that is a pass; expected to be slower, it is inconclusive (see apply_expectation).
     """
-    if v.outcome == "inconclusive" and v.category != "noisy" and ("straddles" in v.message or "negligible" in v.message):
+    if v.outcome == "inconclusive" and v.indistinct:
         return Verdict(outcome="inconclusive", category="within-noise", message=v.message, properties=v.properties)
     return v
 

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ReportError
+from perfgate.categories import Outcome
 from perfgate.record import TEXT_PROPERTIES
 
-OUTCOMES: tuple[str, ...] = ("pass", "fail", "xfail", "xpass", "inconclusive", "skip", "error")
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 """Every outcome a record can have (the contract's ``outcome`` property values)."""
 
 STACK_KEYS: tuple[str, ...] = (
