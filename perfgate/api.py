@@ -173,7 +173,8 @@ class Check:
             perf.record("tolerance", tol)
         where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
             case.mode).concurrency else "]")
-        v = metric_verdict(m, metric, lim, tol, max_cv=p.workload.max_cv, where=where,
+        max_cv = at.max_cv if at is not None and at.max_cv is not None else p.workload_for(case.mode).max_cv
+        v = metric_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
                            update_hint=f"a `{metric} = <value>` line there")
         v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
         perf.conclude(case, v)

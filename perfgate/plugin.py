@@ -75,6 +75,7 @@ class PerfgateState:
         self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.attach.AttachCheck
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see _activate)
+        self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 
@@ -176,12 +177,12 @@ class PerfgateState:
 
     # --------------------------------------------------------------- cases
 
-    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False) -> list[Case]:
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False, where: str = "") -> list[Case]:
         """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
         kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
         one per variant in each of the profile's variant modes."""
         if kind not in BUILTIN_KINDS:
-            return self._user_cases(kind, modes, variants)
+            return self._user_cases(kind, modes, variants, where)
         p = self.profile
         base = p.baseline_mode()
         modes = list(p.modes)
@@ -207,15 +208,16 @@ class PerfgateState:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
 
-    def _user_cases(self, kind: str, modes: list[str] | None, variants: bool) -> list[Case]:
+    def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
         p = self.profile
         names = list(p.modes) if modes is None else list(modes)
         unknown = [m for m in names if m not in p.modes]
-        if unknown:
+        if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
             from perfgate.profiles import _close
 
-            raise pytest.UsageError(f"perfgate: @pytest.mark.perfgate(modes=...) names {unknown}, not modes of "
-                                    f"{p.path} ({', '.join(p.modes)}); {_close(unknown[0], list(p.modes))}")
+            self.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
+                                      f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
+            names = [m for m in names if m in p.modes]
         out = [Case(p.name, kind, m) for m in names]
         if variants:
             out += [c for c in self.cases("variant") if c.mode in names]
@@ -655,7 +657,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         _activate_late(metafunc.config)
         kw = mark.kwargs if mark is not None else {}
         st = state_of(metafunc.config)
-        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")))
+        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")),
+                         where=metafunc.definition.nodeid)
         metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
         return
     if "perf_case" not in metafunc.fixturenames:
@@ -665,7 +668,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     _activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]
-    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")))
+    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
+                     where=metafunc.definition.nodeid)
     params = cases
     if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
         p = st.profile
@@ -683,7 +687,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
     empty = [it for it in items if it.get_closest_marker("perfgate") is not None and case_of(it) is None
-             and "perf_case" in getattr(it, "fixturenames", ())]
+             and {"perf_case", "perf_server"} & set(getattr(it, "fixturenames", ()))]
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [it for it in items if it not in empty]
@@ -771,6 +775,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         _write_updates(st, tr)
     for line in matrix_lines(tr.stats):
         tr.write_line(line)
+    for line in dict.fromkeys(st.dropped_modes):
+        tr.write_line(f"perfgate: {line}", yellow=True)
 
 
 def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
@@ -783,7 +789,7 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
             props = dict(getattr(rep, "user_properties", ()) or ())
             kind = props.get("kind", "")
             metric = props.get("metric", "")
-            if not props.get("outcome") or (kind in BUILTIN_KINDS and kind not in _MATRIX_KINDS):
+            if not props.get("outcome") or (kind in BUILTIN_KINDS | {"allreduce"} and kind not in _MATRIX_KINDS):
                 continue
             mode = props.get("mode", "")
             if kind in _MATRIX_KINDS:

@@ -128,6 +128,9 @@ class Floor:
     limits: Mapping[str, float] = field(default_factory=dict)
     # [floors.<mode>.c<N>]: the limits at concurrency N (a user test measuring at another concurrency)
     by_concurrency: Mapping[int, Floor] = field(default_factory=dict)
+    # the CV above which these limits get no verdict (None: the workload's max_cv); latencies under load
+    # are noisier than decode throughput
+    max_cv: float | None = None
 
     def limit(self, metric: str) -> float | None:
         return self.tok_s if metric == "tok_s" else self.limits.get(metric)
@@ -488,7 +491,7 @@ def _floor(f: _Reader, mode: str, *, concurrency: int | None = None) -> Floor:
     from perfgate.metrics import METRICS
 
     per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
-    f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", *METRICS, *per_level})
+    f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", "max_cv", *METRICS, *per_level})
     limits = {}
     for name, metric in METRICS.items():
         if name != "tok_s" and name in f.data:
@@ -503,6 +506,7 @@ def _floor(f: _Reader, mode: str, *, concurrency: int | None = None) -> Floor:
         measured=dict(f.sub("measured").data),
         limits=limits,
         by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:])) for k in sorted(per_level)},
+        max_cv=f.num("max_cv", "a fraction in (0, 1]", None, lo=0.0001, hi=1),
     )
 
 
