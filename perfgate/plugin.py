@@ -123,6 +123,11 @@ class PerfgateState:
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
+            if not (root / DEFAULT_SIM_PROFILE).is_file():
+                raise pytest.UsageError(
+                    f"perfgate: no profile named and no NVIDIA GPU visible, and {root} (the pytest rootdir) has no "
+                    f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
+                    f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
             return root / DEFAULT_SIM_PROFILE
         from perfgate.profiles import find_profiles, load_profile
         from perfgate.stack import detect_stack
