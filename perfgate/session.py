@@ -1,0 +1,367 @@
+"""The session's perfgate state: the profile, variants and stack it runs with, the cases it produces,
+the server manager, the measurements and failures so far, and what --perfgate-update-baselines writes.
+
+One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
+holds the hooks, options and fixtures); the runner and the public API read it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from perfgate.record import Case
+
+if TYPE_CHECKING:
+    from perfgate.config import ServerConfig
+    from perfgate.metrics import Measurement
+    from perfgate.profiles import Profile
+    from perfgate.server import Progress, ServerManager
+    from perfgate.stack import Stack
+    from perfgate.variants import VariantSet
+    from perfgate.verdict import Verdict
+
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
+#: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
+BUILTIN_KINDS = frozenset(KIND_ORDER)
+_MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
+#: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
+PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "micro_case"})
+DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
+
+
+class PerfgateState:
+    """Everything perfgate keeps for one pytest session (in ``config.stash``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._profile: Profile | None = None
+        self._variants: VariantSet | None = None
+        self._stack: Stack | None = None
+        self._manager: ServerManager | None = None
+        self._hw_checked = False
+        self.measurements: dict[str, Measurement] = {}
+        self.selected_configs: dict[str, ServerConfig] = {}
+        self._flag_results: dict[str, Any] | None = None
+        self.failed: dict[str, Verdict] = {}
+        self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
+        self.update_meta: dict[str, dict[str, object]] = {}
+        self.update_refused: list[tuple[str, str, str]] = []  # (mode, key, why not written)
+        self.attach_info: dict[str, Any] | None = None  # the attached server's /server_info
+        self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.attach.AttachCheck
+        self.auto_reason = ""
+        self.active = False  # perfgate switched on for this session (see _activate)
+        self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
+        self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        self.log_dir = self._log_dir()
+
+    # --------------------------------------------------------------- options
+
+    def opt(self, name: str) -> Any:
+        return self.config.getoption(name)
+
+    def _log_dir(self) -> Path:
+        given = self.opt("perfgate_log_dir")
+        if given:
+            return Path(given).resolve()
+        wid = os.environ.get("PYTEST_XDIST_WORKER")
+        if wid and hasattr(self.config, "workerinput"):
+            run = self.config.workerinput.get("perfgate_run", "run")  # type: ignore[attr-defined]
+            return self.config.rootpath / "perfgate-logs" / run / wid
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
+
+    # --------------------------------------------------------------- profile
+
+    @property
+    def profile(self) -> Profile:
+        if self._profile is None:
+            self._profile = self._load_profile()
+        return self._profile
+
+    def _load_profile(self) -> Profile:
+        from perfgate.errors import PerfgateError
+        from perfgate.profiles import load_profile, resolve_profile
+
+        root = self.config.rootpath
+        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
+        try:
+            if spec:
+                path = resolve_profile(spec, root)
+            else:
+                path = self._auto_profile(root)
+            return load_profile(path)
+        except PerfgateError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+
+    def _auto_profile(self, root: Path) -> Path:
+        from perfgate.stack import gpu_visible
+
+        if not gpu_visible():
+            self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
+            if not (root / DEFAULT_SIM_PROFILE).is_file():
+                raise pytest.UsageError(
+                    f"perfgate: no profile named and no NVIDIA GPU visible, and {root} (the pytest rootdir) has no "
+                    f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
+                    f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
+            return root / DEFAULT_SIM_PROFILE
+        from perfgate.profiles import find_profiles, load_profile
+        from perfgate.stack import detect_stack
+
+        st = detect_stack()
+        for p in find_profiles(root):
+            try:
+                prof = load_profile(p)
+            except Exception:
+                continue
+            if prof.engine.name == "sglang" and _hw_matches(prof, st)[0]:
+                self.auto_reason = f"chosen for the detected {st.gpu_count}x {st.gpu}"
+                return p
+        raise pytest.UsageError(
+            f"perfgate: an NVIDIA GPU is visible ({st.gpu_count}x {st.gpu}, SM {st.sm}) but no profile under "
+            f"{root / 'baselines'} is for it; pass --perfgate-profile PATH (see README, 'Running on a GPU box'), "
+            f"or --perfgate-profile {DEFAULT_SIM_PROFILE} to run the simulated profile"
+        )
+
+    @property
+    def variants(self) -> VariantSet:
+        if self._variants is None:
+            from perfgate.errors import PerfgateError
+            from perfgate.variants import load_variants
+
+            path = self.opt("perfgate_variants_file") or (self.profile.root / "baselines" / "variants.toml")
+            try:
+                self._variants = load_variants(path)
+            except PerfgateError as e:
+                raise pytest.UsageError(f"perfgate: {e}") from None
+        return self._variants
+
+    @property
+    def stack(self) -> Stack:
+        if self._stack is None:
+            from perfgate import stack as st
+
+            if self.profile.simulated:
+                assert self.profile.engine.sim_hardware is not None
+                try:
+                    over = st.parse_overrides(self.sim_stack)
+                    self._stack = st.simulated_stack(self.profile.engine.sim_hardware, over)
+                except Exception as e:
+                    raise pytest.UsageError(f"perfgate: --perfgate-sim-stack: {e}") from None
+            else:
+                self._stack = st.detect_stack()
+        return self._stack
+
+    @property
+    def sim_stack(self) -> str:
+        return self.opt("perfgate_sim_stack") or os.environ.get("PERFGATE_SIM_STACK", "")
+
+    # --------------------------------------------------------------- cases
+
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False, where: str = "") -> list[Case]:
+        """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
+        kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
+        one per variant in each of the profile's variant modes."""
+        if kind not in BUILTIN_KINDS:
+            return self._user_cases(kind, modes, variants, where)
+        p = self.profile
+        base = p.baseline_mode()
+        modes = list(p.modes)
+        if kind == "floor":
+            return [Case(p.name, kind, m) for m in modes if not p.modes[m].speculative]
+        if kind == "sweep":
+            if not p.workload.concurrency_sweep:
+                return []
+            return [Case(p.name, kind, base)]
+        if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
+            when = self.opt("perfgate_crosscheck")
+            if when == "off" or self.opt("perfgate_url") or (when == "auto" and p.simulated):
+                return []
+            return [Case(p.name, kind, m) for m in modes]
+        if kind in ("acceptance", "speculation-vs-baseline"):
+            return [Case(p.name, kind, m) for m in modes if p.modes[m].speculative]
+        if kind == "variant":
+            names = list(p.variant_include) if p.variant_include is not None else list(self.variants.variants)
+            wanted = self.opt("perfgate_variants")
+            if wanted:
+                names = [n for n in names if n in wanted.split(",")]
+            for n in names:
+                self.variants.get(n)  # validates the name
+            return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
+
+    def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
+        p = self.profile
+        names = list(p.modes) if modes is None else list(modes)
+        unknown = [m for m in names if m not in p.modes]
+        if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
+            from perfgate.profiles import _close
+
+            self.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
+                                      f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
+            names = [m for m in names if m in p.modes]
+        out = [Case(p.name, kind, m) for m in names]
+        if variants:
+            out += [c for c in self.cases("variant") if c.mode in names]
+            out = [Case(p.name, kind, c.mode, c.variant) for c in out]
+        return out
+
+    def config_for(self, case: Case) -> ServerConfig:
+        v = self.variants.get(case.variant) if case.variant else None
+        return self.profile.config(case.mode, variant=v)
+
+    # --------------------------------------------------------------- servers
+
+    @property
+    def manager(self) -> ServerManager:
+        if self._manager is None:
+            from perfgate.server import ServerManager
+
+            p = self.profile
+            timeout = self.opt("perfgate_startup_timeout")
+            self._manager = ServerManager(
+                engine_for=self._engine_for,
+                log_dir=self.log_dir,
+                startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
+                on_progress=self._progress,
+                progress_every_s=float(self.opt("perfgate_progress_interval")),
+            )
+        return self._manager
+
+    def _engine_for(self, config: ServerConfig) -> Any:
+        from perfgate.engines import get_engine
+
+        p = self.profile
+        if config.engine == "sim":
+            return get_engine("sim", sim_stack=self.sim_stack,
+                              fault=self.opt("perfgate_sim_fault") or "")
+        spell = tuple(self.variants.spellings)
+        if config.variant:
+            spell = self.variants.get(config.variant).spellings + spell
+        return get_engine("sglang", python=p.engine.python, launcher=p.engine.launcher,
+                          sglang_version=p.engine.sglang_version, spellings=spell,
+                          teardown_grace_s=p.engine.teardown_timeout_s)
+
+    def _progress(self, ev: Progress) -> None:
+        """A start-up progress line, written live (past output capture) so a long load is not a silent hang."""
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"perfgate: [{ev.config}] {ev.phase} ({ev.elapsed_s:.0f} s)"
+        if ev.line:
+            msg += f": {ev.line[:120]}"
+        if ev.phase == "launching" and ev.log_path:
+            msg += f"  log: {ev.log_path}"
+        if tr is None or hasattr(self.config, "workerinput"):
+            return
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        if capman is None:
+            tr.write_line(msg)
+            return
+        with capman.global_and_fixture_disabled():
+            tr.ensure_newline()
+            tr.write_line(msg)
+
+    def check_hardware(self) -> None:
+        if self._hw_checked:
+            return
+        self._hw_checked = True
+        p = self.profile
+        if p.simulated or self.opt("perfgate_allow_hardware_mismatch") or self.opt("perfgate_url"):
+            return
+        ok, why = _hw_matches(p, self.stack)
+        if not ok:
+            from perfgate.errors import HardwareMismatch
+
+            s = self.stack
+            box = (f"{s.gpu_count}x {s.gpu} (SM {s.sm}, {s.interconnect})" if str(s.gpu) != "unknown"
+                   else "no NVIDIA GPU that perfgate can see (detected GPU: unknown)")
+            raise HardwareMismatch(
+                f"{p.path}: key 'hardware.gpu': the profile is for {p.hardware.count}x {p.hardware.gpu} "
+                f"(SM {p.hardware.sm}, {p.hardware.interconnect}) but this box has {box}: {why}; fix: use the "
+                f"profile for this hardware (--perfgate-profile), or pass --perfgate-allow-hardware-mismatch "
+                f"to measure anyway",
+                profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
+            )
+
+    def missing_module(self, config: ServerConfig) -> Verdict | None:
+        """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
+        if config.engine != "sglang" or not config.variant:
+            return None
+        variant = self.variants.get(config.variant)
+        if not variant.requires:
+            return None
+        from perfgate.engines.sglang import importable
+
+        python = self.profile.engine.python or sys.executable
+        missing = [m for m in variant.requires if not importable(m, python)]
+        if not missing:
+            return None
+        from perfgate.verdict import Verdict
+
+        names = ", ".join(missing)
+        return Verdict(outcome="fail", category="missing-dependency",
+                       message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
+                                f"would start without the {variant.backend or config.variant} backend and measure "
+                                f"the default all-reduce instead; install it next to SGLang to run this attempt "
+                                f"({self.variants.path} [variants.{config.variant}] requires)"))
+
+    def launch_problem(self, config: ServerConfig) -> Verdict | None:
+        """Why this config must not be launched (rejected flags, a missing backend package), or None."""
+        return self.flag_problem(config) or self.missing_module(config)
+
+    def flag_problem(self, config: ServerConfig) -> Verdict | None:
+        """SGLang's own parser on the config's flags, before any launch (real engine only)."""
+        if config.engine != "sglang":
+            return None
+        if self._flag_results is None:
+            import time
+
+            from perfgate.preflight import check_configs
+
+            configs = {c.key: c for c in self.selected_configs.values() if c.engine == "sglang"}
+            configs.setdefault(config.key, config)
+            eng = self._engine_for(config)
+            t0 = time.monotonic()
+            self._flag_results = check_configs(configs, self.variants, version=eng.version(),
+                                               python=self.profile.engine.python or None)
+            res = next(iter(self._flag_results.values()))
+            bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
+            if res.available:
+                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
+                           f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
+            else:
+                self._note(f"perfgate: flags not pre-checked ({res.reason})")
+        res = self._flag_results.get(config.key)
+        if res is None or not res.available or res.ok:
+            return None
+        from perfgate.verdict import Verdict
+
+        return Verdict(outcome="fail", category="bad-flag",
+                       message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
+                                f"before launching: {res.message()}"))
+
+    def _note(self, msg: str) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and not hasattr(self.config, "workerinput"):
+            tr.write_line(msg)
+
+    def stop(self) -> None:
+        if self._manager is not None:
+            self._manager.stop()
+
+
+def _hw_matches(p: Profile, st: Stack) -> tuple[bool, str]:
+    gpu = str(st.gpu).lower()
+    if st.gpu == "unknown" or p.hardware.gpu.lower() not in gpu and gpu not in p.hardware.gpu.lower():
+        return False, f"GPU '{st.gpu}' is not '{p.hardware.gpu}'"
+    try:
+        if int(st.gpu_count) < p.hardware.count:
+            return False, f"{st.gpu_count} GPUs visible, the profile needs {p.hardware.count}"
+    except (TypeError, ValueError):
+        return False, "GPU count unknown"
+    if str(st.sm) != "unknown" and float(st.sm) != float(p.hardware.sm):
+        return False, f"compute capability {st.sm} is not {p.hardware.sm}"
+    return True, ""
