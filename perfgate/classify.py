@@ -249,6 +249,8 @@ def _is_source_line(prev: str, line: str) -> bool:
         return False
     indent = len(line) - len(line.lstrip())
     return indent > len(m.group(1))
+
+
 _TEARDOWN = re.compile(r"SIGTERM received")
 _READY = re.compile(r"The server is fired up and ready to roll!")
 _FINAL_EXC = re.compile(r"^\s*((?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b:?.*)$")

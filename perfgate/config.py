@@ -105,11 +105,6 @@ class ServerConfig:
         safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in f"{self.profile}-{self.name}")
         return f"{safe}-{self.key}"
 
-    def with_changes(self, **kw: object) -> ServerConfig:
-        from dataclasses import replace
-
-        return replace(self, **kw)  # type: ignore[arg-type]
-
 
 def differing_keys(a: ServerConfig, b: ServerConfig) -> set[str]:
     """Settings whose values differ between two configs (flags, env as ``env:NAME``, model)."""

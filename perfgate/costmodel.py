@@ -259,12 +259,6 @@ class SpecBreakdown:
         """tok/s if the verify pass took ``verify_ms`` (same draft time and acceptance length)."""
         return projected_tok_s(self.accept_len, verify_ms, self.draft_ms or 0.0)
 
-    def project_without_allreduce(self) -> float | None:
-        """tok/s if the verify pass spent nothing in all-reduce (the ceiling a faster collective can reach)."""
-        if self.allreduce_ms is None or self.verify_ms - self.allreduce_ms <= 0:
-            return None
-        return self.project(self.verify_ms - self.allreduce_ms)
-
     def what_it_would_take(self) -> str:
         """One sentence for a failure message: the break-even cycle, verify time and acceptance."""
         a = _fmt(self.accept_len, 1)

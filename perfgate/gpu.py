@@ -49,16 +49,3 @@ def holders(pids: Iterable[int]) -> set[int]:
     return found
 
 
-def memory_used_mib() -> list[int]:
-    """Memory in use per GPU, in MiB (empty without NVML)."""
-    nv = _nvml()
-    if nv is None:
-        return []
-    out = []
-    try:
-        for i in range(nv.nvmlDeviceGetCount()):  # type: ignore[attr-defined]
-            info = nv.nvmlDeviceGetMemoryInfo(nv.nvmlDeviceGetHandleByIndex(i))  # type: ignore[attr-defined]
-            out.append(int(info.used) // (1 << 20))
-    except Exception:
-        return []
-    return out

@@ -18,6 +18,7 @@ from perfgate.client import RequestOutput
 
 BOOTSTRAP_RESAMPLES = 2000
 
+
 @dataclass(frozen=True)
 class Metric:
     """A number a record can be judged on, and which way is better."""

@@ -525,8 +525,6 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     st.update_refused.extend(tuple(r) for r in got["refused"])
 
 
-
-
 # ----------------------------------------------------------------------------- fixtures
 
 
@@ -599,8 +597,6 @@ def perf_check(perf: Any) -> Any:
     from perfgate.api import Check
 
     return Check(perf)
-
-
 
 
 def _write_updates(st: PerfgateState, tr: Any) -> None:

@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from perfgate.profiles import Workload
 
 
-class _Concluded(Exception):
-    """Internal: a case was concluded while measuring (never escapes PerfRun)."""
-
-
 @dataclass
 class PerfRun:
     """Per-test helper handed out by the ``perf`` fixture."""

@@ -339,6 +339,3 @@ def flags_to_argv(flags: Mapping[str, object]) -> list[str]:
     return argv
 
 
-def flag_for(option: str) -> Flag | None:
-    """The table entry of an option string such as ``--tp``."""
-    return _BY_OPT.get(option)

@@ -296,14 +296,6 @@ class LaunchPlan:
         """Steady-state decode tok/s summed over ``concurrency`` running requests."""
         return self.decode_tok_s(concurrency) * max(1, min(concurrency, self.max_running_requests))
 
-    def allreduce_breakdown(self, tokens: int = 1) -> dict[str, float | str]:
-        """Where one target forward's time goes (ms), and which backend carries its all-reduces."""
-        self._require()
-        assert self.comm is not None
-        lat, name = self.comm.allreduce(tokens * self.hardware.model.hidden * 2)
-        return {"compute_ms": self.compute_ms(tokens), "comm_ms": self.comm_ms(tokens),
-                "penalty_ms": self.penalty_ms(), "allreduce_us": lat, "backend": name}
-
 
 # --------------------------------------------------------------------------- helpers
 

@@ -171,10 +171,6 @@ class EngineLoop:
             if req in self._waiting:
                 self._waiting.remove(req)
 
-    def busy(self) -> bool:
-        with self._cond:
-            return bool(self._waiting or self._running)
-
     def flush_cache(self) -> bool:
         with self._cond:
             if self._waiting or self._running:
