@@ -8,9 +8,9 @@ tokens are counted from ``completion_tokens``, never from chunks.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import queue
-import threading
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +91,7 @@ class RequestOutput:
     error: str = ""
     ttft_s: float | None = None
     latency_s: float | None = None
+    last_token_s: float | None = None  # arrival of the last token-bearing chunk, from the request's start
     itl_s: tuple[float, ...] = ()  # per-token inter-token latencies after the first chunk
     completion_tokens: int = 0
     first_chunk_tokens: int = 0
@@ -103,10 +104,11 @@ class RequestOutput:
 
     @property
     def decode_tok_s(self) -> float | None:
-        """Tokens after the first chunk over the time after the first chunk."""
-        if not self.success or self.ttft_s is None or self.latency_s is None:
+        """Tokens after the first chunk over the time from the first to the last token-bearing chunk."""
+        end = self.last_token_s if self.last_token_s is not None else self.latency_s
+        if not self.success or self.ttft_s is None or end is None:
             return None
-        dt = self.latency_s - self.ttft_s
+        dt = end - self.ttft_s
         n = self.completion_tokens - self.first_chunk_tokens
         if dt <= 0 or n <= 0:
             return None
@@ -119,6 +121,122 @@ class RequestOutput:
         return self.completion_tokens / self.spec_verify_ct
 
 
+class StreamState:
+    """One request's stream as its bytes arrive; the same for every transport.
+
+    Timestamps are the arrival times the caller passes (taken when the bytes arrive, not when they are
+    looked at). SGLang's chunks are cumulative (every output id so far), so a chunk is not parsed: its
+    ``completion_tokens`` is read from the end of the payload, where ``meta_info`` sits, and only the
+    last payload is parsed whole (output ids for the lossless check, acceptance, cached tokens). The
+    decode window ends at the last token-bearing chunk, not at ``[DONE]`` or the connection's close.
+    """
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.parser = SSEParser()
+        self.ttft: float | None = None
+        self.last_t = start
+        self.last_tokens = 0
+        self.first_chunk_tokens = 0
+        self.itl: list[float] = []
+        self.last_data = ""
+        self.done = False
+        self.error = ""
+        self.last_rx = start  # arrival of the last bytes (the batch's watchdog ends a stream silent too long)
+        self.stalled = False
+
+    def feed(self, raw: bytes, now: float) -> bool:
+        """Take bytes that arrived at ``now``; False once the stream is known bad (``error`` says why)."""
+        for data in self.parser.feed(raw):
+            if not self._event(data, now):
+                return False
+        return True
+
+    def _event(self, data: str, now: float) -> bool:
+        text = data.strip()
+        if text == "[DONE]":
+            self.done = True
+            return True
+        if not (text.startswith("{") and text.endswith("}")):
+            self.error = f"malformed SSE data: {data[:200]!r}"
+            return False
+        ntok = _completion_tokens(text)
+        if ntok is None:  # no meta_info to read cheaply (an error object, or another server): parse it
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                self.error = f"malformed SSE data: {data[:200]!r}"
+                return False
+            if not isinstance(obj, dict):
+                self.error = f"unexpected SSE payload: {data[:200]!r}"
+                return False
+            if "error" in obj:
+                self.error = f"server error: {json.dumps(obj['error'])[:300]}"
+                return False
+            ids = obj.get("output_ids")
+            ntok = len(ids) if isinstance(ids, list) else self.last_tokens
+        if ntok > self.last_tokens:
+            if self.ttft is None:
+                self.ttft = now - self.start
+                self.first_chunk_tokens = ntok
+            else:
+                gap = (now - self.last_t) / (ntok - self.last_tokens)
+                self.itl.extend([gap] * (ntok - self.last_tokens))
+            self.last_t = now
+            self.last_tokens = ntok
+        self.last_data = text
+        return True
+
+    def failed(self, error: str) -> RequestOutput:
+        return RequestOutput(success=False, error=error, start_s=self.start, completion_tokens=self.last_tokens)
+
+    def finish(self, end: float) -> RequestOutput:
+        """The request's output, once the stream has ended at ``end``."""
+        if self.error:
+            return self.failed(self.error)
+        for data in self.parser.flush():
+            if not self._event(data, end):
+                return self.failed(self.error)
+        if not self.done:
+            return self.failed(f"stream ended without [DONE] after {self.last_tokens} tokens")
+        if self.ttft is None:
+            return self.failed("stream produced no tokens")
+        try:
+            obj = json.loads(self.last_data)
+        except ValueError:
+            return self.failed(f"malformed SSE data: {self.last_data[:200]!r}")
+        meta = obj.get("meta_info") or {} if isinstance(obj, dict) else {}
+        ids = obj.get("output_ids") if isinstance(obj, dict) else None
+        verify = meta.get("spec_verify_ct")
+        return RequestOutput(
+            success=True,
+            ttft_s=self.ttft,
+            latency_s=end - self.start,
+            last_token_s=self.last_t - self.start,
+            itl_s=tuple(self.itl),
+            completion_tokens=self.last_tokens,
+            first_chunk_tokens=self.first_chunk_tokens,
+            prompt_tokens=_int(meta.get("prompt_tokens")),
+            output_ids=tuple(int(x) for x in ids) if isinstance(ids, list) else (),
+            spec_verify_ct=int(verify) if verify else None,
+            cached_tokens=_int(meta.get("cached_tokens")),
+            start_s=self.start,
+            meta_info=dict(meta),
+        )
+
+
+_COMPLETION = re.compile(r'"completion_tokens"\s*:\s*(\d+)')
+
+
+def _completion_tokens(payload: str) -> int | None:
+    """``meta_info.completion_tokens`` of a cumulative chunk, read from its end (meta_info follows the ids)."""
+    i = payload.rfind('"completion_tokens"')
+    if i < 0:
+        return None
+    m = _COMPLETION.match(payload, i)
+    return int(m.group(1)) if m else None
+
+
 def stream_generate(
     url: str,
     request: GenRequest,
@@ -128,105 +246,45 @@ def stream_generate(
     clock: Clock = time.perf_counter,
     chunks: Iterable[bytes] | None = None,
 ) -> RequestOutput:
-    """POST one streaming ``/generate`` and time it; never raises.
+    """POST one streaming ``/generate`` and time it (one request, blocking); never raises.
 
-    ``chunks`` replaces the HTTP response body (tests script the stream and the clock).
+    ``chunks`` replaces the HTTP response body (tests script the stream and the clock). Batches go
+    through :func:`run_batch`, which streams every request on one event loop.
     """
-    start = clock()
-    ttft = None
-    last_t = start
-    last_tokens = 0
-    itl: list[float] = []
-    meta: dict[str, Any] = {}
-    output_ids: list[int] = []
-    first_chunk_tokens = 0
-    done = False
+    state = StreamState(clock())
     resp = None
-    parser = SSEParser()
     try:
         if chunks is None:
             sess = session or requests.Session()
             resp = sess.post(f"{url}/generate", json=request.payload(stream=True), stream=True,
                              timeout=(10.0, timeout_s))
             if resp.status_code != 200:
-                body = resp.text[:500]
-                return RequestOutput(success=False, error=f"HTTP {resp.status_code}: {body}", start_s=start)
+                return state.failed(f"HTTP {resp.status_code}: {resp.text[:500]}")
             source: Iterator[bytes] = resp.iter_content(chunk_size=None)
         else:
             source = iter(chunks)
-        deadline = start + timeout_s
+        deadline = state.start + timeout_s
         for raw in source:
             now = clock()
-            for data in parser.feed(raw):
-                if data.strip() == "[DONE]":
-                    done = True
-                    continue
-                try:
-                    obj = json.loads(data)
-                except ValueError:
-                    return RequestOutput(success=False, error=f"malformed SSE data: {data[:200]!r}", start_s=start)
-                if not isinstance(obj, dict):
-                    return RequestOutput(success=False, error=f"unexpected SSE payload: {data[:200]!r}", start_s=start)
-                if "error" in obj:
-                    return RequestOutput(success=False, error=f"server error: {json.dumps(obj['error'])[:300]}",
-                                         start_s=start)
-                m = obj.get("meta_info") or {}
-                ntok = m.get("completion_tokens")
-                ids = obj.get("output_ids")
-                if ntok is None:
-                    ntok = len(ids) if isinstance(ids, list) else last_tokens
-                ntok = int(ntok)
-                if ntok > last_tokens:
-                    if ttft is None:
-                        ttft = now - start
-                        first_chunk_tokens = ntok
-                    else:
-                        gap = (now - last_t) / (ntok - last_tokens)
-                        itl.extend([gap] * (ntok - last_tokens))
-                    last_t = now
-                    last_tokens = ntok
-                meta = m
-                if isinstance(ids, list):
-                    output_ids = ids
+            if not state.feed(raw, now):
+                return state.failed(state.error)
             if now > deadline:
-                return RequestOutput(success=False, error=f"timed out after {timeout_s:.0f} s "
-                                     f"({last_tokens} tokens received)", start_s=start)
-        for data in parser.flush():
-            if data.strip() == "[DONE]":
-                done = True
+                return state.failed(f"timed out after {timeout_s:.0f} s ({state.last_tokens} tokens received)")
     except requests.RequestException as e:
         if isinstance(e, requests.Timeout) or "Read timed out" in str(e):  # a hung server: say so plainly
-            what = f"after {last_tokens} token(s)" if last_tokens else "before the first token"
-            err = f"no data from the server for {timeout_s:g} s {what} (read timeout): the server stopped streaming"
-        else:
-            err = f"{type(e).__name__}: {e}"[:500]
-        return RequestOutput(success=False, error=err, start_s=start, completion_tokens=last_tokens)
+            return state.failed(_stalled(timeout_s, state.last_tokens))
+        return state.failed(f"{type(e).__name__}: {e}"[:500])
     except Exception as e:  # never raise: a failure is a counted output
-        return RequestOutput(success=False, error=f"{type(e).__name__}: {e}"[:500], start_s=start)
+        return state.failed(f"{type(e).__name__}: {e}"[:500])
     finally:
         if resp is not None:
             resp.close()
-    end = clock()
-    if not done:
-        return RequestOutput(success=False, error=f"stream ended without [DONE] after {last_tokens} tokens",
-                             start_s=start, completion_tokens=last_tokens)
-    if ttft is None:
-        return RequestOutput(success=False, error="stream produced no tokens", start_s=start)
-    verify = meta.get("spec_verify_ct")
-    return RequestOutput(
-        success=True,
-        ttft_s=ttft,
-        latency_s=end - start,
-        itl_s=tuple(itl),
-        completion_tokens=last_tokens,
-        first_chunk_tokens=first_chunk_tokens,
-        prompt_tokens=int(meta.get("prompt_tokens") or 0),
-        output_ids=tuple(int(x) for x in output_ids),
-        spec_verify_ct=int(verify) if verify else None,
-        cached_tokens=_int(meta.get("cached_tokens")),
-        start_s=start,
-        meta_info=dict(meta),
-    )
+    return state.finish(clock())
+
+
+def _stalled(timeout_s: float, tokens: int) -> str:
+    what = f"after {tokens} token(s)" if tokens else "before the first token"
+    return f"no data from the server for {timeout_s:g} s {what} (read timeout): the server stopped streaming"
 
 
 def _int(x: Any) -> int:
@@ -243,38 +301,82 @@ def run_batch(
     concurrency: int = 1,
     timeout_s: float = 300.0,
 ) -> tuple[list[RequestOutput], float]:
-    """Send requests with at most ``concurrency`` in flight; returns outputs (in order) and wall time."""
+    """Send requests with at most ``concurrency`` in flight; returns outputs (in order) and wall time.
+
+    Every in-flight request streams on one event loop (aiohttp): one connection pool, no thread or
+    session per request, each chunk timed when the loop hands it over. Never raises for a request; a
+    Ctrl-C or SIGTERM ends the batch at once (the loop's tasks are cancelled, nothing waits out a timeout).
+    """
     t0 = time.perf_counter()
-    if concurrency <= 1:
-        with requests.Session() as s:
-            outs = [stream_generate(url, r, session=s, timeout_s=timeout_s) for r in requests_]
-        return outs, time.perf_counter() - t0
-
-    # Daemon threads, not a ThreadPoolExecutor: Ctrl-C / SIGTERM during a hung request must end the
-    # session at once (an executor joins its workers, i.e. waits out every request timeout first).
-    todo: queue.SimpleQueue[tuple[int, GenRequest]] = queue.SimpleQueue()
-    for item in enumerate(requests_):
-        todo.put(item)
-    results: list[RequestOutput | None] = [None] * len(requests_)
-
-    def worker() -> None:
-        while True:
-            try:
-                i, r = todo.get_nowait()
-            except queue.Empty:
-                return
-            with requests.Session() as s:
-                results[i] = stream_generate(url, r, session=s, timeout_s=timeout_s)
-
-    threads = [threading.Thread(target=worker, name=f"perfgate-request-{k}", daemon=True)
-               for k in range(min(concurrency, len(requests_)))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        while th.is_alive():
-            th.join(0.2)
-    outs = [o if o is not None else RequestOutput(success=False, error="request not sent") for o in results]
+    outs = asyncio.run(_run_batch(url, list(requests_), max(1, concurrency), timeout_s))
     return outs, time.perf_counter() - t0
+
+
+async def _run_batch(url: str, reqs: list[GenRequest], concurrency: int, timeout_s: float) -> list[RequestOutput]:
+    import aiohttp
+
+    results: list[RequestOutput | None] = [None] * len(reqs)
+    todo = iter(enumerate(reqs))  # shared by the workers: one loop, one thread, no lock needed
+    # no per-read timeout (a timer armed and cancelled for every chunk costs more than parsing it): one
+    # watchdog per batch ends any stream that has received nothing for timeout_s
+    timeout = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=None)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    live: dict[asyncio.Task[Any], StreamState] = {}
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False) as session:
+
+        async def worker() -> None:
+            for i, r in todo:
+                results[i] = await _stream(session, url, r, timeout_s, live)
+
+        async def watchdog() -> None:
+            while True:
+                await asyncio.sleep(min(1.0, timeout_s / 4))
+                now = time.perf_counter()
+                for task, state in list(live.items()):
+                    if now - state.last_rx > timeout_s and not state.stalled:
+                        state.stalled = True
+                        task.cancel()
+
+        dog = asyncio.ensure_future(watchdog())
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
+        finally:
+            dog.cancel()
+    return [o if o is not None else RequestOutput(success=False, error="request not sent") for o in results]
+
+
+async def _stream(session: Any, url: str, request: GenRequest, timeout_s: float,
+                  live: dict[asyncio.Task[Any], StreamState]) -> RequestOutput:
+    clock = time.perf_counter
+    state = StreamState(clock())
+    task = asyncio.current_task()
+    assert task is not None
+    live[task] = state
+    try:
+        async with session.post(f"{url}/generate", json=request.payload(stream=True)) as resp:
+            if resp.status != 200:
+                return state.failed(f"HTTP {resp.status}: {(await resp.text())[:500]}")
+            deadline = state.start + timeout_s
+            async for raw in resp.content.iter_any():
+                now = clock()
+                state.last_rx = now
+                if not state.feed(raw, now):
+                    return state.failed(state.error)
+                if now > deadline:
+                    return state.failed(f"timed out after {timeout_s:.0f} s ({state.last_tokens} tokens received)")
+                if state.done:
+                    break  # [DONE]: the request is over, whatever the connection does next
+            end = clock()
+    except asyncio.CancelledError:
+        if not state.stalled:
+            raise  # the batch itself is being cancelled (Ctrl-C, SIGTERM)
+        task.uncancel() if hasattr(task, "uncancel") else None
+        return state.failed(_stalled(timeout_s, state.last_tokens))
+    except Exception as e:  # never raise: a failure is a counted output
+        return state.failed(f"{type(e).__name__}: {e}"[:500])
+    finally:
+        live.pop(task, None)
+    return state.finish(end)
 
 
 def get_json(url: str, path: str, timeout_s: float = 10.0) -> dict[str, Any] | None:

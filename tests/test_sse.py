@@ -78,9 +78,10 @@ def test_timing_invariants_cumulative_chunks():
     assert out.ttft_s == 0.1
     assert out.completion_tokens == 4 and out.output_ids == (5, 6, 7, 8)
     assert len(out.itl_s) == 3
-    # latency - ttft == sum(itl) + the tail after the last token
+    # the decode window is first to last token-bearing chunk: [DONE] and the close are not decode time
     assert abs((0.5 - 0.1) - sum(out.itl_s)) < 1e-12
-    assert abs(out.decode_tok_s - 3 / (0.7 - 0.1)) < 1e-9
+    assert out.last_token_s == 0.5 and out.latency_s == 0.7
+    assert abs(out.decode_tok_s - 3 / (0.5 - 0.1)) < 1e-9
 
 
 def test_speculative_chunks_carry_several_tokens_counted_from_completion_tokens():
@@ -120,3 +121,31 @@ def test_stream_split_anywhere_counts_every_token(steps, cuts):
     assert out.completion_tokens == sum(steps)
     assert out.output_ids == tuple(range(sum(steps)))
     assert len(out.itl_s) == sum(steps) - out.first_chunk_tokens
+
+
+def test_only_the_last_payload_is_parsed_whole():
+    """Cumulative chunks grow with the tokens so far; the client reads completion_tokens from the end of each
+    and parses just the last one (output ids, acceptance): the counts and ids come out the same."""
+    import perfgate.client as client
+
+    calls = []
+    real = client.json.loads
+    client.json.loads = lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k)
+    try:
+        ids, chunks = [], []
+        for k in range(200):
+            ids = ids + [k]
+            chunks.append(_chunk(ids))
+        chunks.append(b"data: [DONE]\n\n")
+        t = iter(range(10_000))
+        out = stream_generate("http://unused", REQ, chunks=chunks, clock=lambda: float(next(t)))
+    finally:
+        client.json.loads = real
+    assert out.success and out.completion_tokens == 200 and out.output_ids == tuple(range(200))
+    assert len(calls) == 1  # the final payload only
+
+
+def test_a_truncated_payload_is_malformed_even_mid_stream():
+    chunks = [_chunk([1]), b'data: {"output_ids": [1, 2, <truncated\n\n', _chunk([1, 2]), b"data: [DONE]\n\n"]
+    out = stream_generate("http://unused", REQ, chunks=chunks, clock=Clock([0, 1, 2, 3, 4, 5]))
+    assert not out.success and "malformed SSE data" in out.error
