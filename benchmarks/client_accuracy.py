@@ -6,14 +6,20 @@
 Starts perfgate's simulated SGLang server for the seed box's baseline (the simulated profile
 ``baselines/sim-rtxpro6000-x8/kimi-k2.5.toml``) the way the suite does (:class:`perfgate.server.Server`),
 then, per concurrency level c, sends max(4, 2c) streaming requests with perfgate's client
-(:func:`perfgate.client.run_batch`) and prints:
+(:func:`perfgate.client.run_batch`) and prints, per level:
 
-- the true rate: 1000 / the decode step time the simulator's cost model gives for a batch of c
-  (:meth:`perfgate.sim.behavior.LaunchPlan.decode_step_ms`), i.e. one request's steady-state decode tok/s;
-- the measured decode tok/s per request (perfgate's metric: tokens after the first chunk over the
-  time after the first chunk, averaged over requests) and the error against the true rate;
-- the measured output tok/s (all completion tokens / wall time, prefill and ramp included) next to
-  the true steady-state aggregate (c x the true rate);
+- the cost model's rate: 1000 / the decode step time the simulator's cost model gives for a batch of
+  c (:meth:`perfgate.sim.behavior.LaunchPlan.decode_step_ms`), one request's steady-state decode tok/s;
+- the server's own rate: each request's decode tok/s as the server reports it (``--enable-metrics``:
+  ``meta_info.decode_throughput``, first token to last, on the server's clock), averaged, and its gap
+  to the cost model (newcomers' prefill steps land inside running requests' decode windows: that gap
+  is the workload, not the client);
+- the client's rate (perfgate's metric: tokens after the first chunk over the time from the first to
+  the last token-bearing chunk, averaged over requests) against the server's own rate request by
+  request — the client's accuracy — and against the cost model;
+- the last-token lag: when the client saw the last token minus the server's e2e latency, the median
+  over requests (what the client adds to a request's end);
+- the output tok/s (all completion tokens / wall time, prefill and ramp included);
 - the client's CPU time per received token (``time.process_time`` of this process, which runs only
   the client; the simulator is a separate process).
 
@@ -31,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +66,10 @@ class Row:
     error_pct: float  # decode_tok_s vs true_tok_s
     cpu_us_per_token: float
     failures: int
+    server_tok_s: float = float("nan")  # the server's own per-request decode rate (meta_info.decode_throughput)
+    client_error_pct: float = float("nan")  # the client against the server's own rate, request by request
+    model_gap_pct: float = float("nan")  # the server's rate against the cost model's steady state
+    lag_ms: float = float("nan")  # median: client's arrival of the last token - the server's e2e latency
 
 
 def measure(url: str, c: int, prompts: list[tuple[int, ...]], max_new_tokens: int, true_tok_s: float) -> Row:
@@ -72,19 +82,30 @@ def measure(url: str, c: int, prompts: list[tuple[int, ...]], max_new_tokens: in
     rates = [r for r in (o.decode_tok_s for o in ok) if r is not None]
     tokens = sum(o.completion_tokens for o in ok)
     decode = statistics.fmean(rates) if rates else float("nan")
+    # the server's own figures (--enable-metrics): its decode rate per request, and when it sent the last token
+    pairs = [(o.decode_tok_s, float(o.meta_info["decode_throughput"])) for o in ok
+             if o.decode_tok_s and o.meta_info.get("decode_throughput")]
+    server = statistics.fmean(s for _, s in pairs) if pairs else float("nan")
+    client_err = statistics.fmean((c_ - s) / s * 100 for c_, s in pairs) if pairs else float("nan")
+    lags = [(o.last_token_s - float(o.meta_info["e2e_latency"])) * 1000 for o in ok
+            if o.last_token_s is not None and o.meta_info.get("e2e_latency") is not None]
     return Row(concurrency=c, requests=n, true_tok_s=true_tok_s, true_aggregate_tok_s=true_tok_s * c,
                decode_tok_s=decode, output_tok_s=tokens / wall if wall > 0 else float("nan"),
                error_pct=(decode - true_tok_s) / true_tok_s * 100, cpu_us_per_token=cpu / max(1, tokens) * 1e6,
-               failures=len(outs) - len(ok))
+               failures=len(outs) - len(ok), server_tok_s=server, client_error_pct=client_err,
+               model_gap_pct=(server - true_tok_s) / true_tok_s * 100,
+               lag_ms=statistics.median(lags) if lags else float("nan"))
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| concurrency | requests | true decode tok/s per request (aggregate) | measured decode tok/s per request "
-            "| measured output tok/s | error % | client CPU µs/token |")
-    out = [head, "|---:|---:|---:|---:|---:|---:|---:|"]
+    head = ("| concurrency | requests | cost model tok/s per request | server's own tok/s (model gap) "
+            "| client tok/s | client vs server % | client vs model % | last-token lag ms | output tok/s "
+            "| client CPU µs/token |")
+    out = [head, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r.concurrency} | {r.requests} | {r.true_tok_s:.2f} ({r.true_aggregate_tok_s:.0f}) "
-                   f"| {r.decode_tok_s:.2f} | {r.output_tok_s:.1f} | {r.error_pct:+.2f} | {r.cpu_us_per_token:.0f} |"
+        out.append(f"| {r.concurrency} | {r.requests} | {r.true_tok_s:.2f} | {r.server_tok_s:.2f} ({r.model_gap_pct:+.2f} %) "
+                   f"| {r.decode_tok_s:.2f} | {r.client_error_pct:+.3f} | {r.error_pct:+.2f} | {r.lag_ms:.2f} "
+                   f"| {r.output_tok_s:.1f} | {r.cpu_us_per_token:.0f} |"
                    + (f" {r.failures} failed" if r.failures else ""))
     return "\n".join(out)
 
@@ -99,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
     prof = load_profile(PROFILE)
     config = prof.config(prof.baseline_mode())
+    # the server reports its own per-request decode rate and latency, as SGLang does with --enable-metrics
+    config = replace(config, flags=tuple(sorted({**config.flag_dict, "enable-metrics": True}.items())))
     assert prof.engine.sim_hardware is not None
     plan = simulate_launch(prof.engine.sim_hardware, {"model-path": config.model_path, **config.flag_dict},
                            config.env_dict)

@@ -125,10 +125,12 @@ class StreamState:
     """One request's stream as its bytes arrive; the same for every transport.
 
     Timestamps are the arrival times the caller passes (taken when the bytes arrive, not when they are
-    looked at). SGLang's chunks are cumulative (every output id so far), so a chunk is not parsed: its
-    ``completion_tokens`` is read from the end of the payload, where ``meta_info`` sits, and only the
-    last payload is parsed whole (output ids for the lossless check, acceptance, cached tokens). The
-    decode window ends at the last token-bearing chunk, not at ``[DONE]`` or the connection's close.
+    looked at). SGLang's chunks are cumulative by default (every output id so far), so a chunk is not
+    parsed: its ``completion_tokens`` is read from the end of the payload, where ``meta_info`` sits, and
+    only the last payload is parsed whole (output ids for the lossless check, acceptance, cached tokens).
+    With ``--incremental-streaming-output`` each chunk carries only its new ids (learnt at the second
+    token-bearing chunk): those small deltas are parsed and collected. The decode window ends at the last
+    token-bearing chunk, not at ``[DONE]`` or the connection's close.
     """
 
     def __init__(self, start: float) -> None:
@@ -144,6 +146,8 @@ class StreamState:
         self.error = ""
         self.last_rx = start  # arrival of the last bytes (the batch's watchdog ends a stream silent too long)
         self.stalled = False
+        self.incremental: bool | None = None  # learnt at the second token-bearing chunk
+        self.ids: list[int] = []  # incremental streams only: the output ids so far
 
     def feed(self, raw: bytes, now: float) -> bool:
         """Take bytes that arrived at ``now``; False once the stream is known bad (``error`` says why)."""
@@ -176,6 +180,10 @@ class StreamState:
             ids = obj.get("output_ids")
             ntok = len(ids) if isinstance(ids, list) else self.last_tokens
         if ntok > self.last_tokens:
+            if self.last_tokens and self.incremental is None and not self._learn_mode(text, ntok):
+                return False
+            if self.incremental and not self._append_ids(text):
+                return False
             if self.ttft is None:
                 self.ttft = now - self.start
                 self.first_chunk_tokens = ntok
@@ -185,6 +193,27 @@ class StreamState:
             self.last_t = now
             self.last_tokens = ntok
         self.last_data = text
+        return True
+
+    def _learn_mode(self, text: str, ntok: int) -> bool:
+        """At the second token-bearing chunk: cumulative ids (SGLang's default) or only the new ones
+        (``--incremental-streaming-output``)? The first chunk cannot tell: both carry its one token."""
+        ids = _ids(text)
+        if ids is None:
+            self.error = f"malformed SSE data: {text[:200]!r}"
+            return False
+        self.incremental = len(ids) == ntok - self.last_tokens and len(ids) != ntok
+        if self.incremental:
+            first = _ids(self.last_data)
+            self.ids = list(first or [])
+        return True
+
+    def _append_ids(self, text: str) -> bool:
+        ids = _ids(text)  # a delta: small, so parsing it whole costs nothing
+        if ids is None:
+            self.error = f"malformed SSE data: {text[:200]!r}"
+            return False
+        self.ids.extend(ids)
         return True
 
     def failed(self, error: str) -> RequestOutput:
@@ -206,7 +235,7 @@ class StreamState:
         except ValueError:
             return self.failed(f"malformed SSE data: {self.last_data[:200]!r}")
         meta = obj.get("meta_info") or {} if isinstance(obj, dict) else {}
-        ids = obj.get("output_ids") if isinstance(obj, dict) else None
+        ids = self.ids if self.incremental else (obj.get("output_ids") if isinstance(obj, dict) else None)
         verify = meta.get("spec_verify_ct")
         return RequestOutput(
             success=True,
@@ -223,6 +252,15 @@ class StreamState:
             start_s=self.start,
             meta_info=dict(meta),
         )
+
+
+def _ids(payload: str) -> list[int] | None:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return None
+    ids = obj.get("output_ids") if isinstance(obj, dict) else None
+    return [int(x) for x in ids] if isinstance(ids, list) else None
 
 
 _COMPLETION = re.compile(r'"completion_tokens"\s*:\s*(\d+)')

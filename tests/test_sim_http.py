@@ -244,3 +244,25 @@ def test_unknown_routes_and_text_without_tokenizer(base, eagle):
     assert base.request("GET", "/generate")[0] == 405
     status, out = eagle.post("/generate", {"text": "hi"})
     assert status == 400 and "skip_tokenizer_init=True" in out["error"]["message"]
+
+
+@pytest.mark.parametrize("interval", [1, 4])
+def test_incremental_streaming_and_stream_interval_as_sglang_does(tmp_path, interval):
+    """--incremental-streaming-output: each chunk carries only its new ids (completion_tokens cumulative);
+    --stream-interval k: a chunk when the output length is 1 mod k, and at the end (SGLang 0.5.17's streamer).
+    perfgate's client reads both into the same tokens, ids and decode rate as the default stream."""
+    from perfgate.client import GenRequest, run_batch
+
+    flags = [*BASE_FLAGS, "--incremental-streaming-output", "--stream-interval", str(interval)]
+    with SimProcess.start(flags, log_path=tmp_path / "sim.log") as sim:
+        sim.wait_ready()
+        chunks = [json.loads(d) for d in sim.stream({"input_ids": [99, 98], "sampling_params": {"max_new_tokens": 13}})
+                  if d != "[DONE]"]
+        counts = [c["meta_info"]["completion_tokens"] for c in chunks]
+        assert counts == ([1, 5, 9, 13] if interval == 4 else list(range(1, 14)))
+        assert sum(len(c["output_ids"]) for c in chunks) == 13  # deltas, not cumulative lists
+        req = GenRequest(input_ids=(99, 98), max_new_tokens=13)
+        (out,), _ = run_batch(f"http://127.0.0.1:{sim.port}", [req])
+        assert out.success, out.error
+        assert out.completion_tokens == 13
+        assert out.output_ids == tuple(expected_output([99, 98], 13, VOCAB))

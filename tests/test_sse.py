@@ -142,10 +142,28 @@ def test_only_the_last_payload_is_parsed_whole():
     finally:
         client.json.loads = real
     assert out.success and out.completion_tokens == 200 and out.output_ids == tuple(range(200))
-    assert len(calls) == 1  # the final payload only
+    assert len(calls) == 2  # the second chunk (cumulative or incremental?) and the final payload, of 200
 
 
 def test_a_truncated_payload_is_malformed_even_mid_stream():
     chunks = [_chunk([1]), b'data: {"output_ids": [1, 2, <truncated\n\n', _chunk([1, 2]), b"data: [DONE]\n\n"]
     out = stream_generate("http://unused", REQ, chunks=chunks, clock=Clock([0, 1, 2, 3, 4, 5]))
     assert not out.success and "malformed SSE data" in out.error
+
+
+def _inc_chunk(new_ids, total):
+    return b"data: " + json.dumps({"output_ids": new_ids, "meta_info": {"completion_tokens": total}}).encode() + b"\n\n"
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=20), st.lists(st.integers(0, 5000), max_size=10))
+def test_incremental_streams_give_the_same_tokens_and_ids(steps, cuts):
+    """--incremental-streaming-output: each chunk carries its new ids only; completion_tokens stays cumulative."""
+    chunks, total = b"", 0
+    for k in steps:
+        chunks += _inc_chunk(list(range(total, total + k)), total + k)
+        total += k
+    chunks += b"data: [DONE]\n\n"
+    t = iter(range(10_000))
+    out = stream_generate("http://unused", REQ, chunks=_split(chunks, cuts), clock=lambda: float(next(t)))
+    assert out.success, out.error
+    assert out.completion_tokens == total and out.output_ids == tuple(range(total))

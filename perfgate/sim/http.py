@@ -27,6 +27,7 @@ from typing import Any
 
 from perfgate.sim.behavior import LaunchPlan
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
+from perfgate.sim.hardware import version_at_least
 from perfgate.sim.log import SimLog
 
 HEALTH_TIMEOUT_S = 20.0
@@ -511,11 +512,26 @@ class SimHandler(BaseHTTPRequestHandler):
                 return
             self._start_stream()
             malformed_sent = False
+            # SGLang's output streamer with --stream-interval k > 1: 0.5.17 sends when the output length is
+            # 1 mod k; 0.5.23 sends the first token at once, then whenever k or more are unsent (a speculative
+            # step can jump past a multiple of k); both send at the end. --incremental-streaming-output sends
+            # each chunk's new ids only (completion_tokens stays cumulative).
+            interval = max(1, int(st.args.get("stream_interval") or 1))
+            incremental = bool(st.args.get("incremental_streaming_output"))
+            by_unsent = version_at_least(self.state.plan.version, "0.5.23")
+            sent = 0
             while True:
                 produced = self._wait(req)
-                ids, _ = req.snapshot()
-                ids = ids[:produced]
                 final = produced >= req.max_new_tokens
+                if by_unsent:
+                    due = interval == 1 or produced - sent >= interval or (sent == 0 and produced > 0)
+                else:
+                    due = produced % interval == (1 if interval > 1 else 0)
+                if not (final or due):
+                    continue
+                ids, _ = req.snapshot()
+                ids = ids[sent:produced] if incremental else ids[:produced]
+                sent = produced
                 if st.fault == "malformed-sse" and not malformed_sent and produced >= st.fault_after:
                     malformed_sent = True
                     self._chunk(b'data: {"output_ids": [' + ", ".join(map(str, ids)).encode() + b", <truncated\n\n")
