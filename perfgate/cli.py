@@ -343,5 +343,82 @@ def _check_flags(args: argparse.Namespace) -> int:
     return 1 if bad else EXIT_OK
 
 
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profiles", nargs="+", metavar="PROFILE",
+                   help="profiles to run (a path, or <hardware>/<model> under ./baselines); one runner label each, "
+                        "the profile's hardware folder (h200-x2/... runs on label h200-x2)")
+    p.add_argument("--reports", nargs="*", default=[], metavar="REPORT.xml",
+                   help="earlier JUnit reports: each config's cost is the median of its recorded test times "
+                        "(start-up included); configs no report has are estimated from the profile")
+    p.add_argument("--runners", action="append", default=[], metavar="N|LABEL=N",
+                   help="runners per label (default 1); repeat LABEL=N for several labels")
+    p.add_argument("--budget-s", type=float, default=None, metavar="S",
+                   help="the longest a job may run: use the fewest cells that fit it (at most --runners)")
+    p.add_argument("--variants", default="baselines/variants.toml", help="the variants file")
+    p.add_argument("--format", choices=("json", "text"), default="json",
+                   help="json: a CI matrix ({'include': [...]}, GitHub Actions strategy.matrix); text: a table")
+
+
+@subcommand("plan", "split the profiles' configs into CI cells balanced by recorded durations (a matrix as JSON)",
+            _plan_args)
+def _plan(args: argparse.Namespace) -> int:
+    import json
+
+    from perfgate.fleet import config_costs, matrix, plan
+    from perfgate.profiles import load_profile, resolve_profile
+    from perfgate.report.junit_read import read_report
+    from perfgate.variants import load_variants
+
+    variants = load_variants(args.variants)
+    reports = [read_report(r) for r in args.reports]
+    per_label: dict[str, int] = {}
+    default = 1
+    for spec in args.runners:
+        label, _, n = spec.rpartition("=")
+        try:
+            count = int(n)
+        except ValueError:
+            count = 0
+        if count < 1:
+            print(f"perfgate plan: --runners {spec!r}: expected N or LABEL=N with N >= 1", file=sys.stderr)
+            return EXIT_USAGE
+        if label:
+            per_label[label] = count
+        else:
+            default = count
+    cells_by_label = {}
+    notes = []
+    for spec in args.profiles:
+        prof = load_profile(resolve_profile(spec, Path.cwd()))
+        label = prof.name.split("/")[0]
+        costs = config_costs(prof, variants, reports)
+        most = per_label.get(label, default)
+        cells = plan(costs, most)
+        if args.budget_s is not None:
+            for n in range(1, most + 1):
+                cells = plan(costs, n)
+                if max(c.seconds for c in cells) <= args.budget_s:
+                    break
+            if max(c.seconds for c in cells) > args.budget_s:
+                notes.append(f"{label}: the longest cell needs {max(c.seconds for c in cells):.0f} s, over the "
+                             f"{args.budget_s:.0f} s budget even with {most} runner(s)")
+        estimated = sum(1 for c in costs if c.source == "estimate")
+        if estimated:
+            notes.append(f"{label}: {estimated} of {len(costs)} config cost(s) estimated (no report has them)")
+        cells_by_label[f"{label}:{prof.name}" if label in {k.split(':')[0] for k in cells_by_label} else label] = \
+            (prof, cells)
+    m = matrix(cells_by_label)
+    for n in notes:
+        print(f"perfgate plan: {n}", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps(m))
+        return EXIT_OK
+    print(f"{'label':<16} {'cell':<6} {'expected':>9}  configs")
+    for row in m["include"]:  # type: ignore[union-attr]
+        print(f"{row['label']:<16} {row['cell']:<6} {row['expected_s']:>7} s  {row['names']}")
+    print(f"wall {m['expected_wall_s']} s, total {m['expected_total_s']} s (runner time)")
+    return EXIT_OK
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -65,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="simulated stack overrides, e.g. flashinfer=0.8.0 (env PERFGATE_SIM_STACK)")
     g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse.SUPPRESS)
     g.addoption("--perfgate-variants", default=None, metavar="A,B", help="only these variants")
+    g.addoption("--perfgate-shard", default=None, metavar="I/N",
+                help="run cell I of the profile's configs split into N (as `perfgate plan` splits them without "
+                     "reports; tests with no server config, the micro tier, run in cell 1)")
+    g.addoption("--perfgate-configs", default=None, metavar="KEY,KEY",
+                help="run only the records of these server configs (the keys of a `perfgate plan` cell); a "
+                     "variant's baseline is still measured to compare with, its records are not reported")
     g.addoption("--perfgate-variants-file", default=None, metavar="PATH", help="variants file (default baselines/variants.toml)")
     g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
                 help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
@@ -365,6 +371,40 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         is_base = case.mode == base and case.variant is None
         keyed.append(((1, 0 if is_base else 1, first_seen[key], KIND_ORDER.get(case.kind, 9), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
+    _select_cell(config, st, items)
+
+
+def _select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Item]) -> None:
+    """--perfgate-shard / --perfgate-configs: keep the records of this cell's configs only."""
+    shard, keys_opt = st.opt("perfgate_shard"), st.opt("perfgate_configs")
+    if not shard and not keys_opt:
+        return
+    if shard and keys_opt:
+        raise pytest.UsageError("perfgate: --perfgate-shard and --perfgate-configs pick the same thing; give one")
+    from perfgate.fleet import config_costs, shard_keys
+
+    if shard:
+        try:
+            keys = shard_keys(config_costs(st.profile, st.variants), shard)
+        except ValueError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+        rest = shard.split("/")[0] == "1"  # tests with no server config go to cell 1
+    else:
+        keys = {k.strip() for k in keys_opt.split(",") if k.strip()}
+        known = {c.key for c in config_costs(st.profile, st.variants)}
+        unknown = sorted(keys - known)
+        if unknown:
+            raise pytest.UsageError(f"perfgate: --perfgate-configs: {', '.join(unknown)} are not config keys of "
+                                    f"{st.profile.path}; `perfgate plan {st.profile.name}` lists them")
+        rest = False
+    keep, drop = [], []
+    for it in items:
+        case = case_of(it)
+        own = st.config_for(case).key in keys if case is not None else rest
+        (keep if own else drop).append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -105,6 +105,7 @@ class Record:
     properties: tuple[tuple[str, str], ...] = ()
     numbers: tuple[tuple[str, float], ...] = ()
     stack: tuple[tuple[str, str], ...] = ()
+    duration_s: float | None = None  # the testcase's time (the first record of a config includes its start)
 
     def prop(self, name: str, default: str = "") -> str:
         """A testcase property as text (``default`` when absent)."""
@@ -328,6 +329,14 @@ def _case_outcome(case: Any) -> tuple[str, str]:
     return "pass", ""
 
 
+def _duration(case: Any) -> float | None:
+    try:
+        t = case.time
+    except (TypeError, ValueError):
+        return None
+    return float(t) if t is not None and math.isfinite(float(t)) else None
+
+
 def _props(element: Any) -> list[tuple[str, str]]:
     from junitparser import Properties
 
@@ -450,6 +459,7 @@ def _from_xml(xml: Any, path: str) -> Report:
                     "properties": tuple(cprops),
                     "numbers": tuple(numbers),
                     "stack": tuple(sorted(stack.items())),
+                    "duration_s": _duration(case),
                 }
             )
     _qualify(raw)
