@@ -137,7 +137,8 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--block-on",
         metavar="LIST",
-        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict (overrides gate.block_on)",
+        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict,unjudged "
+             "(overrides gate.block_on)",
     )
     p.add_argument("--min-ratio", type=float, metavar="X", help="overrides gate.min_ratio")
     p.add_argument(
@@ -151,6 +152,12 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="overrides gate.allow_mixed_engines",
+    )
+    p.add_argument(
+        "--allow-hardware-mismatch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_hardware_mismatch (reports of different GPU, count, SM or interconnect)",
     )
     p.add_argument(
         "--ignore", action="append", metavar="PATTERN", help="record key/id pattern that never blocks (repeatable)"
@@ -177,6 +184,7 @@ def _run_gate(args: argparse.Namespace) -> int:
         min_ratio=args.min_ratio,
         allow_inconclusive=args.allow_inconclusive,
         allow_mixed_engines=args.allow_mixed_engines,
+        allow_hardware_mismatch=args.allow_hardware_mismatch,
         ignore=tuple(policy.ignore) + tuple(args.ignore) if args.ignore else None,
     )
     d, result = run_gate(read_report(args.old), read_report(args.new), policy)

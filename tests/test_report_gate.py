@@ -268,3 +268,17 @@ def test_the_docs_name_only_test_modules_that_exist() -> None:
     texts = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     named = {m for t in texts for m in re.findall(r"perftests[./](test_[a-z_]+)", t.read_text())}
     assert named and all((root / "perftests" / f"{m}.py").is_file() for m in named), named
+
+
+def test_reports_of_different_hardware_are_not_compared_unless_told(workdir: Path) -> None:
+    old, new = _pair(workdir, seed_cases(), stack=dict(DEFAULT_STACK, **{"stack.gpu_count": "4"}))
+    assert main(["gate", old, new, "-o", "g.txt"]) == 2
+    assert main(["gate", old, new, "--allow-hardware-mismatch"]) == 0
+
+
+def test_a_record_without_a_baseline_is_never_a_silent_pass(workdir: Path) -> None:
+    extra = perf_case("baseline", "nccl-allreduce-tree", tok_s=80.0, spread=0.5)
+    old, new = _pair(workdir, [*seed_cases(), extra])
+    assert main(["gate", old, new, "-o", "g.txt"]) == 1
+    assert "unjudged" in (workdir / "g.txt").read_text() and "no baseline record" in (workdir / "g.txt").read_text()
+    assert main(["gate", old, new, "--block-on", "newly-broken,regressed,gone"]) == 0

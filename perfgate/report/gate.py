@@ -39,6 +39,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+#: the hardware fingerprint: reports that differ in any of these measured different machines
+HARDWARE_KEYS: tuple[str, ...] = ("stack.gpu", "stack.gpu_count", "stack.sm", "stack.interconnect")
+
+
 class ExitCode(IntEnum):
     """Exit codes of ``perfgate gate`` (and of the other report subcommands: 0 and 2)."""
 
@@ -56,10 +60,11 @@ BLOCK_ON_CHOICES: tuple[str, ...] = (
     "changed",  # any other outcome change (pass -> xfail, xfail -> fail, ...)
     "new-failing",  # a record only in NEW that fails or errors
     "lost-verdict",  # pass/xpass -> inconclusive: it had a verdict and has none now (noisy, too few trials, ...)
+    "unjudged",  # a record only in NEW: no baseline record to judge it against (never a silent pass)
 )
 """Values allowed in ``gate.block_on``."""
 
-DEFAULT_BLOCK_ON: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "gone", "lost-verdict")
+DEFAULT_BLOCK_ON: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "gone", "lost-verdict", "unjudged")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +81,8 @@ class GatePolicy:
     ignore: tuple[str, ...] = ()
     # comparing a simulated report with a real one is a usage error unless this is true
     allow_mixed_engines: bool = False
+    # comparing reports of different hardware (GPU, count, SM, interconnect) is a usage error unless this is true
+    allow_hardware_mismatch: bool = False
     source: str = field(default="defaults", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +111,7 @@ class GatePolicy:
         return replace(self, **kw, source=f"command line {flags}")  # type: ignore[arg-type]
 
 
-_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines"}
+_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines", "allow_hardware_mismatch"}
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:
@@ -131,7 +138,7 @@ def policy_from_mapping(table: dict[str, object], *, source: str) -> GatePolicy:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise ConfigError(f"{source}: gate.block_on must be a list of strings, found {v!r}")
         kw["block_on"] = frozenset(v)
-    for name in ("allow_inconclusive", "allow_mixed_engines"):
+    for name in ("allow_inconclusive", "allow_mixed_engines", "allow_hardware_mismatch"):
         if name in table:
             v = table[name]
             if not isinstance(v, bool):
@@ -233,6 +240,9 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
             add(blocking, r, "gone")
         elif t == "new" and "new-failing" in on and r.new_outcome in ("fail", "error"):
             add(blocking, r, "new-failing")
+        elif t == "new" and "unjudged" in on:
+            add(blocking, r, "unjudged", f"absent → {r.new.outcome_label if r.new else '?'}: no baseline record to "
+                                         f"judge it against; run the baseline for it (or gate without unjudged)")
         elif t == "changed" and "changed" in on:
             add(blocking, r, "changed")
         elif t == "unblocked" and "unblocked" in on and r.needs_expectation_update:
@@ -283,6 +293,15 @@ def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
             f"{new.path}: the NEW report has no test cases; a gate that ran nothing must not pass "
             "(check the pytest selection, -m, and the pytest exit code)"
         )
+    if not policy.allow_hardware_mismatch:
+        differ = [k for k in HARDWARE_KEYS if old.stack.get(k, "unknown") != new.stack.get(k, "unknown")]
+        if differ:
+            raise ReportError(
+                "the reports come from different hardware (" + ", ".join(
+                    f"{k.removeprefix('stack.')} {old.stack.get(k, 'unknown')} in {old.path} vs "
+                    f"{new.stack.get(k, 'unknown')} in {new.path}" for k in differ)
+                + "): their numbers are not comparable; gate against a baseline of the same hardware, or set "
+                  "gate.allow_hardware_mismatch = true (--allow-hardware-mismatch)")
     if old.engine and new.engine and old.engine != new.engine and not policy.allow_mixed_engines:
         raise ReportError(
             f"the reports come from different engines ({old.engine} in {old.path}, {new.engine} in "
