@@ -372,7 +372,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from perfgate.fleet import config_costs, matrix, plan
+    from perfgate.fleet import config_costs, matrix, plan, totals
     from perfgate.profiles import load_profile, resolve_profile
     from perfgate.report.junit_read import read_report
     from perfgate.variants import load_variants
@@ -416,15 +416,18 @@ def _plan(args: argparse.Namespace) -> int:
         cells_by_label[f"{label}:{prof.name}" if label in {k.split(':')[0] for k in cells_by_label} else label] = \
             (prof, cells)
     m = matrix(cells_by_label)
+    wall, total = totals(m)
     for n in notes:
         print(f"perfgate plan: {n}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(m))
+        print(f"perfgate plan: {len(m['include'])} cell(s), expected wall {wall} s, runner time {total} s",
+              file=sys.stderr)
         return EXIT_OK
-    print(f"{'label':<16} {'cell':<6} {'expected':>9}  configs")
+    print(f"{'label':<18} {'cell':<6} {'expected':>9}  configs")
     for row in m["include"]:  # type: ignore[union-attr]
-        print(f"{row['label']:<16} {row['cell']:<6} {row['expected_s']:>7} s  {row['names']}")
-    print(f"wall {m['expected_wall_s']} s, total {m['expected_total_s']} s (runner time)")
+        print(f"{row['label']:<18} {row['cell']:<6} {row['expected_s']:>7} s  {row['names']}")
+    print(f"wall {wall} s (the longest cell), runner time {total} s")
     return EXIT_OK
 
 

@@ -23,7 +23,7 @@ from perfgate.config import ServerConfig
 from perfgate.profiles import Profile
 from perfgate.variants import VariantSet
 
-__all__ = ["Cell", "ConfigCost", "config_costs", "matrix", "plan", "shard_keys"]
+__all__ = ["Cell", "ConfigCost", "config_costs", "matrix", "plan", "shard_keys", "totals"]
 
 #: a real server start when no report says otherwise (the seed box: about 10 minutes)
 DEFAULT_STARTUP_S = 600.0
@@ -141,7 +141,8 @@ def shard_keys(costs: Sequence[ConfigCost], spec: str) -> set[str]:
 
 
 def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str, object]:
-    """The CI matrix (GitHub Actions ``strategy.matrix``; Buildkite and GitLab take the same list)."""
+    """The CI matrix, ``{"include": [...]}`` (GitHub Actions ``strategy.matrix``; Buildkite and GitLab take
+    the same list): one row per cell with its label, profile, config keys and expected seconds."""
     include = []
     for label, (profile, cells) in cells_by_label.items():
         for cell in cells:
@@ -149,9 +150,15 @@ def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str
                 "label": label,
                 "profile": profile.name,
                 "cell": f"{cell.index}/{len(cells)}",
+                "id": f"{label}-{cell.index}-of-{len(cells)}",  # for artifact names (no slash)
                 "configs": ",".join(cell.keys),
                 "names": ", ".join(sorted(c.name for c in cell.owned)),
                 "expected_s": math.ceil(cell.seconds),
             })
-    walls = [row["expected_s"] for row in include]
-    return {"include": include, "expected_wall_s": max(walls, default=0), "expected_total_s": sum(walls)}
+    return {"include": include}
+
+
+def totals(m: Mapping[str, object]) -> tuple[int, int]:
+    """(expected wall seconds: the longest cell, runner seconds: all cells) of a matrix."""
+    walls = [int(row["expected_s"]) for row in m["include"]]  # type: ignore[attr-defined]
+    return max(walls, default=0), sum(walls)

@@ -118,7 +118,25 @@ def test_plan_cli_prints_a_ci_matrix(tmp_path, monkeypatch, capsys):
     assert main(["plan", "sim-rtxpro6000-x8/kimi-k2.5", "--runners", "4"]) == 0
     m = json.loads(capsys.readouterr().out)
     assert len(m["include"]) == 4 and {row["cell"] for row in m["include"]} == {"1/4", "2/4", "3/4", "4/4"}
-    assert m["expected_wall_s"] == max(row["expected_s"] for row in m["include"])
+    assert set(m) == {"include"}  # a CI matrix: every top-level key would be a dimension
     keys = [k for row in m["include"] for k in row["configs"].split(",")]
     assert len(keys) == len(set(keys)) == 25  # every config of the seed box in exactly one cell
     assert main(["plan", "sim-rtxpro6000-x8/kimi-k2.5", "--runners", "x=0"]) == 2
+
+
+def test_the_workflow_is_a_valid_github_workflow(tmp_path):
+    """GitHub's own workflow schema (vendored in check-jsonschema: no network), so a broken workflow fails
+    here and not on a GPU runner; and a broken one is caught."""
+    import subprocess
+    import sys
+
+    wf = ROOT / "ci" / "github-workflow.yml"
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows"]
+    ok = subprocess.run([*cmd, str(wf)], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    broken = tmp_path / "broken.yml"
+    broken.write_text(wf.read_text().replace("runs-on: ubuntu-latest", "run-on: ubuntu-latest", 1))
+    bad = subprocess.run([*cmd, str(broken)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0
+    text = wf.read_text()
+    assert "fromJson(needs.plan.outputs.matrix)" in text and "--perfgate-configs ${{ matrix.configs }}" in text
