@@ -84,19 +84,45 @@ def _estimate(profile: Profile, config: ServerConfig) -> float:
     return startup + requests * w.max_new_tokens / rate
 
 
+def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]], report: object) -> dict[str, float]:
+    """What each config cost in one report.
+
+    A record's test time is not its config's cost: the first variant of a mode also starts and measures
+    that mode's baseline (its dependency), whose own records then take no time. So a config that was
+    measured is costed from what its records say about it — its start-up (``startup_s``) plus its
+    workload's tokens at its measured rate — and only a config that never measured (a failed start) by
+    its records' test times.
+    """
+    by_key: dict[str, list[object]] = {}
+    for r in getattr(report, "records", ()):
+        key = r.prop("config")
+        if key and key in configs and r.prop("profile") in ("", profile.name):
+            by_key.setdefault(key, []).append(r)
+    out: dict[str, float] = {}
+    for key, records in by_key.items():
+        cfg = configs[key][0]
+        startup = next((r.num("startup_s") for r in records if r.num("startup_s") is not None), None)
+        rate = next((r.num("tok_s") for r in records if r.num("tok_s")), None)
+        if startup is not None and rate:
+            w = profile.workload_for(cfg.mode)
+            tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens
+            out[key] = startup + tokens / rate
+        else:
+            durations = [r.duration_s for r in records if r.duration_s is not None]
+            if durations:
+                out[key] = sum(durations)
+    return out
+
+
 def config_costs(profile: Profile, variants: VariantSet, reports: Iterable[object] = ()) -> list[ConfigCost]:
-    """Each config's cost: the median over ``reports`` of its records' summed testcase times, else an estimate."""
+    """Each config's cost: the median over ``reports`` of what it cost there (see _recorded), else an estimate."""
+    configs = _configs(profile, variants)
     seen: dict[str, list[float]] = {}
     for report in reports:
-        per: dict[str, float] = {}
-        for r in getattr(report, "records", ()):
-            key = r.prop("config")
-            if key and r.prop("profile") in ("", profile.name) and r.duration_s is not None:
-                per[key] = per.get(key, 0.0) + r.duration_s
-        for key, s in per.items():
+        for key, s in _recorded(profile, configs, report).items():
             seen.setdefault(key, []).append(s)
     out = []
-    for key, (cfg, needs) in _configs(profile, variants).items():
+    for key, (cfg, needs) in configs.items():
         if key in seen:
             xs = sorted(seen[key])
             out.append(ConfigCost(key, cfg.name, xs[len(xs) // 2], "report", needs))

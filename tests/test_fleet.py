@@ -140,3 +140,20 @@ def test_the_workflow_is_a_valid_github_workflow(tmp_path):
     assert bad.returncode != 0
     text = wf.read_text()
     assert "fromJson(needs.plan.outputs.matrix)" in text and "--perfgate-configs ${{ matrix.configs }}" in text
+
+
+def test_a_config_measured_as_a_dependency_is_costed_from_its_own_numbers(tmp_path):
+    """In a whole run the first EAGLE-3 variant also starts the EAGLE-3 baseline, so its test time holds both
+    and the baseline's own records take ~0 s; costs come from start-up and rate, not test times."""
+    from tests.report_factory import perf_case, write_report
+
+    prof = load_profile(ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml")
+    variants = load_variants(ROOT / "baselines" / "variants.toml")
+    eagle = prof.config("eagle3").key
+    w = prof.workload_for("eagle3")
+    tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens
+    rec = perf_case("eagle3", kind="acceptance", profile=prof.name, tok_s=57.0, config=eagle,
+                    extra={"startup_s": "30.0", "n": "5"})
+    report = read_report(write_report(tmp_path / "r.xml", [rec]))
+    cost = {c.key: c for c in config_costs(prof, variants, [report])}[eagle]
+    assert cost.source == "report" and cost.seconds == pytest.approx(30.0 + tokens / 57.0)
