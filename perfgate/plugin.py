@@ -30,6 +30,7 @@ MARKERS = {
     "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
     "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
+    "profile": "where each decode step's GPU time goes, from SGLang's own trace: all-reduces, backend (perfgate)",
     "perfgate(kind, modes, variants)": "a perfgate record of the given kind (perf_case or perf_server tests); "
                                        "modes=[...] and variants=True choose its configs",
 }
@@ -468,6 +469,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         _write_updates(st, tr)
     for line in matrix_lines(tr.stats):
         tr.write_line(line)
+    from perfgate.profiling import profile_lines
+
+    for line in profile_lines(tr.stats):
+        tr.write_line(line)
     for line in dict.fromkeys(st.dropped_modes):
         tr.write_line(f"perfgate: {line}", yellow=True)
 
@@ -637,6 +642,17 @@ def perf_check(perf: Any) -> Any:
     from perfgate.api import Check
 
     return Check(perf)
+
+
+@pytest.fixture
+def step_profile(perf: Any) -> Any:
+    """step_profile(perf_server, *, num_steps=16) -> perfgate.trace.StepProfile: capture SGLang's own trace
+    of a few decode steps (speculative cycles) on the server, record all-reduces per step, their time and
+    share, the backend that ran them, GEMM/attention/other time and rank skew, and conclude the record
+    (a variant whose trace shows another all-reduce backend than its own is a `fallback`). Call it last."""
+    from perfgate.profiling import StepProfiler
+
+    return StepProfiler(perf)
 
 
 def _write_updates(st: PerfgateState, tr: Any) -> None:

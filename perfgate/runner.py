@@ -8,6 +8,7 @@ must fail for its stated reason.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -594,14 +595,21 @@ class PerfRun:
             for k, val in summarize(ev).items():
                 self.record(k, val)
 
-    def conclude(self, case: Case, v: Verdict) -> None:
-        """Apply the expectation and end the test with the matching pytest outcome."""
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None) -> None:
+        """Apply the expectation and end the test with the matching pytest outcome.
+
+        ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
+        naming another category (``slower-than-baseline`` for a record that compares no speed) does not
+        apply to it.
+        """
         self._identity(case)
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)
         v = self._warm_cache(case, v)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack)
+        if exp is not None and decides is not None and exp.category not in decides:
+            exp = None
         final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
         if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
             # only an optional attempt (a variant) is skipped for a missing package; a profile's own mode that

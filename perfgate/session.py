@@ -31,7 +31,7 @@ KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "specula
 BUILTIN_KINDS = frozenset(KIND_ORDER)
 _MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
-PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "micro_case"})
+PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case"})
 DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 

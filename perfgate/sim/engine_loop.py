@@ -144,6 +144,8 @@ class EngineLoop:
         self._window_tokens = 0
         self._window_start = clock()
         self.prompt_tokens_total = self.generation_tokens_total = self.requests_total = 0
+        # /start_profile: told of every step this loop runs (perfgate.sim.trace.TraceRecorder)
+        self.on_step: Callable[[str, int, int], None] | None = None
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -237,6 +239,8 @@ class EngineLoop:
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "
                   f"#pending-token: 0, cuda graph: False, input throughput (token/s): {compute / max(dur, 1e-9):.2f}")
+        if self.on_step is not None:
+            self.on_step("prefill", len(new), compute)
         now = self._clock()
         keep: list[SimRequest] = []
         for r in new:
@@ -274,6 +278,8 @@ class EngineLoop:
         self.generation_tokens_total += emitted
         self._window_tokens += emitted
         self.decode_steps += 1
+        if self.on_step is not None:
+            self.on_step("decode", len(batch), 0)
         with self._cond:
             self._running = [r for r in self._running if not (r.finished or r.aborted or r.hung)]
             running = len(self._running)

@@ -29,6 +29,7 @@ from perfgate.sim.behavior import LaunchPlan
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
 from perfgate.sim.hardware import version_at_least
 from perfgate.sim.log import SimLog
+from perfgate.sim.trace import TraceRecorder
 
 HEALTH_TIMEOUT_S = 20.0
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
@@ -51,6 +52,8 @@ class ServerState:
     ready: threading.Event = field(default_factory=threading.Event)
     shutdown: threading.Event = field(default_factory=threading.Event)
     startup_time: float | None = None
+    tracer: TraceRecorder | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def args(self) -> Mapping[str, Any]:
@@ -180,7 +183,9 @@ class SimHandler(BaseHTTPRequestHandler):
             "/server_info": self._server_info, "/get_server_info": self._server_info,
             "/flush_cache": self._flush_cache, "/v1/models": self._models, "/metrics": self._metrics,
         }
-        posts = {"/generate": self._generate, "/v1/completions": self._completions, "/flush_cache": self._flush_cache}
+        posts = {"/generate": self._generate, "/v1/completions": self._completions, "/flush_cache": self._flush_cache,
+                 "/start_profile": self._start_profile, "/stop_profile": self._stop_profile}
+        gets.update({"/start_profile": self._start_profile, "/stop_profile": self._stop_profile})
         try:
             if method in ("GET", "HEAD") and path in gets:
                 gets[path]()
@@ -248,6 +253,37 @@ class SimHandler(BaseHTTPRequestHandler):
             self._json(503, _error("The server is still starting.", 503, "ServiceUnavailableError"))
             return True
         return False
+
+    def _start_profile(self) -> None:
+        """SGLang's ``/start_profile``: a ``ProfileReq`` JSON body (all fields optional)."""
+        if self._not_up():
+            return
+        body = self._json_body()
+        if body is None:
+            return
+        err = self._tracer().start(body)
+        if err:  # SGLang raises RuntimeError(message) in the tokenizer manager: a 500 with the text
+            self._text(500, f"Internal Server Error: {err}\n")
+            return
+        self._text(200, "Start profiling.\n")
+
+    def _stop_profile(self) -> None:
+        if self._not_up():
+            return
+        err = self._tracer().stop()
+        if err:
+            self._text(500, f"Internal Server Error: {err}\n")
+            return
+        self._text(200, "Stop profiling. This will take some time.\n")
+
+    def _tracer(self) -> TraceRecorder:
+        st = self.state
+        with st.lock:
+            if st.tracer is None:
+                eng = self._engine()
+                st.tracer = TraceRecorder(st.plan, st.log.line, lambda: eng._clock() * 1e6)
+                eng.on_step = st.tracer.on_step
+            return st.tracer
 
     def _server_info(self) -> None:
         st = self.state
