@@ -142,3 +142,47 @@ include = ["nccl-tree"]
     assert "last lines of the log" not in r.stdout.str()
     r = pytester.runpytest_subprocess(*args, "-v")
     assert "last lines of the log" in r.stdout.str()
+
+
+VARIANTS_SILENT = """schema_version = 1
+[variants.claims-symm-mem]
+description = "says it exercises torch symmetric memory, but sets nothing that turns it on"
+flags = { cuda-graph-max-bs-decode = 64 }
+backend = "torch_symm_mem"
+[variants.nccl-only]
+description = "NCCL carries every all-reduce (the seed box disables custom all-reduce at 8 PCIe GPUs)"
+flags = { cuda-graph-max-bs-decode = 32 }
+backend = "nccl"
+"""
+
+
+def test_step_profiles_and_a_silent_fallback_proved_by_the_trace(pytester):
+    """-m profile: one record per config with the trace's figures; a variant whose trace shows NCCL while it asks
+    for torch symmetric memory is a fallback (the log says nothing), and an expectation turns it into an xfail."""
+    prof = _make(pytester.path, PROFILE.replace("FLOOR", "89.5") + '\n[variants]\nmodes = ["baseline"]\n',
+                 variants_text=VARIANTS_SILENT)
+    r = pytester.runpytest_subprocess("perftests", "-m", "profile", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=3, failed=1)
+    r.stdout.fnmatch_lines(["*step profiles (SGLang's own trace*",
+                            "*baseline *pass*122*8.52*7?%*nccl*",
+                            "*eagle3 *pass*122*24.91*30.57*81%*nccl*",
+                            "*baseline+claims-symm-mem*fail fallback*122*nccl*",
+                            ])
+    r.stdout.fnmatch_lines(["*[[]fallback[]] claims-symm-mem asks for torch_symm_mem, but its trace shows nccl*"])
+    got = cases(pytester.path / "r.xml")
+    p = props(got["test_step_profile[m:eagle3]"])
+    assert p["kind"] == "profile" and p["outcome"] == "pass" and float(p["allreduce_per_step"]) == 122
+    assert 0.78 < float(p["allreduce_share"]) < 0.85 and p["allreduce_backend"] == "nccl"
+    assert float(p["skew_us_per_step"]) == pytest.approx(2440, rel=0.01)
+    assert Path(p["trace"]).is_file() and p["trace"].endswith("perfgate-profile-TP-0-DECODE.trace.json.gz")
+    fb = props(got["test_step_profile[m:baseline+claims-symm-mem]"])
+    assert (fb["outcome"], fb["category"]) == ("fail", "fallback")
+    assert props(got["test_step_profile[m:baseline+nccl-only]"])["outcome"] == "pass"
+
+    # the box is known to fall back: an expectation says so, and the record is a strict xfail
+    prof.write_text(prof.read_text() + '\n[expectations.claims-symm-mem]\nbaseline = { expect = "xfail", category = '
+                    '"fallback", reason = "no symmetric memory on SM120" }\n')
+    r = pytester.runpytest_subprocess("perftests", "-m", "profile", f"--perfgate-profile={prof}", "-k",
+                                      "claims", "-p", "no:cacheprovider")
+    r.assert_outcomes(xfailed=1)

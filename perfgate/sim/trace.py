@@ -13,7 +13,7 @@ with): per layer QKV GEMM, attention, O GEMM, an all-reduce, a fused add+RMSNorm
 second all-reduce, another norm. Their durations add up to the step the simulator sleeps, so a trace's
 step time is the model's, whatever ``--sim-speedup`` does to the wall clock. The rank that reaches an
 all-reduce first waits inside it for the others (``[cost] rank_skew_us``, default 0: rank 0 waits that
-long per all-reduce, the last rank not at all), its preceding GEMM shorter by as much.
+long per all-reduce, the last rank not at all), the kernels before it shorter by as much.
 """
 
 from __future__ import annotations
@@ -94,16 +94,21 @@ def _forward(plan: LaunchPlan, tokens: int, *, graph: bool, verify: bool, wait_u
                                       ("AR", 0.0), (NORM, 0.02), *mlp, ("AR", 0.0), (NORM, 0.02)]
     scale = sum(f for _, f in parts)
     out: list[Kernel] = []
+    since = 0  # index of the first kernel after the last all-reduce
     for _ in range(m.layers):
         ars = ar_per_layer
         for name, f in parts:
             if name == "AR":
                 if ars > 0:
                     ars -= 1
-                    if out and wait_us:  # this rank arrived early by wait_us: its GEMM was that much shorter
-                        prev, d = out[-1]
-                        out[-1] = (prev, max(0.1, d - wait_us))
-                    out.append((ar_name, ar_us + wait_us))
+                    # this rank arrived early: the kernels before the all-reduce were shorter by the wait (at
+                    # most 90 % of them), which it spends inside the all-reduce; the step's time is unchanged
+                    pending = sum(d for _, d in out[since:])
+                    take = min(wait_us, 0.9 * pending)
+                    if take > 0:
+                        out[since:] = [(k, d * (1.0 - take / pending)) for k, d in out[since:]]
+                    out.append((ar_name, ar_us + take))
+                    since = len(out)
                 continue
             out.append((name, layer * f / scale))
         for _ in range(ars):  # more all-reduces per layer than the two slots
