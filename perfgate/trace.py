@@ -263,6 +263,11 @@ class StepProfile:
         return max(r.allreduce_us for r in self.ranks) - self.allreduce_us
 
     @property
+    def allreduce_wait_us(self) -> float:
+        """Mean time per step the ranks spent waiting inside all-reduces for the others (mean minus least)."""
+        return sum(r.allreduce_us for r in self.ranks) / len(self.ranks) - self.allreduce_us
+
+    @property
     def allreduce_share(self) -> float:
         return self.allreduce_us / self.step_us if self.step_us > 0 else 0.0
 
@@ -314,6 +319,7 @@ class StepProfile:
             "allreduce_share": self.allreduce_share,
             "allreduce_backend": self.allreduce_backend,
             "skew_us_per_step": self.skew_us,
+            "allreduce_wait_us_per_step": self.allreduce_wait_us,
             "allgather_per_step": max(r.allgather_count for r in self.ranks),
         }
         for g in GROUPS:

@@ -19,6 +19,7 @@ from perfgate.report.history import History, build_history, order_reports
 from perfgate.report.junit_read import Report
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
 from perfgate.report.render import SECTION_TITLES, fmt_num
+from perfgate.report.steps import StepRow, step_rows, steps_table
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -131,6 +132,14 @@ def _history_table(h: History) -> str:
     return "\n".join(out)
 
 
+def _steps_panel(rows: list[StepRow], img: str) -> str:
+    if not rows:
+        return ""
+    return (f'<div class="row"><div class="panel"><h2>Where each decode step goes (profile records, newest report)'
+            f'</h2>\n{img}\n{steps_table(rows)}\n<p><small>ms per step from SGLang\'s own trace; all-reduce is the '
+            f'transfer (the least of any rank), skew apart.</small></p></div></div>\n')
+
+
 def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "perfgate report") -> str:
     """The whole page as a string. ``plots=False`` leaves the PNGs out (no matplotlib needed)."""
     if not reports:
@@ -139,14 +148,17 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
     latest = ordered[-1]
     matrix = build_matrix(latest)
     history = build_history(ordered)
-    matrix_img = history_img = ""
+    steps = step_rows(latest)
+    matrix_img = history_img = steps_img = ""
     plot_note = ""
     if plots:
         try:
-            from perfgate.report.plot import history_png, matrix_png
+            from perfgate.report.plot import history_png, matrix_png, steps_png
 
             matrix_img = _b64_img(matrix_png(matrix, title=f"compatibility matrix — {latest.label}"), "matrix")
             history_img = _b64_img(history_png(history), "tok/s history")
+            if steps:
+                steps_img = _b64_img(steps_png(steps), "step profiles")
         except ReportError as e:
             plot_note = f"<p><small>Plots left out: {escape(str(e))}</small></p>"
     sim = latest.simulated
@@ -184,5 +196,5 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
 {_changes(ordered)}
 </div>
 </div>
-</body></html>
+{_steps_panel(steps, steps_img)}</body></html>
 """

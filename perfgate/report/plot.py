@@ -149,3 +149,38 @@ def write_png(data: bytes, path: str | Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(data)
     return p
+
+
+#: the colours of a step's parts in the stacked bar
+PART_COLORS = {"gemm": "#4c72b0", "attention": "#55a868", "allreduce": "#c44e52", "allreduce_wait": "#e8a5a7",
+               "allgather": "#dd8452",
+               "other": "#8172b2", "idle": "#dddddd"}
+
+
+def steps_png(rows: list[Any], title: str = "where each decode step goes (ms per step)") -> bytes:
+    """One horizontal stacked bar per config: GEMM / attention / all-reduce (transfer, then the ranks' wait
+    inside it) / all-gather / other / idle."""
+    from perfgate.report.steps import PARTS
+
+    fig = _figure(9.0, 1.2 + 0.42 * max(1, len(rows)))
+    ax = fig.add_subplot(1, 1, 1)
+    if not rows:
+        ax.text(0.5, 0.5, "no profile record (run pytest -m profile)", ha="center", va="center")
+        ax.set_axis_off()
+        return _to_png(fig)
+    labels = [_short(r.config, 40) for r in rows]
+    left = [0.0] * len(rows)
+    for part in PARTS:
+        widths = [r.ms[part] for r in rows]
+        ax.barh(labels, widths, left=left, color=PART_COLORS[part], label=part, height=0.6)
+        left = [a + b for a, b in zip(left, widths)]
+    for i, r in enumerate(rows):
+        if r.allreduce_per_step:
+            ax.text(left[i], i, f"  {r.allreduce_per_step:g} AR, {r.ms['allreduce'] / max(r.step_ms, 1e-9):.0%}",
+                    va="center", fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step (a decode step, or a speculative verify pass)")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=7, fontsize=7, frameon=False)
+    ax.set_title(title, fontsize=10, pad=22)
+    ax.set_xlim(0, max(left) * 1.2)
+    return _to_png(fig)
