@@ -289,7 +289,7 @@ class Profile:
                 return e
             if stack is None:
                 continue
-            from perfgate.stack import condition_holds
+            from perfgate.stack.conditions import condition_holds
 
             if condition_holds(e.when, stack):  # type: ignore[arg-type]
                 return e
@@ -699,7 +699,7 @@ def load_profile(path: str | Path) -> Profile:
                     raise sr.err("category", f"one of {', '.join(CATEGORIES)}", cat, fix=_close(cat, CATEGORIES))
                 when = sr.get("when", str, 'a stack condition such as "flashinfer < 0.8"', "")
                 if when:
-                    from perfgate.stack import parse_condition
+                    from perfgate.stack.conditions import parse_condition
 
                     try:
                         parse_condition(when)

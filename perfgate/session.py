@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.metrics import Measurement
     from perfgate.profiles import Profile
-    from perfgate.server import Progress, ServerManager
+    from perfgate.server import Progress
+    from perfgate.server_manager import ServerManager
     from perfgate.stack import Stack
     from perfgate.variants import VariantSet
     from perfgate.verdict import Verdict
@@ -100,7 +101,7 @@ class PerfgateState:
             raise pytest.UsageError(f"perfgate: {e}") from None
 
     def _auto_profile(self, root: Path) -> Path:
-        from perfgate.stack import gpu_visible
+        from perfgate.gpu import gpu_visible
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
@@ -219,7 +220,7 @@ class PerfgateState:
     @property
     def manager(self) -> ServerManager:
         if self._manager is None:
-            from perfgate.server import ServerManager
+            from perfgate.server_manager import ServerManager
 
             p = self.profile
             timeout = self.opt("perfgate_startup_timeout")

@@ -37,7 +37,8 @@ from typing import Any
 from perfgate.errors import ServerExitedError
 from perfgate.sim.allreduce import Backend, CommSetup, NcclConfigError, backend_from_cost, nccl_model
 from perfgate.sim.args import ParsedArgs, SglangArgError, flags_to_argv, parse_argv
-from perfgate.sim.hardware import Hardware, load_hardware, version_at_least
+from perfgate.sim.hardware import Hardware, load_hardware
+from perfgate.versions import version_at_least
 
 # --------------------------------------------------------------------------- data tables
 
