@@ -319,7 +319,7 @@ def _check_flags_args(p: argparse.ArgumentParser) -> None:
 def _check_flags(args: argparse.Namespace) -> int:
     from perfgate.flagcheck import _sglang_version
     from perfgate.preflight import check_configs, profile_configs
-    from perfgate.profiles import find_profiles, load_profile
+    from perfgate.profiles.load import find_profiles, load_profile
     from perfgate.variants import load_variants
 
     variants = load_variants(args.variants)
@@ -373,7 +373,7 @@ def _plan(args: argparse.Namespace) -> int:
     import json
 
     from perfgate.fleet import config_costs, matrix, plan, totals
-    from perfgate.profiles import load_profile, resolve_profile
+    from perfgate.profiles.load import load_profile, resolve_profile
     from perfgate.report.junit_read import read_report
     from perfgate.variants import load_variants
 

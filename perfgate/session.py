@@ -87,7 +87,7 @@ class PerfgateState:
 
     def _load_profile(self) -> Profile:
         from perfgate.errors import PerfgateError
-        from perfgate.profiles import load_profile, resolve_profile
+        from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
         spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
@@ -111,7 +111,7 @@ class PerfgateState:
                     f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
                     f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
             return root / DEFAULT_SIM_PROFILE
-        from perfgate.profiles import find_profiles, load_profile
+        from perfgate.profiles.load import find_profiles, load_profile
         from perfgate.stack import detect_stack
 
         st = detect_stack()
@@ -200,7 +200,7 @@ class PerfgateState:
         names = list(p.modes) if modes is None else list(modes)
         unknown = [m for m in names if m not in p.modes]
         if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
-            from perfgate.profiles import _close
+            from perfgate.profiles.reader import _close
 
             self.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
                                       f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
