@@ -26,7 +26,7 @@ from pathlib import Path
 
 import requests
 
-from perfgate.classify import phase_of
+from perfgate.classify.phases import phase_of
 from perfgate.config import ServerConfig
 from perfgate.engines import Engine
 from perfgate.errors import (
