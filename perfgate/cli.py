@@ -317,7 +317,7 @@ def _check_flags_args(p: argparse.ArgumentParser) -> None:
 @subcommand("check-flags", "parse every profile x mode x variant argv with SGLang's own parser (no GPU, seconds)",
             _check_flags_args)
 def _check_flags(args: argparse.Namespace) -> int:
-    from perfgate.flagcheck import _sglang_version
+    from perfgate.flagcheck.worker import sglang_version_at
     from perfgate.preflight import check_configs, profile_configs
     from perfgate.profiles.load import find_profiles, load_profile
     from perfgate.variants import load_variants
@@ -326,7 +326,7 @@ def _check_flags(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.profiles] or [p for p in find_profiles(Path.cwd())]
     version = args.sglang_version
     if version is None and args.sglang_path:
-        version = _sglang_version(Path(args.sglang_path))
+        version = sglang_version_at(Path(args.sglang_path))
     configs = {}
     for path in paths:
         prof = load_profile(path)
