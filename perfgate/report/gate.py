@@ -201,10 +201,6 @@ class GateResult:
     policy: GatePolicy
     message: str
 
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == ExitCode.OK
-
 
 def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput

@@ -187,11 +187,6 @@ class Hardware:
         return parse_version(self.sm)[0]
 
     @property
-    def sm_minor(self) -> int:
-        v = parse_version(self.sm)
-        return v[1] if len(v) > 1 else 0
-
-    @property
     def sglang_version(self) -> str:
         return str(self.stack.get("sglang", "0.5.23"))
 
