@@ -32,7 +32,7 @@ except ModuleNotFoundError:  # Python 3.10
 VERSION_KEYS = ("gpu_count", "sm", "driver", "cuda", "torch", "nccl", "sglang", "sgl_kernel", "flashinfer")
 #: Stack pieces that are names (``==`` / ``!=`` only).
 NAME_KEYS = ("gpu", "interconnect", "simulated")
-#: Pieces ``--perfgate-stack-override``-style ``KEY=VER`` overrides may set.
+#: Pieces ``KEY=VER`` overrides (``--perfgate-sim-stack`` or ``PERFGATE_SIM_STACK``) may set.
 OVERRIDE_KEYS = ("gpu", "gpu_count", "sm", "interconnect", "driver", "cuda", "torch", "nccl", "sglang",
                  "sgl_kernel", "flashinfer")
 _ALIASES = {"sgl-kernel": "sgl_kernel", "sglang-kernel": "sgl_kernel", "sglang_kernel": "sgl_kernel",
