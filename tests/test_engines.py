@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from perfgate.engines import render_flags
+from perfgate.engines.argv import render_flags
 from perfgate.engines.sglang import SGLangEngine
 from perfgate.engines.sim import SimEngine
 from perfgate.profiles.load import load_profile
