@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfgate.client import GenRequest, run_batch  # noqa: E402
 from perfgate.engines import get_engine  # noqa: E402
-from perfgate.profiles import load_profile  # noqa: E402
+from perfgate.profiles.load import load_profile  # noqa: E402
 from perfgate.server import Server  # noqa: E402
 from perfgate.sim.behavior import simulate_launch  # noqa: E402
 from perfgate.workload import load_prompts  # noqa: E402

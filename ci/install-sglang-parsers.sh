@@ -2,12 +2,12 @@
 # ci/install-sglang-parsers.sh DEST — the argument parsers of two real SGLang releases, no GPU.
 #
 # perfgate checks every variant's flags against SGLang's own ServerArgs parser before any launch
-# (perfgate/flagcheck.py). This installs, into the *current* Python environment, torch's CPU build
+# (perfgate/flagcheck/). This installs, into the *current* Python environment, torch's CPU build
 # and the few packages `sglang.srt.server_args` imports, and each SGLang wheel WITHOUT its
 # dependencies into DEST/sglang-X (pip --target). Afterwards, for each X:
 #
 #     PYTHONPATH=DEST/sglang-X python -c "from sglang.srt.server_args import ServerArgs"
-#     python -m perfgate.flagcheck --sglang-path DEST/sglang-X --json argvs.json
+#     python -m perfgate.flagcheck.worker --sglang-path DEST/sglang-X --json argvs.json
 #
 # Versions: 0.5.17 (what runs on the H200 device) and 0.5.23 (the latest); override with
 # PERFGATE_SGLANG_PARSER_VERSIONS="0.5.17 0.5.23". Interpreter: $PYTHON (default: python).

@@ -47,7 +47,7 @@ _HOME = {
     "Profile": "perfgate.profiles",
     "Workload": "perfgate.profiles",
     "Floor": "perfgate.profiles",
-    "load_profile": "perfgate.profiles",
+    "load_profile": "perfgate.profiles.load",
     "Variant": "perfgate.variants",
     "VariantSet": "perfgate.variants",
     "load_variants": "perfgate.variants",

@@ -22,7 +22,7 @@ DEFAULT_TOLERANCE = 0.03
 def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],
                   meta: Mapping[str, Mapping[str, object]]) -> Path:
     """Set ``[floors.<mode>] <key> = new`` and ``[floors.<mode>.measured]`` (comments are kept)."""
-    from perfgate.profiles import load_profile
+    from perfgate.profiles.load import load_profile
 
     path = Path(path)
     original = path.read_text()

@@ -10,7 +10,7 @@ after that correction.
 
 Speculative modes need one more: with a fractional acceptance (``SGLANG_SIMULATE_ACC_LEN=3.5``, or any
 real draft model) each request realises its own acceptance (3.48 to 3.58 in SGLang's requests, 3.49
-over perfgate's trials, on the H200), and tokens per second follow it. What both clocks measure is
+over perfgate's trials in the run of docs/results-h200.md), and tokens per second follow it. What both clocks measure is
 the decode cycle (one draft + verify pass), so where both sides report an acceptance length the
 verdict compares decode cycles per second, ``tok/s / acceptance`` per request (see :func:`agreement`),
 and the raw tok/s ratio is recorded beside it. SGLang's benchmark runs once per perfgate trial

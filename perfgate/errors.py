@@ -76,6 +76,16 @@ class HardwareMismatch(ConfigError):
         super().__init__(message)
 
 
+def _with_log(message: str, log_path: str | None, log_tail: str) -> str:
+    """``message``, then the log's path and its last lines (indented), as server and rank errors print them."""
+    full = message
+    if log_path:
+        full += f"\n  log: {log_path}"
+    if log_tail:
+        full += "\n  last lines of the log:\n" + "\n".join("    | " + ln for ln in log_tail.splitlines())
+    return full
+
+
 class ServerError(PerfgateError):
     """A server could not be brought up or kept up."""
 
@@ -93,13 +103,7 @@ class ServerError(PerfgateError):
         self.returncode = returncode
         if category is not None:
             self.category = category
-        full = message
-        if self.log_path:
-            full += f"\n  log: {self.log_path}"
-        if log_tail:
-            full += "\n  last lines of the log:\n" + "\n".join("    | " + ln for ln in log_tail.splitlines())
-        super().__init__(full)
-        self.short = message
+        super().__init__(_with_log(message, self.log_path, log_tail))
 
 
 class ServerExitedError(ServerError):
@@ -153,13 +157,7 @@ class MicrobenchError(PerfgateError):
         self.log_tail = log_tail
         if category is not None:
             self.category = category
-        self.short = message
-        full = message
-        if self.log_path:
-            full += f"\n  log: {self.log_path}"
-        if log_tail:
-            full += "\n  last lines of the log:\n" + "\n".join("    | " + ln for ln in log_tail.splitlines())
-        super().__init__(full)
+        super().__init__(_with_log(message, self.log_path, log_tail))
 
 
 class BackendUnavailable(MicrobenchError):

@@ -1,9 +1,18 @@
-"""NVML helpers (nvidia-ml-py): is a GPU there, which processes hold GPU memory."""
+"""GPUs through NVML (nvidia-ml-py): which ones CUDA would see here, which processes hold memory.
+
+The one home of ``CUDA_VISIBLE_DEVICES`` rules (:func:`visible_indices`): entries are indices or
+(prefixes of) ``GPU-``/``MIG-`` UUIDs, CUDA stops at the first entry that names no device, and a
+duplicate hides every device. Nothing here imports torch or raises.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import re
 from collections.abc import Iterable
+from typing import Any
 
 
 @functools.lru_cache(maxsize=1)
@@ -18,7 +27,7 @@ def _nvml() -> object | None:
 
 
 def available() -> bool:
-    """True when NVML works and sees at least one GPU."""
+    """True when NVML works and sees at least one GPU, visible to CUDA here or not (memory holders)."""
     nv = _nvml()
     if nv is None:
         return False
@@ -49,3 +58,80 @@ def holders(pids: Iterable[int]) -> set[int]:
     return found
 
 
+
+
+def text(value: object) -> str:
+    """An NVML string (bytes in older nvidia-ml-py) as text."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace").strip()
+    return str(value).strip()
+
+
+def shutdown(pynvml: Any) -> None:
+    with contextlib.suppress(Exception):
+        pynvml.nvmlShutdown()
+
+
+def visible_indices(spec: str, count: int, uuids: list[str] | None = None) -> list[int]:
+    """Physical device indices a CUDA_VISIBLE_DEVICES value selects (CUDA's rules, see the module)."""
+    uuids = uuids or []
+    out: list[int] = []
+    for raw in spec.split(","):
+        entry = raw.strip()
+        if not entry:
+            break
+        idx: int | None = None
+        if re.fullmatch(r"-?\d+", entry):
+            n = int(entry)
+            idx = n if 0 <= n < count else None
+        elif entry.upper().startswith(("GPU-", "MIG-")):
+            matches = [i for i, u in enumerate(uuids) if u and u.upper().startswith(entry.upper())]
+            idx = matches[0] if len(matches) == 1 else None
+        if idx is None:
+            break
+        if idx in out:
+            return []
+        out.append(idx)
+    return out
+
+
+def visible_handles(pynvml: Any) -> list[Any]:
+    """NVML handles of the devices CUDA would see, in CUDA_VISIBLE_DEVICES order (NVML initialised)."""
+    count = int(pynvml.nvmlDeviceGetCount())
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    spec = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return handles
+    uuids: list[str] = []
+    for h in handles:
+        try:
+            uuids.append(text(pynvml.nvmlDeviceGetUUID(h)))
+        except Exception:
+            uuids.append("")
+    return [handles[i] for i in visible_indices(spec, count, uuids)]
+
+
+def visible_count() -> int:
+    """How many GPUs CUDA would see here (NVML honouring CUDA_VISIBLE_DEVICES); 0 when NVML fails.
+
+    Fast (no subprocess, no torch); NVML is initialised and shut down again on each call.
+    """
+    try:
+        import pynvml
+    except Exception:
+        return 0
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return 0
+    try:
+        return len(visible_handles(pynvml))
+    except Exception:
+        return 0
+    finally:
+        shutdown(pynvml)
+
+
+def gpu_visible() -> bool:
+    """Whether an NVIDIA GPU is visible to CUDA here (see :func:`visible_count`). Never raises."""
+    return visible_count() > 0

@@ -151,7 +151,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant"}
     for n in names:
         if n not in vs.variants and n not in checks:
-            from perfgate.profiles import _close
+            from perfgate.profiles.reader import _close
 
             where = "[variants] include / overrides / [expectations]"
             raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
@@ -160,7 +160,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     wanted = st.opt("perfgate_variants")
     for n in (wanted.split(",") if wanted else []):
         if n not in vs.variants:
-            from perfgate.profiles import _close
+            from perfgate.profiles.reader import _close
 
             raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
                                     f"{_close(n, vs.variants)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from perfgate.config import ServerConfig
-from perfgate.engines import render_flags
+from perfgate.engines.argv import render_flags
 from perfgate.flagcheck import FlagCheckResult, check_many
 from perfgate.profiles import Profile
 from perfgate.variants import VariantSet, spell_flags

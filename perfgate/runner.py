@@ -205,7 +205,7 @@ class PerfRun:
                     st.manager.failures[config.key] = err
                     raise _ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
                                         log_path)
-            from perfgate.server import tail
+            from perfgate.procs import tail
 
             uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)

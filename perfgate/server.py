@@ -9,21 +9,16 @@ against a deadline while checking that the process is alive: a dead process fail
 classified, with the log tail in the error. Teardown sends SIGTERM to the whole group, then
 SIGKILL after the engine's grace period, waits until no process of the group is left and,
 on GPU boxes, until NVML shows the GPU memory released. A reaper process kills the group if
-the owning pytest dies without tearing down (SIGKILL, ``os._exit`` of pytest-timeout).
-
-:class:`ServerManager` keeps at most one server alive per process and starts each distinct
-config once; failed starts are remembered and re-raised without a second launch.
+the owning pytest dies without tearing down (SIGKILL, ``os._exit`` of pytest-timeout): see
+:mod:`perfgate.procs`. :class:`perfgate.server_manager.ServerManager` decides which server runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +26,7 @@ from pathlib import Path
 
 import requests
 
-from perfgate.classify import phase_of
+from perfgate.classify.phases import phase_of
 from perfgate.config import ServerConfig
 from perfgate.engines import Engine
 from perfgate.errors import (
@@ -41,6 +36,7 @@ from perfgate.errors import (
     ServerExitedError,
     ServerStartTimeout,
 )
+from perfgate.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 
 ProgressFn = Callable[["Progress"], None]
 #: start-up phases in the order a server goes through them; progress never steps back
@@ -56,60 +52,6 @@ class Progress:
     elapsed_s: float
     line: str = ""
     log_path: str = ""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago (perfgate's one port picker).
-
-    Drawn below Linux's ephemeral range (32768-60999), so that no client connection can take it as its
-    source port between this check and the server's bind; the kernel's choice only if 200 draws fail.
-    """
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True if something accepts TCP connections on host:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        return s.connect_ex((host, port)) == 0
-
-
-def tail(path: str | Path, lines: int = 30, max_bytes: int = 64_000) -> str:
-    """The last ``lines`` lines of a file (empty if missing)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(data.splitlines()[-lines:])
-
-
-def group_pids(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is ``pgid``."""
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(p.pid)
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return out
 
 
 @dataclass
@@ -187,12 +129,7 @@ class Server:
         self._seen_pids.add(self.proc.pid)
         with open(self.log_path, "ab") as log:  # lets anyone check afterwards that the group is gone
             log.write(f"# pgid: {self.pgid}\n".encode())
-        self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "perfgate.reaper", str(os.getpid()), str(self.pgid),
-             str(self.engine.teardown_grace_s)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, env={**os.environ, "PYTHONPATH": _perfgate_path()},
-        )
+        self._reaper = start_reaper(self.pgid, self.engine.teardown_grace_s)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -298,15 +235,13 @@ class Server:
         with contextlib.suppress(Exception):
             self._seen_pids.update(group_pids(self.pgid))
         grace = self.engine.teardown_grace_s
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, signal.SIGTERM)
+        signal_group(self.pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if self.proc.poll() is not None and not group_pids(self.pgid):
                 break
             time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, signal.SIGKILL)
+        signal_group(self.pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         deadline = time.monotonic() + 10
@@ -340,82 +275,3 @@ class Server:
                     pids=sorted(holders), log_path=self.log_path,
                 )
             time.sleep(1.0)
-
-
-def _perfgate_path() -> str:
-    root = str(Path(__file__).resolve().parent.parent)
-    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-
-
-@dataclass
-class ServerManager:
-    """At most one live server per process; each distinct config started once."""
-
-    engine_for: Callable[[ServerConfig], Engine]
-    log_dir: Path
-    startup_timeout_s: Callable[[ServerConfig], float] = lambda c: 1200.0
-    on_progress: ProgressFn | None = None
-    progress_every_s: float = 15.0
-    current: Server | None = None
-    starts: int = 0
-    started_configs: list[str] = field(default_factory=list)
-    failures: dict[str, ServerError] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
-    gpu_blocked: GpuMemoryNotReleased | None = None
-
-    def ensure(self, config: ServerConfig) -> Server:
-        """The running server for ``config``, starting it (and stopping another) if needed."""
-        if self.current is not None and self.current.config.key == config.key:
-            if self.current.alive():
-                return self.current
-            err = self.current._exited_error("while serving")
-            self.failures[config.key] = err
-            self.stop()
-            raise err
-        if config.key in self.failures:
-            raise self.failures[config.key]
-        self.stop()
-        self._check_gpu_released()
-        server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
-                        startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
-                        progress_every_s=self.progress_every_s)
-        self.starts += 1
-        self.started_configs.append(config.key)
-        try:
-            server.start()
-            self.logs[config.key] = str(server.log_path)
-            server.wait_ready()
-        except ServerError as e:
-            if server.log_path:
-                self.logs[config.key] = str(server.log_path)
-            try:
-                server.stop()
-            except GpuMemoryNotReleased as g:
-                self.gpu_blocked = g  # the next launch would only run out of memory: say why instead
-            except ServerError:
-                pass
-            self.failures[config.key] = e
-            raise
-        except BaseException:
-            with contextlib.suppress(BaseException):
-                server.stop()
-            raise
-        self.current = server
-        return server
-
-    def _check_gpu_released(self) -> None:
-        err, self.gpu_blocked = self.gpu_blocked, None
-        if err is None:
-            return
-        from perfgate import gpu
-
-        if gpu.holders(err.pids):
-            self.gpu_blocked = err
-            raise err
-
-    def stop(self) -> None:
-        """Tear down the current server, if any."""
-        server, self.current = self.current, None
-        if server is not None:
-            server.stop()

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.metrics import Measurement
     from perfgate.profiles import Profile
-    from perfgate.server import Progress, ServerManager
+    from perfgate.server import Progress
+    from perfgate.server_manager import ServerManager
     from perfgate.stack import Stack
     from perfgate.variants import VariantSet
     from perfgate.verdict import Verdict
@@ -86,7 +87,7 @@ class PerfgateState:
 
     def _load_profile(self) -> Profile:
         from perfgate.errors import PerfgateError
-        from perfgate.profiles import load_profile, resolve_profile
+        from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
         spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
@@ -100,7 +101,7 @@ class PerfgateState:
             raise pytest.UsageError(f"perfgate: {e}") from None
 
     def _auto_profile(self, root: Path) -> Path:
-        from perfgate.stack import gpu_visible
+        from perfgate.gpu import gpu_visible
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
@@ -110,7 +111,7 @@ class PerfgateState:
                     f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
                     f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
             return root / DEFAULT_SIM_PROFILE
-        from perfgate.profiles import find_profiles, load_profile
+        from perfgate.profiles.load import find_profiles, load_profile
         from perfgate.stack import detect_stack
 
         st = detect_stack()
@@ -199,7 +200,7 @@ class PerfgateState:
         names = list(p.modes) if modes is None else list(modes)
         unknown = [m for m in names if m not in p.modes]
         if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
-            from perfgate.profiles import _close
+            from perfgate.profiles.reader import _close
 
             self.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
                                       f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
@@ -219,7 +220,7 @@ class PerfgateState:
     @property
     def manager(self) -> ServerManager:
         if self._manager is None:
-            from perfgate.server import ServerManager
+            from perfgate.server_manager import ServerManager
 
             p = self.profile
             timeout = self.opt("perfgate_startup_timeout")

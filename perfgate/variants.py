@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
-from perfgate.profiles import _close, _env, _flags, _Reader
+from perfgate.profiles.reader import TableReader, _close, env_table, flag_table
+from perfgate.versions import compare, is_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,19 +67,17 @@ class VariantSet:
                                      fix=_close(name, self.variants)) from None
 
 
-def _spellings(r: _Reader, key: str) -> tuple[Spelling, ...]:
+def _spellings(r: TableReader, key: str) -> tuple[Spelling, ...]:
     raw = r.get(key, list, "an array of tables [[spellings]] with flag, legacy, below", [])
     out = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             raise r.err(f"{key}[{i}]", "a table with flag, legacy, below", item)
-        sr = _Reader(r.path, item, f"{r.k(key)}[{i}].")
+        sr = TableReader(r.path, item, f"{r.k(key)}[{i}].")
         sr.only({"flag", "legacy", "below", "note"})
         below = sr.req("below", str, "a version string")
-        try:
-            Version(below)
-        except InvalidVersion:
-            raise sr.err("below", "a version such as 0.5.17", below) from None
+        if not is_version(below):
+            raise sr.err("below", "a version such as 0.5.17", below)
         out.append(Spelling(flag=sr.req("flag", str, "a flag name"), legacy=sr.req("legacy", str, "a flag name"),
                             below=below, note=sr.get("note", str, "a string", "")))
     return tuple(out)
@@ -97,7 +94,7 @@ def load_variants(path: str | Path) -> VariantSet:
         raise ProfileSchemaError(path, "(file)", "UTF-8 text", str(e), fix="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
-    r = _Reader(path, data)
+    r = TableReader(path, data)
     r.only({"schema_version", "spellings", "variants"})
     sv = r.req("schema_version", int, "the integer 1")
     if sv != 1:
@@ -117,8 +114,8 @@ def load_variants(path: str | Path) -> VariantSet:
         variants[name] = Variant(
             name=name,
             description=v.req("description", str, "a one-line description of the attempt"),
-            flags=_flags(v, "flags"),
-            env=_env(v, "env"),
+            flags=flag_table(v, "flags"),
+            env=env_table(v, "env"),
             backend=v.get("backend", str, "the backend this attempt must exercise", ""),
             spellings=_spellings(v, "spellings"),
             requires=tuple(requires),
@@ -133,15 +130,11 @@ def spell_flags(flags: Mapping[str, object], spellings: tuple[Spelling, ...], ve
     """Rename canonical flags to the spelling of ``version`` (unknown version: canonical)."""
     if not version:
         return dict(flags)
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return dict(flags)
     out: dict[str, object] = {}
     for k, val in flags.items():
         name = k
         for s in spellings:
-            if s.flag == k and v < Version(s.below):
+            if s.flag == k and compare(version, "<", s.below):
                 name = s.legacy
                 break
         out[name] = val

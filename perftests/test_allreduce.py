@@ -3,7 +3,7 @@
 One record per backend × world size × message size × timing (eager; CUDA graph on GPUs).
 Sizes are the model's decode and verify shapes (tokens × hidden × 2 bytes of bf16, from the
 profile's ``[model]`` and ``[micro]``), plus a sweep. Each backend × world size is measured
-in one launch of ranks (:func:`perfgate.allreduce.run_allreduce_bench`), shared by its records.
+in one launch of ranks (:func:`perfgate.allreduce.harness.run_allreduce_bench`), shared by its records.
 
 Outcomes: a measured size passes (its numbers are properties: ``backend``, ``world_size``,
 ``bytes``, ``latency_us``, ``latency_p99_us``, ``busbw_gbps``); a backend or size that cannot
@@ -100,12 +100,12 @@ def _profile(config: pytest.Config) -> Any | None:
 
 
 def _plan(config: pytest.Config) -> MicroPlan:
-    from perfgate.allreduce import gpu_count
+    from perfgate.gpu import visible_count
 
     prof = _profile(config)
     model = getattr(prof, "model", None)
     micro = getattr(prof, "micro", None)
-    gpus = gpu_count()
+    gpus = visible_count()
     env_ws = os.environ.get("PERFGATE_MICRO_WORLD_SIZES", "")
     if env_ws:
         world_sizes = _ints(env_ws, "PERFGATE_MICRO_WORLD_SIZES")
@@ -182,23 +182,24 @@ def _recorder(request: pytest.FixtureRequest) -> Any:
 
 def _measure(case: MicroCase, plan: MicroPlan, runs: dict[tuple[str, int], _Run], request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> _Run:
-    from perfgate import allreduce as ar
+    from perfgate.allreduce import BACKENDS, rank_environment
+    from perfgate.allreduce.harness import run_allreduce_bench
     from perfgate.errors import PerfgateError
 
     key = (case.backend, case.world_size)
     if key in runs:
         return runs[key]
-    b = ar.BACKENDS[case.backend]
+    b = BACKENDS[case.backend]
     iters = plan.iters or DEFAULT_ITERS[b.device]
     warmup = plan.warmup if plan.warmup is not None else DEFAULT_WARMUP[b.device]
     sizes = sorted({nbytes for _, nbytes in plan.shapes})
     graph = b.device == "cuda" and plan.gpus > 0
     log_dir = _log_root(request, tmp_path_factory) / f"{case.backend}-ws{case.world_size}"
-    blob = json.dumps([case.backend, sorted(ar.rank_environment(case.backend, base={}).items()), case.world_size,
+    blob = json.dumps([case.backend, sorted(rank_environment(case.backend, base={}).items()), case.world_size,
                        iters, warmup], sort_keys=True)
     run = _Run(log=str(log_dir / "rank0.log"), config=hashlib.sha1(blob.encode()).hexdigest()[:10])
     try:
-        run.results = ar.run_allreduce_bench(world_size=case.world_size, sizes_bytes=sizes, backend=case.backend,
+        run.results = run_allreduce_bench(world_size=case.world_size, sizes_bytes=sizes, backend=case.backend,
                                              warmup=warmup, iters=iters, graph=graph, timeout_s=600,
                                              log_dir=log_dir)
     except PerfgateError as e:

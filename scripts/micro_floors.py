@@ -159,7 +159,7 @@ def splice(text: str, frag: str) -> str:
 
 def update(profile: Path, frag: str) -> None:
     """Write the fragment into ``profile``, but only if the result still loads as a profile."""
-    from perfgate.profiles import load_profile
+    from perfgate.profiles.load import load_profile
 
     new = splice(profile.read_text(), frag)
     tmp = profile.with_name(f".{profile.name}.micro-floors.tmp")

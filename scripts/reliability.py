@@ -95,6 +95,7 @@ import os
 import threading
 
 import perfgate.server as _server
+import perfgate.server_manager as _server_manager
 
 pytest_plugins = ["perfgate.plugin"]
 
@@ -123,7 +124,7 @@ class _Stranger(http.server.BaseHTTPRequestHandler):
 
 _stranger = None
 _real_free_port = _server.free_port
-_real_ensure = _server.ServerManager.ensure
+_real_ensure = _server_manager.ServerManager.ensure
 
 
 def _ensure(self, config):
@@ -141,7 +142,7 @@ def _ensure(self, config):
         _server.free_port = _real_free_port
 
 
-_server.ServerManager.ensure = _ensure
+_server_manager.ServerManager.ensure = _ensure
 '''
 
 RAISING_TEST = '''
@@ -273,7 +274,7 @@ def leftovers(token: str, pgids: Sequence[int]) -> list[str]:
     """Live processes of the run: by process group (server logs) and by the run's environment token."""
     import psutil
 
-    from perfgate.server import group_pids
+    from perfgate.procs import group_pids
 
     left = [f"pgid {pg}: pids {pids}" for pg in sorted(set(pgids)) if (pids := group_pids(pg))]
     me = os.getpid()

@@ -10,7 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import perfgate
 from perfgate import allreduce as ar
+from perfgate.allreduce.harness import run_allreduce_bench
+from perfgate.allreduce.results import aggregate, busbw_gbps
+from perfgate.gpu import visible_count
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
@@ -34,7 +38,7 @@ def _leftovers(marker: Path) -> list[str]:
 
 @needs_torch
 def test_gloo_world_size_2_tiny(tmp_path: Path) -> None:
-    res = ar.run_allreduce_bench(world_size=2, sizes_bytes=[64, 7168 * 2], backend="gloo", warmup=2, iters=20,
+    res = run_allreduce_bench(world_size=2, sizes_bytes=[64, 7168 * 2], backend="gloo", warmup=2, iters=20,
                                  timeout_s=240, log_dir=tmp_path)
     assert [(r.bytes, r.graph) for r in res] == [(64, False), (14336, False)]
     for r in res:
@@ -58,7 +62,7 @@ def test_gloo_world_size_2_tiny(tmp_path: Path) -> None:
 def test_a_failing_rank_is_reported_and_the_others_are_killed(tmp_path: Path) -> None:
     # rank 1 raises at once; rank 0 is still importing torch or waiting for its peer
     with pytest.raises(RankFailed, match=r"gloo: rank 1 failed \(crash\): RuntimeError: injected failure") as ei:
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=240,
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=240,
                                env={ar.FAIL_ENV: "1:start"}, log_dir=tmp_path)
     e = ei.value
     assert e.rank == 1 and e.returncode == 1 and e.category == "crash" and e.backend == "gloo"
@@ -72,7 +76,7 @@ def test_a_failing_rank_is_reported_and_the_others_are_killed(tmp_path: Path) ->
 def test_a_rank_failing_inside_the_group_does_not_leave_its_peer_blocked(tmp_path: Path) -> None:
     # rank 1 raises after the process group is up; rank 0 sits in a collective until it is killed
     with pytest.raises(RankFailed, match="rank 1 failed") as ei:
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=240,
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=240,
                                env={ar.FAIL_ENV: "1:init"}, log_dir=tmp_path)
     assert ei.value.rank == 1
     assert (tmp_path / "ready.0").exists() and (tmp_path / "ready.1").exists()
@@ -82,7 +86,7 @@ def test_a_rank_failing_inside_the_group_does_not_leave_its_peer_blocked(tmp_pat
 @needs_torch
 def test_timeout_kills_every_rank(tmp_path: Path) -> None:
     with pytest.raises(MicrobenchTimeout, match=r"did not finish in 0.5 s \(before every rank joined") as ei:
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=0.5,
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", iters=5, timeout_s=0.5,
                                log_dir=tmp_path)
     assert ei.value.category == "startup-timeout"
     assert not _leftovers(tmp_path)
@@ -91,22 +95,22 @@ def test_timeout_kills_every_rank(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- no launch
 
 
-@pytest.mark.skipif(ar.gpu_count() > 0, reason="a GPU is visible here")
+@pytest.mark.skipif(visible_count() > 0, reason="a GPU is visible here")
 @pytest.mark.parametrize("backend", ["nccl", "nccl-tree", "sglang-custom-ar", "torch-symm-mem"])
 def test_gpu_backends_are_unavailable_without_a_gpu(backend: str) -> None:
     with pytest.raises(BackendUnavailable, match=f"{backend}: no CUDA GPU visible") as ei:
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend=backend)
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend=backend)
     assert ei.value.category == "missing-dependency"
 
 
 def test_bad_requests_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="unknown all-reduce backend 'mpi'; known: nccl, nccl-tree"):
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="mpi")
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="mpi")
     with pytest.raises(ConfigError, match="CUDA-graph timing needs a GPU backend"):
-        ar.run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", graph=True)
+        run_allreduce_bench(world_size=2, sizes_bytes=[64], backend="gloo", graph=True)
     with pytest.raises(ConfigError, match="world_size must be ≥ 1"):
-        ar.run_allreduce_bench(world_size=0, sizes_bytes=[64], backend="gloo")
-    assert ar.run_allreduce_bench(world_size=2, sizes_bytes=[], backend="gloo") == []
+        run_allreduce_bench(world_size=0, sizes_bytes=[64], backend="gloo")
+    assert run_allreduce_bench(world_size=2, sizes_bytes=[], backend="gloo") == []
 
 
 def test_rank_environment_keeps_multicast_off() -> None:
@@ -116,7 +120,7 @@ def test_rank_environment_keeps_multicast_off() -> None:
     assert env["NCCL_DEBUG"] == "INFO"
     for k, v in ar.MULTICAST_OFF.items():
         assert env[k] == v  # nothing overrides these
-    assert env["PYTHONPATH"].split(":")[0] == str(Path(ar.__file__).resolve().parent.parent)
+    assert env["PYTHONPATH"].split(":")[0] == str(Path(perfgate.__file__).resolve().parent.parent)
     assert ar.rank_environment("nccl-small-buffer", base={})["NCCL_BUFFSIZE"] == "1048576"
     fewer = ar.rank_environment("nccl-fewer-channels", base={})
     assert (fewer["NCCL_MIN_NCHANNELS"], fewer["NCCL_MAX_NCHANNELS"]) == ("1", "2")
@@ -125,9 +129,9 @@ def test_rank_environment_keeps_multicast_off() -> None:
     assert "OMP_NUM_THREADS" not in ar.rank_environment("nccl", base={})
 
 
-def test_gpu_count_respects_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_visible_count_respects_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert ar.gpu_count() == 0
+    assert visible_count() == 0
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -139,7 +143,7 @@ def test_gpu_count_respects_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch
     n=st.integers(min_value=1, max_value=64),
 )
 def test_busbw_is_nccl_tests_formula(nbytes: int, lat: float, n: int) -> None:
-    algbw, busbw = ar.busbw_gbps(nbytes, lat, n)
+    algbw, busbw = busbw_gbps(nbytes, lat, n)
     assert algbw == pytest.approx(nbytes / lat / 1e3)
     assert busbw == pytest.approx(algbw * 2 * (n - 1) / n)
     assert busbw <= 2 * algbw
@@ -149,9 +153,9 @@ def test_busbw_is_nccl_tests_formula(nbytes: int, lat: float, n: int) -> None:
 
 def test_busbw_examples() -> None:
     # 1 MB in 100 µs is 10 GB/s algbw; 8 ranks move 2·7/8 of it over the bus
-    assert ar.busbw_gbps(1_000_000, 100.0, 8) == pytest.approx((10.0, 17.5))
+    assert busbw_gbps(1_000_000, 100.0, 8) == pytest.approx((10.0, 17.5))
     with pytest.raises(ValueError):
-        ar.busbw_gbps(1, 0.0, 2)
+        busbw_gbps(1, 0.0, 2)
 
 
 def _spec(**kw: object) -> dict[str, object]:
@@ -168,7 +172,7 @@ def test_aggregate_averages_ranks_per_iteration_then_takes_median_and_p99() -> N
         {"dtype": "bfloat16", "entries": [{"numel": 4, "graph": False, "samples_us": [30, 20, 10, 80]},
                                           {"numel": 8, "graph": False, "samples_us": [1, 1, 1, 1]}]},
     ]
-    a, b = ar._aggregate(_spec(), outputs)  # type: ignore[arg-type]
+    a, b = aggregate(_spec(), outputs)  # type: ignore[arg-type]
     # per iteration: 20, 20, 20, 60 -> median 20, p99 = 20 + 0.97 * 40
     assert a.latency_us == pytest.approx(20.0)
     assert a.latency_p99_us == pytest.approx(20 + 0.97 * 40)
@@ -182,7 +186,7 @@ def test_aggregate_marks_world_size_1_as_not_comparable_and_keeps_fp32_fallback(
     outputs = [{"dtype": "float32", "note": "bf16 failed",
                 "entries": [{"numel": 4, "graph": False, "samples_us": [5, 5]},
                             {"numel": 4, "graph": True, "samples_us": [1, 1], "note": "the captured CUDA graph is empty"}]}]
-    r, g = ar._aggregate(_spec(world_size=1, numels=[4], iters=2, graph=True), outputs)  # type: ignore[arg-type]
+    r, g = aggregate(_spec(world_size=1, numels=[4], iters=2, graph=True), outputs)  # type: ignore[arg-type]
     assert r.dtype == "float32" and r.bytes == 16
     assert r.busbw_gbps == 0
     assert "world size 1" in r.note and "not comparable" in r.note and "bf16 failed" in r.note

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfgate.errors import ConfigError
-from perfgate.profiles import load_profile
+from perfgate.profiles.load import load_profile
 from perfgate.variants import load_variants
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,17 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.classify import (
-    FALLBACK_RULES,
-    LOG_CATEGORIES,
-    RULES,
-    Classification,
-    backend_matches,
-    classify,
-    fallbacks_for,
-    find_fallbacks,
-    phase_of,
-)
+from perfgate.classify import Classification, classify
+from perfgate.classify.fallbacks import backend_matches, fallbacks_for, find_fallbacks
+from perfgate.classify.phases import phase_of
+from perfgate.classify.rules import FALLBACK_RULES, LOG_CATEGORIES, RULES
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 HEADER = re.compile(r"^# source: (?P<source>.+?); expected: (?P<expected>[a-z-]+)(?P<rest>(?:; \w+: \S+)*)\s*$")

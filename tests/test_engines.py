@@ -3,10 +3,10 @@
 import sys
 from pathlib import Path
 
-from perfgate.engines import render_flags
+from perfgate.engines.argv import render_flags
 from perfgate.engines.sglang import SGLangEngine
 from perfgate.engines.sim import SimEngine
-from perfgate.profiles import load_profile
+from perfgate.profiles.load import load_profile
 from perfgate.variants import load_variants
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,17 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.flagcheck import (
-    CheckingParser,
-    FlagCheckResult,
-    check_argv,
-    check_many,
-    check_with_parser,
-    closest,
-    option_strings,
-    problems_by_flag,
-    with_model_path,
-)
+from perfgate.flagcheck import FlagCheckResult, check_argv, check_many, problems_by_flag
+from perfgate.flagcheck.parsing import CheckingParser, check_with_parser, closest, option_strings, with_model_path
 
 ATTENTION = ["triton", "torch_native", "fa3", "flashinfer", "trtllm_mha"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.fleet import ConfigCost, config_costs, plan
-from perfgate.profiles import load_profile
+from perfgate.profiles.load import load_profile
 from perfgate.report.junit_read import read_report
 from perfgate.variants import load_variants
 from tests.simproject import PROMPTS, SEED_BOX_HEAD

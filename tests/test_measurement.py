@@ -12,7 +12,7 @@ from perfgate.attach import check, mismatches
 from perfgate.baseline_update import write_updates
 from perfgate.config import ServerConfig
 from perfgate.errors import ConfigError
-from perfgate.profiles import load_profile
+from perfgate.profiles.load import load_profile
 from perfgate.sim.testing import SimProcess
 from tests import simproject
 

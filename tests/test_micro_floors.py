@@ -14,7 +14,8 @@ from junitparser.xunit2 import JUnitXml
 
 from perfgate import costmodel
 from perfgate.errors import ProfileSchemaError, ReportError
-from perfgate.profiles import MicroFloor, load_profile
+from perfgate.profiles import MicroFloor
+from perfgate.profiles.load import load_profile
 from tests import simproject
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.preflight import argv_for, check_configs, profile_configs
-from perfgate.profiles import find_profiles, load_profile
+from perfgate.profiles.load import find_profiles, load_profile
 from perfgate.variants import load_variants
 from tests.simproject import PROMPTS, make_project
 

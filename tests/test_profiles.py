@@ -6,7 +6,7 @@ import pytest
 
 from perfgate.config import confounders
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
-from perfgate.profiles import find_profiles, load_profile, resolve_profile
+from perfgate.profiles.load import find_profiles, load_profile, resolve_profile
 from perfgate.variants import load_variants, spell_flags
 
 ROOT = Path(__file__).resolve().parent.parent

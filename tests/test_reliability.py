@@ -27,7 +27,9 @@ import perfgate.server
 from perfgate.client import GenRequest, stream_generate
 from perfgate.config import ServerConfig
 from perfgate.errors import GpuMemoryNotReleased, PortInUse, ServerExitedError
-from perfgate.server import Server, ServerManager, group_pids
+from perfgate.procs import group_pids
+from perfgate.server import Server
+from perfgate.server_manager import ServerManager
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from perfgate.cli import main
 from perfgate.report.diff import classify_transition, compare_throughput, diff
-from perfgate.report.junit_read import OUTCOMES, Record, Report, read_report
+from perfgate.report.junit_read import read_report
+from perfgate.report.records import OUTCOMES, Record, Report
 from perfgate.report.render import render_diff
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
 

@@ -12,7 +12,8 @@ from junitparser import Failure, Skipped
 from junitparser.xunit2 import JUnitXml, TestCase, TestSuite
 
 from perfgate.errors import ReportError
-from perfgate.report.junit_read import OUTCOMES, read_report, record_id, strip_group
+from perfgate.report.junit_read import read_report
+from perfgate.report.records import OUTCOMES, record_id, strip_group
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
 
 # --- properties of generated reports ----------------------------------------------------

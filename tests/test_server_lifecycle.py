@@ -10,7 +10,9 @@ import pytest
 
 from perfgate.config import ServerConfig
 from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
-from perfgate.server import Server, ServerManager, free_port, group_pids, port_answers
+from perfgate.procs import free_port, group_pids, port_answers
+from perfgate.server import Server
+from perfgate.server_manager import ServerManager
 
 # A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
 HEALTHY = textwrap.dedent("""

@@ -1,4 +1,4 @@
-"""perfgate.stack: fingerprint, simulated stacks, overrides, stack conditions."""
+"""perfgate.stack: fingerprint, detection, GPU visibility, simulated stacks, overrides, stack conditions."""
 
 from __future__ import annotations
 
@@ -13,23 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from perfgate import stack as stack_mod
+import perfgate.stack
 from perfgate.errors import ConfigError
-from perfgate.stack import (
-    NAME_KEYS,
-    VERSION_KEYS,
-    Stack,
-    condition_holds,
-    cuda_version_from_int,
-    detect_stack,
-    gpu_visible,
-    parse_condition,
-    parse_overrides,
-    parse_query_gpu,
-    parse_topo_matrix,
-    simulated_stack,
-    visible_indices,
-)
+from perfgate.gpu import gpu_visible, visible_indices
+from perfgate.stack import NAME_KEYS, VERSION_KEYS, Stack, detect_stack, parse_overrides, simulated_stack
+from perfgate.stack import probes
+from perfgate.stack.conditions import condition_holds, parse_condition
+from perfgate.stack.probes import cuda_version_from_int, parse_query_gpu, parse_topo_matrix
+
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_BOX = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
@@ -104,7 +95,7 @@ def fake_pynvml(*, names: list[str], nvlink: bool | None, cap: tuple[int, int] =
 def test_nvml_facts(monkeypatch: pytest.MonkeyPatch, nvlink: bool | None, expected: str) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(names=["NVIDIA RTX PRO 6000"] * 8, nvlink=nvlink))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    hw = stack_mod._detect_nvml()
+    hw = probes.nvml_facts()
     assert hw == {"gpu_count": 8, "driver": "580.95.05", "cuda": "12.8", "gpu": "NVIDIA RTX PRO 6000",
                   "sm": "12.0", "interconnect": expected}
     assert gpu_visible()
@@ -113,7 +104,7 @@ def test_nvml_facts(monkeypatch: pytest.MonkeyPatch, nvlink: bool | None, expect
 def test_nvml_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(names=["A", "B", "C", "D"], nvlink=True))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    hw = stack_mod._detect_nvml()
+    hw = probes.nvml_facts()
     assert (hw["gpu_count"], hw["gpu"]) == (2, "C")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert not gpu_visible()
@@ -186,9 +177,9 @@ def test_nvidia_smi_fallback_with_a_real_subprocess(tmp_path: Path, monkeypatch:
     def no_nvml() -> dict[str, object]:
         raise RuntimeError("NVML Shared Library Not Found")
 
-    monkeypatch.setattr(stack_mod, "_detect_nvml", no_nvml)
-    monkeypatch.setattr(stack_mod, "_torch_facts", dict)
-    s = stack_mod._detect_uncached()
+    monkeypatch.setattr(probes, "nvml_facts", no_nvml)
+    monkeypatch.setattr(probes, "torch_facts", dict)
+    s = perfgate.stack._detect_uncached()
     assert (s.gpu, s.gpu_count, s.sm, s.driver, s.cuda, s.interconnect) == (
         "NVIDIA RTX PRO 6000 Blackwell Server Edition", 2, "12.0", "580.95.05", "13.0", "pcie")
 

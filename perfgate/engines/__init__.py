@@ -29,23 +29,6 @@ class Engine(Protocol):
         ...
 
 
-def render_flags(flags: Mapping[str, object]) -> list[str]:
-    """SGLang flag dict -> argv: ``True`` is a bare switch, ``False`` is left out, lists spread."""
-    argv: list[str] = []
-    for name, value in flags.items():
-        opt = f"--{name}"
-        if value is True:
-            argv.append(opt)
-        elif value is False or value is None:
-            continue
-        elif isinstance(value, (list, tuple)):
-            argv.append(opt)
-            argv.extend(str(x) for x in value)
-        else:
-            argv.extend([opt, str(value)])
-    return argv
-
-
 def get_engine(name: str, **kw: object) -> Engine:
     """The engine registered under ``name``."""
     from perfgate.engines.sglang import SGLangEngine

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from perfgate.config import ServerConfig
-from perfgate.engines import render_flags
+from perfgate.engines.argv import render_flags
 from perfgate.variants import Spelling, spell_flags
 
 

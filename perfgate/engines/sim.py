@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from perfgate.config import ServerConfig
-from perfgate.engines import render_flags
+from perfgate.engines.argv import render_flags
+from perfgate.procs import perfgate_pythonpath
 
 
 @dataclass(kw_only=True)
@@ -41,7 +41,6 @@ class SimEngine:
         env = dict(base)
         env.update(config.env_dict)
         # the simulator must import this very perfgate, wherever pytest runs from
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = perfgate_pythonpath(env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env

@@ -10,9 +10,11 @@ the reports of several boxes.
 from perfgate.report.diff import Diff, RecordDiff, StackChange, ThroughputChange, diff
 from perfgate.report.gate import ExitCode, GatePolicy, GateResult, evaluate, load_policy, run_gate
 from perfgate.report.history import History, build_history, detect_steps
-from perfgate.report.junit_read import OUTCOMES, Record, Report, read_report, read_reports
+from perfgate.report.junit_read import read_report, read_reports
 from perfgate.report.matrix import Matrix, build_matrix
 from perfgate.report.merge import MergeResult, merge_reports
+from perfgate.report.records import OUTCOMES, Record, Report
+
 
 __all__ = [
     "OUTCOMES",

@@ -29,7 +29,8 @@ import math
 from dataclasses import dataclass
 
 from perfgate.metrics import METRICS
-from perfgate.report.junit_read import Record, Report
+from perfgate.report.records import Record, Report
+
 
 PASSING = frozenset({"pass", "xpass"})
 BROKEN = frozenset({"fail", "error"})

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from perfgate.errors import ConfigError, ReportError
 from perfgate.report.diff import REGRESSED, Diff, RecordDiff, diff
-from perfgate.report.junit_read import Report
+from perfgate.report.records import Report
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -200,10 +200,6 @@ class GateResult:
     ignored: tuple[Finding, ...]
     policy: GatePolicy
     message: str
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == ExitCode.OK
 
 
 def _detail(r: RecordDiff, rule: str) -> str:

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from perfgate.report.junit_read import Record, Report
+from perfgate.report.records import Record, Report
+
 
 _MAD_TO_SIGMA = 1.4826
 _Z95 = 1.959964

@@ -16,10 +16,11 @@ from perfgate import __version__
 from perfgate.errors import ReportError
 from perfgate.report.diff import diff
 from perfgate.report.history import History, build_history, order_reports
-from perfgate.report.junit_read import Report
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
+from perfgate.report.records import Report
 from perfgate.report.render import SECTION_TITLES, fmt_num
 from perfgate.report.steps import StepRow, step_rows, steps_table
+
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfgate.report.junit_read import Record, Report
+from perfgate.report.records import Record, Report
+
 
 NO_VARIANT = "(none)"
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from perfgate.report.diff import Diff, RecordDiff, ThroughputChange
 from perfgate.report.gate import GateResult
 from perfgate.report.history import History
-from perfgate.report.junit_read import Record
+from perfgate.report.records import Record
+
 
 FORMATS: tuple[str, ...] = ("text", "md", "json")
 

@@ -7,7 +7,9 @@ file (``fixtures/sim/*.toml``), the flags and the environment:
 - :mod:`perfgate.sim.hardware`    the box, its stack and cost constants (TOML)
 - :mod:`perfgate.sim.args`        SGLang's flag table (as data) and the ``sglang serve`` parser
 - :mod:`perfgate.sim.allreduce`   all-reduce backends and NCCL knobs -> latency
-- :mod:`perfgate.sim.behavior`    resolution, failures, timing: :func:`simulate_launch`
+- :mod:`perfgate.sim.behavior`    a launch, start to end: :func:`simulate_launch`
+- :mod:`perfgate.sim.launch`      its rules: flags, speculative decoding, memory, all-reduce, tracebacks
+- :mod:`perfgate.sim.plan`        the outcome (failure, log lines) and the timing model
 - :mod:`perfgate.sim.engine_loop` the continuous-batching scheduler thread
 - :mod:`perfgate.sim.http`        the HTTP server (SGLang 0.5.23's API)
 - :mod:`perfgate.sim.startup`     the start-up log and exit paths

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfgate.sim.hardware import version_at_least
+from perfgate.versions import version_at_least
 
 PROG = "sglang serve"
 

@@ -20,7 +20,6 @@ removes it).
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from perfgate.errors import ProfileSchemaError
+from perfgate.versions import parse_version
 
 CORE_STACK_KEYS = ("cuda", "torch", "nccl", "sglang", "sgl_kernel", "flashinfer")
 ABSENT_VALUES = frozenset({"none", "absent", "-", ""})
@@ -105,28 +105,6 @@ DEFAULT_COST: dict[str, dict[str, Any]] = {
         "torch_symm_mem": {"base_us": 4.0, "per_peer_us": 0.3, "gbps": 200.0, "max_kb": 16384},
     },
 }
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    """``"0.5.23"`` -> ``(0, 5, 23)``; ``"2.9.1+cu129"`` -> ``(2, 9, 1)``; non-numeric tails dropped."""
-    parts: list[int] = []
-    for piece in str(text).strip().split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.end() != len(piece):
-            break
-    return tuple(parts)
-
-
-def version_at_least(text: str | None, minimum: str) -> bool:
-    """True when version ``text`` is >= ``minimum`` (False when ``text`` is None)."""
-    if text is None:
-        return False
-    a, b = parse_version(text), parse_version(minimum)
-    n = max(len(a), len(b))
-    return a + (0,) * (n - len(a)) >= b + (0,) * (n - len(b))
 
 
 def parse_stack_overrides(text: str | None) -> dict[str, str]:
@@ -207,11 +185,6 @@ class Hardware:
     @property
     def sm_major(self) -> int:
         return parse_version(self.sm)[0]
-
-    @property
-    def sm_minor(self) -> int:
-        v = parse_version(self.sm)
-        return v[1] if len(v) > 1 else 0
 
     @property
     def sglang_version(self) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from perfgate.sim.behavior import LaunchPlan
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
-from perfgate.sim.hardware import version_at_least
+from perfgate.versions import version_at_least
 from perfgate.sim.log import SimLog
 from perfgate.sim.trace import TraceRecorder
 

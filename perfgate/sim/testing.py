@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.server import free_port
+from perfgate.procs import free_port
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim"
 SEED_BOX = FIXTURES / "rtxpro6000-x8-pcie.toml"

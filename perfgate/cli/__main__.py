@@ -1,0 +1,6 @@
+"""``python -m perfgate.cli``: the ``perfgate`` command."""
+
+from perfgate.cli import main
+
+
+raise SystemExit(main())

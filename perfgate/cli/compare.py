@@ -1,0 +1,93 @@
+"""``perfgate diff`` and ``perfgate gate``: two reports compared, and the CI gate over them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", metavar="OLD.xml", help="report of the current stack")
+    p.add_argument("new", metavar="NEW.xml", help="report of the candidate stack")
+    format_args(p)
+
+
+@subcommand("diff", "compare two JUnit reports: outcomes, tok/s beyond noise, stack changes", _diff_args)
+def _run_diff(args: argparse.Namespace) -> int:
+    from perfgate.report.diff import diff
+    from perfgate.report.junit_read import read_report
+    from perfgate.report.render import render_diff
+
+    d = diff(read_report(args.old), read_report(args.new))
+    emit(render_diff(d, args.format), args.output)
+    return EXIT_OK
+
+
+def _gate_args(p: argparse.ArgumentParser) -> None:
+    _diff_args(p)
+    p.add_argument(
+        "--pyproject",
+        metavar="PATH",
+        help="read [tool.perfgate.gate] from this file (default: the first pyproject.toml from the "
+        "current directory upwards)",
+    )
+    p.add_argument(
+        "--block-on",
+        metavar="LIST",
+        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict,unjudged "
+             "(overrides gate.block_on)",
+    )
+    p.add_argument("--min-ratio", type=float, metavar="X", help="overrides gate.min_ratio")
+    p.add_argument(
+        "--allow-inconclusive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_inconclusive",
+    )
+    p.add_argument(
+        "--allow-mixed-engines",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_mixed_engines",
+    )
+    p.add_argument(
+        "--allow-hardware-mismatch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides gate.allow_hardware_mismatch (reports of different GPU, count, SM or interconnect)",
+    )
+    p.add_argument(
+        "--ignore", action="append", metavar="PATTERN", help="record key/id pattern that never blocks (repeatable)"
+    )
+
+
+@subcommand(
+    "gate",
+    "diff two reports and exit 0 (ok), 1 (regression/newly broken), 3 (unblocked: update expectations), "
+    "2 (usage/unreadable)",
+    _gate_args,
+)
+def _run_gate(args: argparse.Namespace) -> int:
+    from perfgate.report.gate import load_policy, run_gate
+    from perfgate.report.junit_read import read_report
+    from perfgate.report.render import render_diff
+
+    policy = load_policy(Path(args.pyproject) if args.pyproject else None)
+    block_on = None
+    if args.block_on is not None:
+        block_on = frozenset(x.strip() for x in args.block_on.split(",") if x.strip())
+    policy = policy.with_overrides(
+        block_on=block_on,
+        min_ratio=args.min_ratio,
+        allow_inconclusive=args.allow_inconclusive,
+        allow_mixed_engines=args.allow_mixed_engines,
+        allow_hardware_mismatch=args.allow_hardware_mismatch,
+        ignore=tuple(policy.ignore) + tuple(args.ignore) if args.ignore else None,
+    )
+    d, result = run_gate(read_report(args.old), read_report(args.new), policy)
+    emit(render_diff(d, args.format, result), args.output)
+    print(f"perfgate gate: exit {int(result.exit_code)}: {result.message}", file=sys.stderr)
+    return int(result.exit_code)

@@ -1,0 +1,111 @@
+"""``perfgate history``, ``plot``, ``report`` and ``merge``: many reports tabulated, drawn, joined."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand, usage_error
+
+
+def _history_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml", help="reports, any order (sorted by time)")
+    format_args(p)
+    p.add_argument("--min-segment", type=int, default=2, metavar="N", help="points a level must last (default 2)")
+    p.add_argument(
+        "--threshold", type=float, default=3.0, metavar="K", help="step size in noise scales (default 3)"
+    )
+    p.add_argument(
+        "--min-rel-step", type=float, default=0.01, metavar="X", help="smallest relative step (default 0.01)"
+    )
+
+
+@subcommand("history", "table of outcome and tok/s per record across reports, with sustained steps", _history_args)
+def _run_history(args: argparse.Namespace) -> int:
+    from perfgate.report.history import build_history
+    from perfgate.report.junit_read import read_reports
+    from perfgate.report.render import render_history
+
+    if args.min_segment < 1:
+        raise usage_error("--min-segment must be >= 1")
+    h = build_history(
+        read_reports(args.reports),
+        min_segment=args.min_segment,
+        threshold=args.threshold,
+        min_rel_step=args.min_rel_step,
+    )
+    emit(render_history(h, args.format), args.output)
+    return EXIT_OK
+
+
+def _plot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="folder for the PNG files")
+    p.add_argument(
+        "--what",
+        choices=("all", "history", "matrix"),
+        default="all",
+        help="history: tok/s per record over reports (history.png); matrix: variants × modes of the "
+        "newest report (matrix.png); all (default): both",
+    )
+
+
+@subcommand("plot", "PNG plots: tok/s per record over reports, and the compatibility matrix", _plot_args)
+def _run_plot(args: argparse.Namespace) -> int:
+    from perfgate.report.history import build_history, order_reports
+    from perfgate.report.junit_read import read_reports
+    from perfgate.report.matrix import build_matrix
+    from perfgate.report.plot import history_png, matrix_png, write_png
+
+    reports = order_reports(read_reports(args.reports))
+    out = Path(args.output_dir)
+    written = []
+    if args.what in ("all", "history"):
+        written.append(write_png(history_png(build_history(reports)), out / "history.png"))
+    if args.what in ("all", "matrix"):
+        latest = reports[-1]
+        png = matrix_png(build_matrix(latest), title=f"compatibility matrix — {latest.label}")
+        written.append(write_png(png, out / "matrix.png"))
+    for p in written:
+        print(p)
+    return EXIT_OK
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.html")
+    p.add_argument("--title", default="perfgate report")
+    p.add_argument("--no-plots", action="store_true", help="leave the PNG plots out (no matplotlib needed)")
+
+
+@subcommand("report", "one-page HTML: matrix, plots (embedded PNG) and stack side by side", _report_args)
+def _run_report(args: argparse.Namespace) -> int:
+    from perfgate.report.html import render_html
+    from perfgate.report.junit_read import read_reports
+
+    page = render_html(read_reports(args.reports), plots=not args.no_plots, title=args.title)
+    emit(page, args.output)
+    print(args.output)
+    return EXIT_OK
+
+
+def _merge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="REPORT.xml")
+    p.add_argument("-o", "--output", required=True, metavar="MERGED.xml")
+
+
+@subcommand("merge", "merge the reports of several boxes into one (records of different boxes stay apart)", _merge_args)
+def _run_merge(args: argparse.Namespace) -> int:
+    from perfgate.report.merge import merge_reports
+
+    result = merge_reports(args.inputs, args.output)
+    print(f"{result.path}: {result.suites} suite(s), {result.records} record(s)")
+    if result.qualified_keys:
+        print(
+            f"{len(result.qualified_keys)} record id(s) occur on several boxes and are keyed apart:",
+            file=sys.stderr,
+        )
+        for k in result.qualified_keys:
+            print(f"  {k}", file=sys.stderr)
+    return EXIT_OK

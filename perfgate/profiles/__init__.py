@@ -1,0 +1,288 @@
+"""Profiles: ``baselines/<hardware>/<model>.toml`` loaded, validated and turned into configs.
+
+A profile holds the hardware it is valid for, the engine, the controlled server settings
+shared by every run, the modes and their flags, the workload, the floors with tolerances and
+the expectations per variant × mode. Loading validates everything and fails with
+:class:`~perfgate.errors.ProfileSchemaError` naming the file, the key, what was expected and
+what was found. See ``docs/profiles.md`` for the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfgate.categories import EXPECTABLE
+from perfgate.config import ServerConfig
+from perfgate.errors import ProfileSchemaError
+from perfgate.profiles.reader import _close
+
+
+SCHEMA_VERSION = 1
+ENGINES = ("sglang", "sim")
+CATEGORIES = tuple(c.value for c in EXPECTABLE)
+EXPECTS = ("pass", "xfail")
+SPEC_FLAG = "speculative-algorithm"
+MICRO_TIMINGS = ("eager", "graph")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """The hardware a profile is valid for."""
+
+    gpu: str
+    count: int
+    sm: str
+    interconnect: str  # "pcie" | "nvlink"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSpec:
+    """Which engine serves the model and how it is started."""
+
+    name: str  # "sglang" | "sim"
+    launcher: str = "launch_server"  # sglang: "launch_server" (python -m) | "serve"
+    python: str = ""  # interpreter for the engine; "" = the one running pytest
+    startup_timeout_s: float = 1200.0
+    teardown_timeout_s: float = 30.0
+    sglang_version: str = ""  # "" = detect; used to choose flag spellings
+    sim_hardware: Path | None = None
+    sim_startup_s: float = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """The served model as perfgate's cost model and micro-benchmarks see it."""
+
+    path: str
+    name: str
+    layers: int | None = None
+    hidden: int | None = None
+    allreduces_per_layer: int = 2
+    #: measured all-reduce latency on this box, (bytes, µs) points (from ``pytest -m micro``)
+    allreduce_latency_us: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mode:
+    """A serving mode (baseline, eagle3, ngram, ...): flags and environment on top of the server."""
+
+    name: str
+    description: str = ""
+    flags: Mapping[str, object] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: workload keys this mode overrides (e.g. longer outputs so a drafter's acceptance averages out)
+    workload: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.flags.get(SPEC_FLAG))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What is sent to the server and how often."""
+
+    prompts: Path
+    max_new_tokens: int
+    concurrency: int = 1
+    requests_per_trial: int = 0  # 0 = concurrency
+    warmup: int = 1
+    trials: int = 5
+    request_timeout_s: float = 300.0
+    max_cv: float = 0.05
+    token_match_min: float = 1.0
+    concurrency_sweep: tuple[int, ...] = ()
+    confidence: float = 0.95
+    #: smallest ratio difference from 1 that counts as faster or slower (beyond statistical noise)
+    min_effect: float = 0.02
+
+    @property
+    def per_trial(self) -> int:
+        return self.requests_per_trial or self.concurrency
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floor:
+    """Floors of one mode, with the tolerance stored next to the value they guard."""
+
+    mode: str
+    tok_s: float | None = None
+    tolerance: float = 0.03
+    accept_len: float | None = None
+    accept_len_tolerance: float = 0.05
+    measured: Mapping[str, object] = field(default_factory=dict)
+    # limits on the other metrics (perfgate.metrics.METRICS): a floor for higher-is-better ones, a
+    # ceiling for latencies; the same tolerance applies (floor x (1 - t), ceiling x (1 + t))
+    limits: Mapping[str, float] = field(default_factory=dict)
+    # [floors.<mode>.c<N>]: the limits at concurrency N (a user test measuring at another concurrency)
+    by_concurrency: Mapping[int, Floor] = field(default_factory=dict)
+    # the CV above which these limits get no verdict (None: the workload's max_cv); latencies under load
+    # are noisier than decode throughput
+    max_cv: float | None = None
+
+    def limit(self, metric: str) -> float | None:
+        return self.tok_s if metric == "tok_s" else self.limits.get(metric)
+
+    def at(self, concurrency: int | None) -> Floor | None:
+        """The floors that apply at ``concurrency`` (``None``: the mode's own, for its workload)."""
+        return self if concurrency is None else self.by_concurrency.get(concurrency)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """What a check or variant is expected to do in one mode."""
+
+    expect: str  # "pass" | "xfail"
+    category: str | None = None
+    reason: str = ""
+    when: str = ""  # stack condition; "" = always
+    key: str = ""  # "expectations.<name>.<mode>" for messages
+    line: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroFloor:
+    """A ceiling on one all-reduce record: its median latency must be <= ``latency_us × (1 + tolerance)``."""
+
+    backend: str
+    timing: str  # "eager" | "graph"
+    bytes: int
+    world_size: int
+    latency_us: float
+    tolerance: float
+    key: str = ""  # 'micro.floors."<backend>.<timing>.<bytes>"' for messages
+
+    @property
+    def ceiling_us(self) -> float:
+        return self.latency_us * (1 + self.tolerance)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroSpec:
+    """All-reduce micro-benchmark shapes, and the floors (latency ceilings) measured on this box."""
+
+    tokens: tuple[int, ...] = (1, 2, 4, 8)
+    sweep_bytes: tuple[int, ...] = ()
+    world_sizes: tuple[int, ...] = ()
+    iters: int = 200
+    warmup: int = 20
+    #: by "<backend>.<eager|graph>.<bytes>"
+    floors: Mapping[str, MicroFloor] = field(default_factory=dict)
+
+    def floor(self, backend: str, timing: str, nbytes: int, world_size: int) -> MicroFloor | None:
+        """The floor for one record, or None (then the record is a measurement only)."""
+        f = self.floors.get(f"{backend}.{timing}.{nbytes}")
+        return f if f is not None and f.world_size == world_size else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One validated profile file."""
+
+    path: Path
+    name: str
+    root: Path
+    description: str
+    hardware: Hardware
+    engine: EngineSpec
+    model: ModelSpec
+    server_flags: Mapping[str, object]
+    server_env: Mapping[str, str]
+    modes: Mapping[str, Mode]
+    workload: Workload
+    floors: Mapping[str, Floor]
+    expectations: Mapping[str, Mapping[str, tuple[Expectation, ...]]]
+    variant_modes: tuple[str, ...]
+    variant_include: tuple[str, ...] | None
+    variant_overrides: Mapping[str, Mapping[str, object]]
+    micro: MicroSpec
+    warnings: tuple[str, ...] = ()  # loud but not fatal: e.g. an NCCL_* name newer than perfgate's list
+
+    @property
+    def simulated(self) -> bool:
+        return self.engine.name == "sim"
+
+    def mode(self, name: str) -> Mode:
+        try:
+            return self.modes[name]
+        except KeyError:
+            raise ProfileSchemaError(
+                self.path, f"modes.{name}", f"one of {sorted(self.modes)}", name, fix=_close(name, self.modes)
+            ) from None
+
+    def workload_for(self, mode: str) -> Workload:
+        """The workload with the mode's overrides applied."""
+        from dataclasses import replace
+
+        over = self.mode(mode).workload
+        return replace(self.workload, **over) if over else self.workload  # type: ignore[arg-type]
+
+    def baseline_mode(self) -> str:
+        """The mode speculative modes and variants are compared against."""
+        if "baseline" in self.modes:
+            return "baseline"
+        for m in self.modes.values():
+            if not m.speculative:
+                return m.name
+        raise ProfileSchemaError(self.path, "modes", "at least one non-speculative mode")
+
+    def config(
+        self,
+        mode: str,
+        *,
+        variant: object | None = None,
+    ) -> ServerConfig:
+        """The ServerConfig for a mode, optionally with a variant (a perfgate.variants.Variant)."""
+        m = self.mode(mode)
+        flags: dict[str, object] = dict(self.server_flags)
+        flags.update(m.flags)
+        env: dict[str, str] = dict(self.server_env)
+        env.update(m.env)
+        declared: set[str] = set()
+        vname = None
+        if variant is not None:
+            vname = variant.name  # type: ignore[attr-defined]
+            flags.update(variant.flags)  # type: ignore[attr-defined]
+            env.update(variant.env)  # type: ignore[attr-defined]
+            declared = set(variant.declared_keys())  # type: ignore[attr-defined]
+            # what the profile overrides for this variant (e.g. the seed's mem-fraction mistake)
+            for k, v in self.variant_overrides.get(vname, {}).items():
+                if k.startswith("env:"):
+                    env[k[4:]] = str(v)
+                else:
+                    flags[k] = v
+        opts: dict[str, object] = {}
+        if self.engine.sim_hardware is not None:
+            opts["sim_hardware"] = str(self.engine.sim_hardware)
+            opts["sim_startup_s"] = self.engine.sim_startup_s
+        return ServerConfig.build(
+            profile=self.name,
+            mode=mode,
+            variant=vname,
+            engine=self.engine.name,
+            model_path=self.model.path,
+            flags=flags,
+            env=env,
+            declared_keys=frozenset(declared),
+            speculative=m.speculative,
+            engine_options=opts,
+        )
+
+    def expectation(self, name: str, mode: str, stack: object | None = None) -> Expectation | None:
+        """The expectation for ``name`` (a variant or a check) in ``mode``, given the stack."""
+        table = self.expectations.get(name, {})
+        cands = tuple(table.get(mode, ())) + tuple(table.get("*", ()))
+        for e in cands:
+            if not e.when:
+                return e
+            if stack is None:
+                continue
+            from perfgate.stack.conditions import condition_holds  # the stack is detected after loading
+
+            if condition_holds(e.when, stack):  # type: ignore[arg-type]
+                return e
+        return None
+
+

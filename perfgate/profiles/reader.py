@@ -1,0 +1,149 @@
+"""Reading a profile's TOML: typed access that names the dotted key in every error, and the
+table parsers profiles and ``variants.toml`` share (flags, environment, paths)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfgate import envnames
+from perfgate.errors import ProfileSchemaError
+
+
+def _close(word: str, options: object) -> str | None:
+    opts = [str(o) for o in options]  # type: ignore[attr-defined]
+    m = difflib.get_close_matches(word, opts, n=1)
+    return f"did you mean '{m[0]}'?" if m else f"use one of {sorted(opts)}"
+
+
+class TableReader:
+    """Typed access into a TOML table that records the dotted key for error messages."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any], prefix: str = "",
+                 warnings: list[str] | None = None) -> None:
+        self.path = path
+        self.data = data
+        self.prefix = prefix
+        # problems worth a loud line that are not errors, shared by every sub-table of one file
+        self.warnings: list[str] = warnings if warnings is not None else []
+
+    def warn(self, key: str, message: str) -> None:
+        self.warnings.append(f"{self.path}: key '{self.k(key)}': {message}")
+
+    def k(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def err(self, key: str, expected: str, found: object = None, fix: str | None = None) -> ProfileSchemaError:
+        return ProfileSchemaError(self.path, self.k(key), expected, found, fix=fix)
+
+    def only(self, allowed: set[str] | frozenset[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.err(key, f"a known key ({', '.join(sorted(allowed))})", key, fix=_close(key, allowed))
+
+    def req(self, key: str, typ: type | tuple[type, ...], what: str) -> Any:
+        if key not in self.data:
+            raise self.err(key, what, fix=f"add `{key} = ...` under [{self.prefix.rstrip('.') or 'top level'}]")
+        return self.get(key, typ, what, None)
+
+    def get(self, key: str, typ: type | tuple[type, ...], what: str, default: Any) -> Any:
+        if key not in self.data:
+            return default
+        v = self.data[key]
+        if isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+            raise self.err(key, what, v)
+        if not isinstance(v, typ):
+            raise self.err(key, what, v)
+        return v
+
+    def num(self, key: str, what: str, default: Any = None, *, lo: float | None = None, hi: float | None = None,
+            required: bool = False) -> Any:
+        v = self.req(key, (int, float), what) if required else self.get(key, (int, float), what, default)
+        if v is None:
+            return v
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise self.err(key, what, v)
+        return v
+
+    def int_(self, key: str, what: str, default: Any = None, *, lo: int | None = None, hi: int | None = None,
+             required: bool = False) -> Any:
+        """A whole number: ``4.5`` (or ``4.0``, or ``true``) is an error, never truncated."""
+        v = self.data.get(key, None)
+        if v is None:
+            if required:
+                raise self.err(key, what, fix=f"add {key} = <{what}>")
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            fix = f"write {key} = {int(v)}" if isinstance(v, float) and v.is_integer() else None
+            raise self.err(key, what, v, fix=fix)
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise self.err(key, what, v)
+        return v
+
+    def sub(self, key: str, required: bool = False) -> TableReader:
+        v = self.data.get(key)
+        if v is None:
+            if required:
+                raise self.err(key, "a table", fix=f"add a [{self.k(key)}] table")
+            v = {}
+        if not isinstance(v, dict):
+            raise self.err(key, "a table", v)
+        return TableReader(self.path, v, f"{self.k(key)}.", self.warnings)
+
+
+def flag_table(r: TableReader, key: str) -> dict[str, object]:
+    sub = r.sub(key)
+    out: dict[str, object] = {}
+    for name, v in sub.data.items():
+        if name.startswith("-"):
+            raise sub.err(name, "a flag name without leading dashes", name, fix=f"write `{name.lstrip('-')} = ...`")
+        if isinstance(v, dict):
+            raise sub.err(name, "a flag value (string, number, bool or list)", v)
+        if isinstance(v, list) and not all(isinstance(x, (str, int, float)) for x in v):
+            raise sub.err(name, "a list of strings or numbers", v)
+        out[name] = v
+    return out
+
+
+def env_table(r: TableReader, key: str) -> dict[str, str]:
+    sub = r.sub(key)
+    out: dict[str, str] = {}
+    for name, v in sub.data.items():
+        if isinstance(v, (dict, list)):
+            raise sub.err(name, "an environment value (string or number)", v)
+        out[name] = str(v).lower() if isinstance(v, bool) else str(v)
+        bad = envnames.problem(name)
+        if bad is not None and bad[0] == "error":
+            raise sub.err(name, "an environment variable NCCL or SGLang reads", name, fix=bad[1])
+        if bad is not None:
+            sub.warn(name, bad[1])
+    return out
+
+
+def local_paths(root: Path, flags: dict[str, object]) -> dict[str, object]:
+    """Path flags (``*-path``) given relative to the project, e.g. fixtures/models/..., made absolute."""
+    out = dict(flags)
+    for k, v in flags.items():
+        if k.endswith("-path") and isinstance(v, str) and not Path(v).is_absolute() and (root / v).exists():
+            out[k] = str((root / v).resolve())
+    return out
+
+
+def line_of(text: str, *needles: str) -> int | None:
+    lines = text.splitlines()
+    start = 0
+    for needle in needles:
+        for i in range(start, len(lines)):
+            if needle in lines[i]:
+                start = i
+                break
+        else:
+            return None
+    return start + 1
+
+
+def resolve_path(root: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (root / p)
