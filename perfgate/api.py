@@ -58,7 +58,7 @@ class PerfServer:
 
 def start(perf: PerfRun, case: Case) -> PerfServer:
     """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
-    from perfgate.runner import _ServerFailed
+    from perfgate.servers import ServerFailed
 
     st = perf.state
     config = st.config_for(case)
@@ -67,26 +67,21 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
     if case.variant:
         perf.controlled(case)
     st.check_hardware()
-    url = st.opt("perfgate_url")
-    if url:
-        perf._check_attached(url.rstrip("/"), config, case)
-        return PerfServer(mode=case.mode, variant=case.variant, config=config, url=url.rstrip("/"), log_path="",
-                          startup_s=None, case=case)
+    st.servers.admit(perf, config, case)
     if config.key in st.failed:
         perf.conclude(case, st.failed[config.key])
-    failed: _ServerFailed | None = None
+    failed: ServerFailed | None = None
     try:
-        server = perf.server_for(config)
-    except _ServerFailed as e:
+        ep = st.servers.endpoint(perf, config, record_log=True)
+    except ServerFailed as e:
         failed = e
     if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
         st.failed[config.key] = failed.verdict
         if failed.log:
             perf.record("log", failed.log)
         perf.conclude(case, failed.verdict)
-    perf.record("log", str(server.log_path))
-    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=server.url,
-                      log_path=str(server.log_path), startup_s=server.startup_s, case=case)
+    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=ep.url, log_path=ep.log_path,
+                      startup_s=ep.startup_s, case=case)
 
 
 class Measure:

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+import datetime as _dt
+from typing import TYPE_CHECKING, Any
 
 import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
+from perfgate.record import Case
+from perfgate.verdict import Verdict, pct
+
+if TYPE_CHECKING:
+    from perfgate.metrics import Measurement
+    from perfgate.session import PerfgateState
 
 DEFAULT_TOLERANCE = 0.03
 
@@ -61,3 +68,47 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
         path.write_text(original)
         raise ConfigError(f"updating {path} would break it ({e}); the file was left as it was") from None
     return path
+
+
+# ----------------------------------------------------------------------------- during the run
+
+
+def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
+    """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
+    key = {"floor": "tok_s", "acceptance": "accept_len"}.get(case.kind)
+    if key is not None and state.opt("perfgate_update_baselines"):
+        state.update_refused.append((case.mode, key, why))
+
+def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measurement, v: Verdict) -> None:
+    """Remember a floor to write; never from a failed, noisy or inconclusive measurement."""
+    st = state
+    if not st.opt("perfgate_update_baselines"):
+        return
+    new = m.tok_s.median if key == "tok_s" and m.tok_s else m.accept_len if key == "accept_len" else None
+    why = ""
+    if m.failures:
+        why = f"{m.failures} request(s) failed"
+    elif new is None:
+        why = "nothing was measured"
+    elif v.category == "noisy" or v.outcome == "inconclusive":
+        why = v.message.removeprefix("inconclusive: ")
+    elif m.tok_s is not None and m.tok_s.cv is not None and m.tok_s.cv > st.profile.workload.max_cv:
+        why = (f"too noisy: CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the profile's max_cv "
+               f"{pct(st.profile.workload.max_cv)}")
+    elif v.outcome == "fail" and v.category != "slower-than-baseline":
+        why = f"the measurement failed ({v.category})"
+    if why:
+        st.update_refused.append((mode, key, why))
+        return
+    assert new is not None
+    st.updates.append((mode, key, old, round(float(new), 2)))
+    meta = st.update_meta.setdefault(mode, {})
+    meta.update({
+        "date": _dt.date.today().isoformat(),
+        "n": m.tok_s.n if m.tok_s else 0,
+        "cv": round(m.tok_s.cv, 4) if m.tok_s and m.tok_s.cv is not None else 0.0,
+        "engine": st.profile.engine.name,
+        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get("attention-backend", "auto")),
+        **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
+        **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
+    })

@@ -32,8 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.metrics import bootstrap_ratio_ci
+from perfgate.verdict import Verdict
+
+if TYPE_CHECKING:
+    from perfgate.record import Case
+    from perfgate.runner import PerfRun
 
 MAKE_TOKENIZER = r"""
 import json, sys
@@ -282,6 +288,52 @@ def _row(row: dict[str, object], output_len: int) -> BenchRow:
         output_len=int(row.get("output_len", output_len)),
         raw=row,
     )
+
+
+
+def run_crosscheck(perf: PerfRun, case: Case) -> None:
+    """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
+    from perfgate.workload import load_prompts
+
+    st = perf.state
+    p = st.profile
+    py = p.engine.python or sys.executable
+    module, problem = sglang_bench_module(py)
+    if module is None:
+        import pytest
+
+        pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
+    m = perf.measure(case)
+    config = st.config_for(case)
+    server = st.servers.endpoint(perf, config)  # the same, still running server
+    w = p.workload_for(case.mode)
+    input_len = len(load_prompts(w.prompts)[0])
+    tok = make_tokenizer(py, p.model.path, st.log_dir)
+    log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
+    bench = run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
+                         output_len=w.max_new_tokens, log_path=log, repeats=w.trials, module=module)
+    perf.record("sglang_bench_module", module)
+    perf.record("sglang_bench_n", bench.n)
+    perf.record("sglang_bench_tok_s", bench.output_throughput)
+    perf.record("sglang_bench_tok_s_comparable", bench.comparable_tok_s)
+    if bench.acc_length is not None:
+        perf.record("sglang_bench_accept_len", bench.acc_length)
+    perf.record("sglang_bench_log", str(log))
+    assert m.tok_s is not None
+    ag = agreement([(t.tok_s, t.accept_len) for t in m.trials if t.tok_s is not None], bench,
+                      tok_s=m.tok_s.median, accept_len=m.accept_len)
+    perf.record("vs_sglang_bench", ag.ratio)
+    if ag.per_cycle:
+        perf.record("cycles_s", ag.perfgate_cycles_s)
+        perf.record("sglang_bench_cycles_s", ag.bench_cycles_s)
+        perf.record("vs_sglang_bench_per_cycle", ag.judged)
+    perf.record("vs_sglang_bench_judged_ci_low", ag.ci[0])
+    perf.record("vs_sglang_bench_judged_ci_high", ag.ci[1])
+    if ag.outcome == "fail":
+        v = Verdict(outcome="fail", category="measurement-mismatch", message=f"{ag.message()}; see {log}")
+    else:
+        v = Verdict(outcome=ag.outcome, message=ag.message())
+    perf.conclude(case, v)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use

@@ -70,6 +70,7 @@ class StepProfiler:
 
     def __call__(self, server: PerfServer, *, num_steps: int = 16) -> StepProfile:
         from perfgate.capture import CaptureError, capture
+        from perfgate.servers import fallback_verdict
         from perfgate.client import GenRequest, flush_cache
         from perfgate.workload import load_prompts, unseen_prompt
 
@@ -112,7 +113,7 @@ class StepProfiler:
         for note in prof.notes:
             perf.record("trace_note", note)
         backend = st.variants.get(case.variant).backend if case.variant else ""
-        fallback = perf._fallback(config, server.log_path) if case.variant and server.log_path else None
+        fallback = fallback_verdict(st, config, server.log_path)
         v = fallback or profile_verdict(prof, tp=tp, backend=backend, variant=case.variant)
         perf.conclude(case, v, decides=DECIDES)
         return prof

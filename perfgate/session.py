@@ -45,6 +45,7 @@ class PerfgateState:
         self._variants: VariantSet | None = None
         self._stack: Stack | None = None
         self._manager: ServerManager | None = None
+        self._servers: Any = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
         self.selected_configs: dict[str, ServerConfig] = {}
@@ -215,7 +216,29 @@ class PerfgateState:
         v = self.variants.get(case.variant) if case.variant else None
         return self.profile.config(case.mode, variant=v)
 
+    def session_configs(self) -> list[ServerConfig]:
+        """Every config this profile can produce: each mode, and each variant in the variant modes."""
+        p = self.profile
+        out: dict[str, ServerConfig] = {}
+        for mode in p.modes:
+            c = p.config(mode)
+            out[c.key] = c
+        for name in self.variants.variants:
+            for mode in p.variant_modes:
+                c = p.config(mode, variant=self.variants.get(name))
+                out.setdefault(c.key, c)
+        return list(out.values())
+
     # --------------------------------------------------------------- servers
+
+    @property
+    def servers(self) -> Any:
+        """Where records reach their server: launched, or attached with --perfgate-url (perfgate.servers)."""
+        if self._servers is None:
+            from perfgate.servers import servers_for
+
+            self._servers = servers_for(self)
+        return self._servers
 
     @property
     def manager(self) -> ServerManager:
