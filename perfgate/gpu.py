@@ -132,6 +132,29 @@ def visible_count() -> int:
         shutdown(pynvml)
 
 
+def visible_entries() -> list[str] | None:
+    """The ``CUDA_VISIBLE_DEVICES`` entries CUDA would honour here, in order (every GPU's index when it is
+    unset); None when NVML cannot say. Entries keep their spelling (an index or a UUID), so a subset of them
+    is a valid ``CUDA_VISIBLE_DEVICES`` for a child process."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        count = int(pynvml.nvmlDeviceGetCount())
+        spec = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if spec is None:
+            return [str(i) for i in range(count)]
+        uuids = [text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in range(count)]
+        return [e.strip() for e in spec.split(",")][:len(visible_indices(spec, count, uuids))]
+    except Exception:
+        return None
+    finally:
+        shutdown(pynvml)
+
+
 def gpu_visible() -> bool:
     """Whether an NVIDIA GPU is visible to CUDA here (see :func:`visible_count`). Never raises."""
     return visible_count() > 0

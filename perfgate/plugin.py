@@ -10,17 +10,15 @@ fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_case``, ``perf``)
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.activation import activate, wants_perf
 from perfgate.record import case_of, fmt
-from perfgate.session import _MATRIX_KINDS, BUILTIN_KINDS, KIND_ORDER, PERF_FIXTURES, PerfgateState
+from perfgate.session import STATE, PerfgateState, state_of
 
 if TYPE_CHECKING:
     from perfgate.profiles import Profile
@@ -35,11 +33,6 @@ MARKERS = {
                                        "modes=[...] and variants=True choose its configs",
 }
 
-STATE = pytest.StashKey[PerfgateState]()
-
-
-def state_of(config: pytest.Config) -> PerfgateState:
-    return config.stash[STATE]
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -108,115 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, desc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.stash[STATE] = PerfgateState(config)
-    if _wants_perf(config):  # named on the command line, in the environment or in the ini file
-        _activate(config, early=True)
-
-
-def _activate(config: pytest.Config, *, early: bool) -> None:
-    """Switch perfgate on for this session: inputs validated (file, key and fix), GPUs partitioned under
-    xdist, SIGTERM made a clean end, the JUnit file kept current. Early: at configure, when the profile is
-    named; late: at collection, when a collected test uses a perfgate fixture."""
-    st = state_of(config)
-    if st.active:
-        return
-    workerinput = getattr(config, "workerinput", None)
-    if not early and workerinput is not None and not workerinput.get("perfgate_active") \
-            and not st.profile.simulated:
-        raise pytest.UsageError(
-            "perfgate: under pytest-xdist perfgate must know the profile before the workers start, to give each "
-            "its own GPUs: pass --perfgate-profile, set PERFGATE_PROFILE, or set perfgate_profile (or "
-            "perfgate = true) in the pytest ini file")
-    st.active = True
-    _install_sigterm()
-    _validate_inputs(config)
-    if early:
-        _assign_gpus(config)
-    from perfgate.junitguard import install
-
-    install(config)  # the JUnit file stays current: a killed pytest loses no finished record
-    if not early:
-        _add_suite_properties(config)
-
-
-def _activate_late(config: pytest.Config) -> None:
-    _activate(config, early=False)
-
-
-def _validate_inputs(config: pytest.Config) -> None:
-    """Bad profiles, variants or options fail here, before collection, with the file, key and fix."""
-    st = state_of(config)
-    p = st.profile
-    vs = st.variants
-    names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
-    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant"}
-    for n in names:
-        if n not in vs.variants and n not in checks:
-            from perfgate.profiles.reader import _close
-
-            where = "[variants] include / overrides / [expectations]"
-            raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
-                                    f"{vs.path} nor a check ({', '.join(sorted(checks))}); "
-                                    f"{_close(n, list(vs.variants) + sorted(checks))}")
-    wanted = st.opt("perfgate_variants")
-    for n in (wanted.split(",") if wanted else []):
-        if n not in vs.variants:
-            from perfgate.profiles.reader import _close
-
-            raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
-                                    f"{_close(n, vs.variants)}")
-        if p.variant_include is not None and n not in p.variant_include:
-            raise pytest.UsageError(
-                f"perfgate: --perfgate-variants: '{n}' is a variant of {vs.path} but not in {p.path} [variants] "
-                f"include ({', '.join(p.variant_include) or 'empty'}), so no record would run; add it to include "
-                f"or pick one of those")
-    if p.simulated:
-        _ = st.stack  # validates --perfgate-sim-stack
-    else:  # a profile for other hardware is refused here, not once per test
-        from perfgate.errors import HardwareMismatch
-
-        try:
-            st.check_hardware()
-        except HardwareMismatch as e:
-            raise pytest.UsageError(f"perfgate: {e}") from None
-
-
-def _gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | None:
-    """(GPUs per worker, visible GPU ids) for a real-engine profile; None when not applicable."""
-    st = state_of(config)
-    p = st.profile
-    if p.simulated or workers <= 1:
-        return None
-    tp = int(p.server_flags.get("tp-size", 1) or 1) * int(p.server_flags.get("pp-size", 1) or 1)
-    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if vis:
-        ids = [x.strip() for x in vis.split(",") if x.strip()]
-    else:
-        from perfgate.stack import detect_stack
-
-        n = detect_stack().gpu_count
-        ids = [str(i) for i in range(int(n))] if str(n).isdigit() else []
-    if workers * tp > len(ids):
-        raise pytest.UsageError(
-            f"perfgate: -n {workers} workers x tp {tp} needs {workers * tp} GPUs but {len(ids)} are visible "
-            f"({','.join(ids) or 'none'}); use -n {max(1, len(ids) // tp)} or fewer: two servers never share a GPU"
-        )
-    return tp, ids
-
-
-def _assign_gpus(config: pytest.Config) -> None:
-    """Under pytest-xdist, each worker owns a disjoint set of GPUs (CUDA_VISIBLE_DEVICES)."""
-    if hasattr(config, "workerinput"):
-        wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-        plan = _gpu_plan(config, count)
-        if plan is not None:
-            tp, ids = plan
-            i = int(wid[2:])
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids[i * tp:(i + 1) * tp])
-        return
-    n = getattr(config.option, "numprocesses", None)
-    if isinstance(n, int) and n > 1:
-        _gpu_plan(config, n)
+    if wants_perf(config):  # named on the command line, in the environment or in the ini file
+        activate(config, early=True)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -231,30 +117,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, send all records of one server config to one worker (each config starts once)."""
     if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from perfgate.workers import make_scheduler
 
-    class ConfigScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            if nodeid.endswith("]") and "[" in nodeid:
-                param = nodeid[nodeid.rindex("[") + 1 : -1]
-                if ":" in param:
-                    return "perfgate:" + param.split(":", 1)[1]
-            return str(super()._split_scope(nodeid))
-
-    return ConfigScheduling(config, log)
-
-
-def _install_sigterm() -> None:
-    """SIGTERM ends the session like Ctrl-C: JUnit is written, servers are torn down."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-        return
-
-    def _term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
-    signal.signal(signal.SIGTERM, _term)
+    return make_scheduler(config, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -268,144 +133,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             sys.stderr.write(f"perfgate: server teardown failed: {e}\n")
 
 
-def _wants_perf(config: pytest.Config) -> bool:
-    """Activated from the start: a profile named (option, environment, ini) or ``perfgate = true`` in the ini."""
-    if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
-        return True
-    return bool(config.getini("perfgate_profile")) or bool(config.getini("perfgate"))
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _add_suite_properties(session.config)
+    from perfgate.activation import add_suite_properties
 
-
-def _add_suite_properties(config: pytest.Config) -> None:
-    """The stack and perfgate.* on the JUnit suite (written by the controller, so they survive -n N)."""
-    st = state_of(config)
-    if hasattr(config, "workerinput") or not st.active:
-        return
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover
-        return
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
-        return
-    for k, v in _suite_properties(st).items():
-        xml.add_global_property(k, v)
-
-
-def _suite_properties(st: PerfgateState) -> dict[str, str]:
-    import perfgate
-
-    p = st.profile
-    props = {
-        "perfgate.version": perfgate.__version__,
-        "perfgate.engine": p.engine.name,
-        "perfgate.profile": p.name,
-        "perfgate.profile_path": str(p.path),
-        "perfgate.simulated": "true" if p.simulated else "false",
-        "perfgate.started_at": st.started_at,
-    }
-    props.update(st.stack.as_properties())
-    return props
+    add_suite_properties(session.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    mark = metafunc.definition.get_closest_marker("perfgate")
-    if "perf_server" in metafunc.fixturenames:
-        _activate_late(metafunc.config)
-        kw = mark.kwargs if mark is not None else {}
-        st = state_of(metafunc.config)
-        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")),
-                         where=metafunc.definition.nodeid)
-        metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
-        return
-    if "perf_case" not in metafunc.fixturenames:
-        return
-    if mark is None or "kind" not in mark.kwargs:
-        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
-    _activate_late(metafunc.config)
-    st = state_of(metafunc.config)
-    kind = mark.kwargs["kind"]
-    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
-                     where=metafunc.definition.nodeid)
-    params = cases
-    if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
-        p = st.profile
-        params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
-                                         else pytest.mark.baseline]) for c in cases]
-    metafunc.parametrize("perf_case", params, ids=[c.id for c in cases])
+    from perfgate.collection import parametrize
+
+    parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once."""
-    st = state_of(config)
-    if not st.active and any(PERF_FIXTURES & set(getattr(it, "fixturenames", ())) for it in items):
-        _activate_late(config)
-    if not st.active:
-        return
-    # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
-    empty = [it for it in items if it.get_closest_marker("perfgate") is not None and case_of(it) is None
-             and {"perf_case", "perf_server"} & set(getattr(it, "fixturenames", ()))]
-    if empty:
-        config.hook.pytest_deselected(items=empty)
-        items[:] = [it for it in items if it not in empty]
-    perf = [it for it in items if case_of(it) is not None]
-    if not perf:
-        return
-    first_seen: dict[str, int] = {}
-    keyed = []
-    base = st.profile.baseline_mode()
-    for idx, it in enumerate(items):
-        case = case_of(it)
-        if case is None:
-            keyed.append(((0, 0, 0, idx), it))
-            continue
-        cfg = st.config_for(case)
-        key = cfg.key
-        st.selected_configs[key] = cfg
-        if case.kind in ("speculation-vs-baseline", "variant"):
-            bcfg = st.config_for(case.baseline(case.mode if case.kind == "variant" else base))
-            st.selected_configs[bcfg.key] = bcfg
-        first_seen.setdefault(key, len(first_seen))
-        is_base = case.mode == base and case.variant is None
-        keyed.append(((1, 0 if is_base else 1, first_seen[key], KIND_ORDER.get(case.kind, 9), idx), it))
-    items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
-    _select_cell(config, st, items)
+    from perfgate.collection import order_items
 
-
-def _select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Item]) -> None:
-    """--perfgate-shard / --perfgate-configs: keep the records of this cell's configs only."""
-    shard, keys_opt = st.opt("perfgate_shard"), st.opt("perfgate_configs")
-    if not shard and not keys_opt:
-        return
-    if shard and keys_opt:
-        raise pytest.UsageError("perfgate: --perfgate-shard and --perfgate-configs pick the same thing; give one")
-    from perfgate.fleet import config_costs, shard_keys
-
-    if shard:
-        try:
-            keys = shard_keys(config_costs(st.profile, st.variants), shard)
-        except ValueError as e:
-            raise pytest.UsageError(f"perfgate: {e}") from None
-        rest = shard.split("/")[0] == "1"  # tests with no server config go to cell 1
-    else:
-        keys = {k.strip() for k in keys_opt.split(",") if k.strip()}
-        known = {c.key for c in config_costs(st.profile, st.variants)}
-        unknown = sorted(keys - known)
-        if unknown:
-            raise pytest.UsageError(f"perfgate: --perfgate-configs: {', '.join(unknown)} are not config keys of "
-                                    f"{st.profile.path}; `perfgate plan {st.profile.name}` lists them")
-        rest = False
-    keep, drop = [], []
-    for it in items:
-        case = case_of(it)
-        own = st.config_for(case).key in keys if case is not None else rest
-        (keep if own else drop).append(it)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    order_items(config, items)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -428,104 +172,18 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
     if not any(case_of(it) is not None for it in items):
         return []
-    return _banner(state_of(config))
+    from perfgate.terminal import banner
 
-
-def _banner(st: PerfgateState) -> list[str]:
-    p = st.profile
-    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})" + (f" — {st.auto_reason}" if st.auto_reason else "")]
-    if p.simulated:
-        hw = p.hardware
-        lines.append(
-            f"perfgate: *** SIMULATED: these numbers come from perfgate's simulated SGLang server (a cost model of "
-            f"{hw.count}x {hw.gpu}, {hw.interconnect.upper()}), not from real hardware ***"
-        )
-    if st.opt("perfgate_url"):
-        lines.append(f"perfgate: attached to {st.opt('perfgate_url')} (no server is launched)")
-    lines.append(f"perfgate: server logs in {st.log_dir}")
-    for w in (*p.warnings, *st.variants.warnings):
-        lines.append(f"perfgate: WARNING {w}")
-    return lines
+    return banner(state_of(config))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     st = config.stash.get(STATE, None)
     if st is None or st._profile is None:
         return
-    tr = terminalreporter
-    tr.section("perfgate")
-    for line in _banner(st):
-        tr.write_line(line)
-    if st._manager is not None:
-        m = st._manager
-        tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
-    elif st.opt("perfgate_url"):
-        tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
-    elif st.selected_configs and not hasattr(config, "workerinput"):
-        tr.write_line("perfgate: 0 server start(s)")
-    if st.opt("perfgate_url"):
-        _attach_warnings(st, tr)
-    if st.opt("perfgate_update_baselines") and not hasattr(config, "workerinput"):
-        _write_updates(st, tr)
-    for line in matrix_lines(tr.stats):
-        tr.write_line(line)
-    from perfgate.profiling import profile_lines
+    from perfgate.terminal import summary
 
-    for line in profile_lines(tr.stats):
-        tr.write_line(line)
-    for line in dict.fromkeys(st.dropped_modes):
-        tr.write_line(f"perfgate: {line}", yellow=True)
-
-
-def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
-    """The records of this run as a variant x mode matrix (outcome, category, tok/s, vs baseline)."""
-    cells: dict[tuple[str, str], str] = {}
-    modes: list[str] = []
-    rows: list[str] = []
-    for reports in stats.values():
-        for rep in reports:
-            props = dict(getattr(rep, "user_properties", ()) or ())
-            kind = props.get("kind", "")
-            metric = props.get("metric", "")
-            if not props.get("outcome") or (kind in BUILTIN_KINDS | {"allreduce"} and kind not in _MATRIX_KINDS):
-                continue
-            mode = props.get("mode", "")
-            if kind in _MATRIX_KINDS:
-                row = props.get("variant") or ("(baseline)" if kind == "floor" else "(speculation)")
-            else:  # a user's record: one row per kind and metric
-                row = f"({kind}" + (f" {metric}" if metric else "") + ")" + (f" +{props['variant']}" if props.get("variant") else "")
-            text = props["outcome"]
-            if props.get("category"):
-                text += f" {props['category']}"
-            if metric and props.get(metric):
-                text += f" {float(props[metric]):.4g}"
-            elif props.get("tok_s"):
-                text += f" {float(props['tok_s']):.1f}"
-            if props.get("vs_baseline"):
-                text += f" x{float(props['vs_baseline']):.2f}"
-            cells[(row, mode)] = text
-            if mode not in modes:
-                modes.append(mode)
-            if row not in rows:
-                rows.append(row)
-    if not cells:
-        return []
-    w0 = max(len(r) for r in rows)
-    widths = {m: max(len(m), *(len(cells.get((r, m), "")) for r in rows)) for m in modes}
-    out = ["perfgate: records (outcome, category, decode tok/s or the record's metric, x baseline):",
-           "  " + " " * w0 + "  " + "  ".join(m.ljust(widths[m]) for m in modes)]
-    for r in rows:
-        out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, m), "-").ljust(widths[m]) for m in modes))
-    return out
-
-
-def _attach_warnings(st: PerfgateState, tr: Any) -> None:
-    """Attach mode says what it could not verify on the server (environment variables), never silently."""
-    unverified = sorted({u for c in st.attach_checks.values() if c.runs for u in c.unverified})
-    if unverified:
-        tr.write_line("perfgate: WARNING attach mode cannot verify these settings of the attached server "
-                      "(/server_info does not report them), assumed as the profile says: " + ", ".join(unverified),
-                      yellow=True)
+    summary(terminalreporter, st, worker=hasattr(config, "workerinput"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -653,26 +311,6 @@ def step_profile(perf: Any) -> Any:
     from perfgate.profiling import StepProfiler
 
     return StepProfiler(perf)
-
-
-def _write_updates(st: PerfgateState, tr: Any) -> None:
-    """--perfgate-update-baselines: write the measured floors, list every change and every refusal."""
-    from perfgate.baseline_update import write_updates
-    from perfgate.errors import PerfgateError
-
-    path = st.profile.path
-    for mode, key, why in st.update_refused:
-        tr.write_line(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", yellow=True)
-    if not st.updates:
-        tr.write_line("perfgate: --perfgate-update-baselines: nothing measured to write")
-        return
-    try:
-        write_updates(path, st.updates, st.update_meta)
-    except (PerfgateError, OSError) as e:
-        tr.write_line(f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", red=True)
-        return
-    for mode, key, old, new in st.updates:
-        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}")
 
 
 if sys.version_info < (3, 10):  # pragma: no cover

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "fmt"]
+__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "config_scope", "fmt"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,17 @@ def case_of(item: Any) -> Case | None:
         return None
     c = cs.params.get("perf_case", cs.params.get("perf_server"))
     return c if isinstance(c, Case) else None
+
+
+def config_scope(nodeid: str) -> tuple[str, str | None] | None:
+    """(mode, variant) of a perf test from its node id (``...[<Case.id>]``), the inverse of :attr:`Case.id`;
+    None for any other test."""
+    if nodeid.endswith("]") and "[" in nodeid:
+        param = nodeid[nodeid.rindex("[") + 1:-1]
+        if ":" in param:
+            mode, _, variant = param.split(":", 1)[1].partition("+")
+            return mode, variant or None
+    return None
 
 
 def fmt(v: object) -> str:

@@ -22,7 +22,7 @@ from perfgate.verdict import Verdict, apply_expectation
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
-    from perfgate.plugin import PerfgateState
+    from perfgate.session import PerfgateState
     from perfgate.profiles import Workload
 
 

@@ -33,6 +33,14 @@ BUILTIN_KINDS = frozenset(KIND_ORDER)
 _MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case"})
+#: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
+STATE = pytest.StashKey["PerfgateState"]()
+
+
+def state_of(config: pytest.Config) -> PerfgateState:
+    return config.stash[STATE]
+
+
 DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
@@ -57,7 +65,7 @@ class PerfgateState:
         self.attach_info: dict[str, Any] | None = None  # the attached server's /server_info
         self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.attach.AttachCheck
         self.auto_reason = ""
-        self.active = False  # perfgate switched on for this session (see _activate)
+        self.active = False  # perfgate switched on for this session (see perfgate.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()

@@ -1,0 +1,140 @@
+"""Session and runner logic without a pytest subprocess: config groups for xdist, the launch/attach interface,
+fallback and bad-flag verdicts from a server log, GPU visibility under CUDA's rules."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfgate.gpu import visible_entries
+from perfgate.profiles.load import load_profile
+from perfgate.record import Case, case_of, config_scope
+from perfgate.servers import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
+from perfgate.variants import load_variants
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+
+_name = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-._"), min_size=1, max_size=16)
+
+
+@given(profile=st.lists(_name, min_size=1, max_size=3).map("/".join), mode=_name, variant=st.none() | _name,
+       kind=_name, param=st.none() | _name)
+def test_a_records_node_id_names_its_config_group(profile, mode, variant, kind, param):
+    """pytest-xdist's controller sees node ids only: the mode and variant read back from one are the Case's."""
+    if "+" in mode:
+        return
+    case = Case(profile, kind, mode, variant)
+    assert config_scope(f"perftests/test_x.py::test_y[{case.id}]") == (mode, variant)
+    if param is not None and ":" not in param:
+        assert config_scope(f"tests/test_z.py::test_w[{param}]") is None
+    assert config_scope("tests/test_z.py::test_w") is None
+
+
+class _State:
+    """What Launcher/Attacher and the verdict helpers read of a session: profile, variants, options."""
+
+    def __init__(self, url: str = "") -> None:
+        self.profile = load_profile(SIM)
+        self.variants = load_variants(ROOT / "baselines" / "variants.toml")
+        self._url = url
+        self._manager = None
+
+    def opt(self, name: str) -> object:
+        return self._url if name == "perfgate_url" else None
+
+
+def test_the_session_reaches_servers_by_launching_or_attaching():
+    assert isinstance(servers_for(_State()), Launcher) and not servers_for(_State()).attached
+    a = servers_for(_State("http://box:30000/"))
+    assert isinstance(a, Attacher) and a.attached
+    cfg = _State().profile.config("baseline")
+    assert a.endpoint(None, cfg) == Endpoint(url="http://box:30000")  # type: ignore[arg-type]
+    assert a.log_of(cfg) == "" and a.alive(cfg)
+    assert Launcher(_State()).log_of(cfg) == ""  # nothing launched yet
+
+
+def test_a_logged_fallback_is_the_variants_record(tmp_path):
+    s = _State()
+    v = s.variants.get("torch-symm-mem")
+    cfg = s.profile.config("baseline", variant=v)
+    log = tmp_path / "s.log"
+    log.write_text("[2026-12-01 01:35:19] TorchSymmMemCommunicator: Device capability 12 not supported, "
+                   "communicator is not available.\n")
+    got = fallback_verdict(s, cfg, log)  # type: ignore[arg-type]
+    assert got is not None and got.outcome == "fail" and got.category == "unsupported-arch"
+    assert "torch_symm_mem did not run, SGLang fell back" in got.message
+    assert fallback_verdict(s, s.profile.config("baseline"), log) is None  # not a variant: nothing to fall back
+    log.write_text("all good\n")
+    assert fallback_verdict(s, cfg, log) is None
+
+
+def test_an_unknown_flag_names_the_file_the_key_and_the_closest_flag(tmp_path):
+    s = _State()
+    cfg = s.profile.config("baseline")
+    log = tmp_path / "s.log"
+    log.write_text("usage: launch_server [--tp-size TP_SIZE] [--cuda-graph-max-bs-decode N]\n"
+                   "launch_server: error: unrecognized arguments: --cuda-graph-max-bs-decod\n")
+    hint = bad_flag_hint(s, cfg, log)  # type: ignore[arg-type]
+    assert hint.startswith(f"{SIM} [server]: key 'cuda-graph-max-bs-decod'")
+    assert "did you mean --cuda-graph-max-bs-decode?" in hint
+    log.write_text("crashed\n")
+    assert bad_flag_hint(s, cfg, log) == ""  # type: ignore[arg-type]
+
+
+def _fake_nvml(monkeypatch, uuids):
+    m = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: len(uuids),
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: uuids[h])
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+
+
+@pytest.mark.parametrize("spec, want", [
+    (None, ["0", "1", "2", "3"]),
+    ("2,3", ["2", "3"]),
+    ("GPU-bb,0", ["GPU-bb", "0"]),     # a UUID prefix keeps its spelling
+    ("1,7,2", ["1"]),                  # CUDA stops at the first entry that names no device
+    ("1,1", []),                       # a duplicate hides every device
+    ("", []),
+])
+def test_visible_entries_follow_cudas_rules(monkeypatch, spec, want):
+    _fake_nvml(monkeypatch, ["GPU-aa11", "GPU-bb22", "GPU-cc33", "GPU-dd44"])
+    if spec is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", spec)
+    assert visible_entries() == want
+
+
+def test_collection_orders_records_by_config_and_tags_their_group(pytester):
+    """Each config's records are contiguous (one server start each) and carry xdist_group = the config's group."""
+    import shutil
+
+    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
+    pytester.makeconftest('pytest_plugins = ["perfgate.plugin"]\n')
+    rec = pytester.inline_run("perftests", "--collect-only", "-m", "baseline or speculative or backends or profile",
+                              f"--perfgate-profile={SIM}", "-p", "no:cacheprovider")
+    items = rec.getcalls("pytest_collection_finish")[0].session.items  # after perfgate ordered them
+    cases = [case_of(it) for it in items]
+    assert cases and all(c is not None for c in cases)
+    groups = [it.get_closest_marker("xdist_group").kwargs["name"] for it in items]
+    from perfgate.session import state_of
+    from perfgate.workers import group_of
+
+    st = state_of(items[0].config)
+    assert groups == [f"perfgate:{st.config_for(c).key}" for c in cases]
+    # the controller's scheduler finds the same group from the node id alone
+    assert groups == [group_of(st, *config_scope(it.nodeid)) for it in items]
+    seen: list[str] = []
+    for g in groups:  # contiguous: a group never comes back after another started
+        if not seen or seen[-1] != g:
+            assert g not in seen, f"{g} split"
+            seen.append(g)
+    assert seen[0] == f"perfgate:{st.config_for(Case(st.profile.name, 'floor', 'baseline')).key}"  # baseline first
+    # eagle3+cuda-graph-bs-128 sets what eagle3 already sets: one config, one group, one server start
+    assert len(seen) < len({c.id for c in cases})
