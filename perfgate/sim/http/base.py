@@ -1,0 +1,98 @@
+"""The request handler's plumbing, shared by every endpoint mixin: access log, JSON/text answers,
+request bodies (Content-Length or chunked), SGLang's error shape and the engine-not-up check."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+from perfgate.sim.engine_loop import EngineLoop
+from perfgate.sim.http.state import ServerState
+
+if TYPE_CHECKING:
+    from perfgate.sim.http.server import SimHTTPServer
+
+
+class ClientGone(Exception):
+    """The client closed the connection (or the server is shutting down) mid-response."""
+
+
+def error(message: str, code: int, typ: str = "BadRequestError") -> dict[str, Any]:
+    return {"error": {"message": message, "type": typ, "code": code}}
+
+
+class HandlerBase(BaseHTTPRequestHandler):
+    """One connection of the simulated server: what all its endpoints use."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    server: SimHTTPServer
+
+    @property
+    def state(self) -> ServerState:
+        return self.server.state
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        try:
+            c = int(code)
+            reason = HTTPStatus(c).phrase
+        except ValueError:
+            c, reason = 0, ""
+        client = f"{self.client_address[0]}:{self.client_address[1]}"
+        self.state.log.access(client, self.command, self.path, c, reason)
+
+    def _send_bytes(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, code: int, obj: Any) -> None:
+        self._send_bytes(code, json.dumps(obj).encode(), "application/json")
+
+    def _text(self, code: int, text: str) -> None:
+        self._send_bytes(code, text.encode(), "text/plain; charset=utf-8")
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            out = b""
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0] or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n > 0 else b""
+
+    def _json_body(self) -> dict[str, Any] | None:
+        raw = self._read_body()
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as e:
+            self._json(400, error(f"Invalid JSON body: {e}", 400))
+            return None
+        if not isinstance(body, dict):
+            self._json(400, error("The request body must be a JSON object.", 400))
+            return None
+        return body
+
+    def _engine(self) -> EngineLoop:
+        eng = self.state.engine
+        assert eng is not None
+        return eng
+
+    def _not_up(self) -> bool:
+        if self.state.engine is None:
+            self._json(503, error("The server is still starting.", 503, "ServiceUnavailableError"))
+            return True
+        return False
