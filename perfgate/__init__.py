@@ -1,6 +1,6 @@
 """perfgate: a pytest-based performance regression suite for SGLang serving.
 
-Tests use the plugin's fixtures (``perf_server``, ``measure``, ``perf_check``; ``pytest --fixtures``
+Tests use the plugin's fixtures (``perf_server``, ``measure``, ``perf_check``, ``step_profile``; ``pytest --fixtures``
 lists them, docs/writing-tests.md explains them); these are the names to import beside them. The
 plugin itself is registered by ``pip install`` (entry point ``perfgate.plugin``).
 """
@@ -27,6 +27,8 @@ __all__ = [
     "Variant",
     "VariantSet",
     "load_variants",
+    # what step_profile hands out
+    "StepProfile",
     # verdicts
     "Verdict",
     # errors (each names the file, the key and the fix)
@@ -51,6 +53,7 @@ _HOME = {
     "Variant": "perfgate.variants",
     "VariantSet": "perfgate.variants",
     "load_variants": "perfgate.variants",
+    "StepProfile": "perfgate.trace",
     "Verdict": "perfgate.verdict",
     "PerfgateError": "perfgate.errors",
     "ProfileSchemaError": "perfgate.errors",
