@@ -170,7 +170,13 @@ class Check:
             case.mode).concurrency else "]")
         max_cv = at.max_cv if at is not None and at.max_cv is not None else p.workload_for(case.mode).max_cv
         v = metric_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
-                           update_hint=f"a `{metric} = <value>` line there")
+                           update_hint=f"a `{metric} = <value>` line there, or --perfgate-update-baselines")
+        if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
+            from perfgate.baseline_update import note_update
+
+            same_c = m.concurrency == p.workload_for(case.mode).concurrency
+            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv,
+                        table=case.mode if same_c else f"{case.mode}.c{m.concurrency}")
         v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
         perf.conclude(case, v)
 

@@ -8,9 +8,10 @@ no longer load is put back as it was and :class:`~perfgate.errors.ConfigError` i
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-import datetime as _dt
 from typing import TYPE_CHECKING, Any
 
 import tomlkit
@@ -28,35 +29,55 @@ DEFAULT_TOLERANCE = 0.03
 
 def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],
                   meta: Mapping[str, Mapping[str, object]]) -> Path:
-    """Set ``[floors.<mode>] <key> = new`` and ``[floors.<mode>.measured]`` (comments are kept)."""
+    """Set ``[floors.<mode>] <key> = new`` (``[floors.<mode>.c<N>]`` for ``<mode>.c<N>``) and its ``measured``
+    table (comments are kept)."""
     from perfgate.profiles.load import load_profile
 
     path = Path(path)
     original = path.read_text()
     try:
-        known = set(load_profile(path).floors)  # floors this profile has, with an ``extends`` parent's
+        prof = load_profile(path)
+        known = set(prof.floors)  # floors this profile has, with an ``extends`` parent's
+        modes = set(prof.modes)
     except PerfgateError:
-        known = set()
+        known, modes = set(), set()
     doc = tomlkit.parse(original)
     floors: Any = doc.get("floors")
     if floors is None:
         floors = tomlkit.table(is_super_table=True)
         doc["floors"] = floors
-    for mode, key, _old, new in updates:
+    def table(name: str, *, create: bool, key: str = "") -> Any:
+        """``[floors.<mode>]``, or ``[floors.<mode>.c<N>]`` for a name ``<mode>.c<N>`` (N a concurrency)."""
+        mode, level = name, None
+        m = re.fullmatch(r"(.+)\.(c\d+)", name)
+        if m and m.group(1) in modes and name not in modes:
+            mode, level = m.group(1), m.group(2)
         if mode not in floors:
+            if not create:
+                return None
             t = tomlkit.table()
-            if key == "tok_s" and mode not in known:
+            if key == "tok_s" and mode not in known and level is None:
                 t["tolerance"] = DEFAULT_TOLERANCE
             floors[mode] = t
-        floors[mode][key] = new
-    for mode, m in meta.items():
-        if mode not in floors:
+        if level is None:
+            return floors[mode]
+        if level not in floors[mode]:
+            if not create:
+                return None
+            floors[mode][level] = tomlkit.table()
+        return floors[mode][level]
+
+    for name, key, _old, new in updates:
+        table(name, create=True, key=key)[key] = new
+    for name, m in meta.items():
+        t = table(name, create=False)
+        if t is None:
             continue
         values = {k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in m.items()}
-        measured = floors[mode].get("measured")
+        measured = t.get("measured")
         if measured is None:
             measured = tomlkit.table()
-            floors[mode]["measured"] = measured
+            t["measured"] = measured
         for k in [k for k in measured if k not in values]:
             del measured[k]  # stale facts of an older measurement
         for k, v in values.items():
@@ -79,12 +100,24 @@ def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
     if key is not None and state.opt("perfgate_update_baselines"):
         state.update_refused.append((case.mode, key, why))
 
-def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measurement, v: Verdict) -> None:
-    """Remember a floor to write; never from a failed, noisy or inconclusive measurement."""
+
+def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measurement, v: Verdict, *,
+                table: str | None = None, max_cv: float | None = None) -> None:
+    """Remember a limit to write; never from a failed, noisy or inconclusive measurement.
+
+    ``key`` is ``tok_s``, ``accept_len`` or any of ``perfgate.metrics.METRICS`` (a user's ``perf_check``);
+    ``table`` is the floors table it goes to (default ``mode``; ``<mode>.c<N>`` for a limit at concurrency N).
+    """
+    from perfgate.metrics import METRICS
+
     st = state
     if not st.opt("perfgate_update_baselines"):
         return
-    new = m.tok_s.median if key == "tok_s" and m.tok_s else m.accept_len if key == "accept_len" else None
+    table = table or mode
+    stat = m.stat(key) if key in METRICS else None
+    new = m.accept_len if key == "accept_len" else (stat.median if stat is not None else None)
+    noise = stat if stat is not None else m.tok_s
+    limit_cv = max_cv if max_cv is not None else st.profile.workload.max_cv
     why = ""
     if m.failures:
         why = f"{m.failures} request(s) failed"
@@ -92,23 +125,24 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
         why = "nothing was measured"
     elif v.category == "noisy" or v.outcome == "inconclusive":
         why = v.message.removeprefix("inconclusive: ")
-    elif m.tok_s is not None and m.tok_s.cv is not None and m.tok_s.cv > st.profile.workload.max_cv:
-        why = (f"too noisy: CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the profile's max_cv "
-               f"{pct(st.profile.workload.max_cv)}")
+    elif noise is not None and noise.cv is not None and noise.cv > limit_cv:
+        why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(limit_cv)}"
     elif v.outcome == "fail" and v.category != "slower-than-baseline":
         why = f"the measurement failed ({v.category})"
     if why:
-        st.update_refused.append((mode, key, why))
+        st.update_refused.append((table, key, why))
         return
     assert new is not None
-    st.updates.append((mode, key, old, round(float(new), 2)))
-    meta = st.update_meta.setdefault(mode, {})
+    st.updates.append((table, key, old, round(float(new), 2)))
+    meta = st.update_meta.setdefault(table, {})
     meta.update({
         "date": _dt.date.today().isoformat(),
-        "n": m.tok_s.n if m.tok_s else 0,
-        "cv": round(m.tok_s.cv, 4) if m.tok_s and m.tok_s.cv is not None else 0.0,
+        "n": noise.n if noise is not None else 0,
+        "cv": round(noise.cv, 4) if noise is not None and noise.cv is not None else 0.0,
         "engine": st.profile.engine.name,
-        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get("attention-backend", "auto")),
+        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get(
+            "attention-backend", "auto")),
+        **({"concurrency": m.concurrency} if table != mode else {}),
         **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
         **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
     })

@@ -145,3 +145,27 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_example_uses_only_public_names(path):
     text = (ROOT / path).read_text()
     assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only
+
+
+def test_update_baselines_writes_a_user_tests_limit_at_its_concurrency(pytester):
+    """--perfgate-update-baselines writes what perf_check compared against: [floors.<mode>.c<N>] <metric>, with
+    its measured table; the next run checks the written limit."""
+    import tomllib
+
+    prof = _make(pytester.path, PROFILE.replace("[floors.baseline.c4]\nttft_ms = TTFT\noutput_tok_s = 1.0\n", ""))
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_load.py").write_text(USER_TEST.split("\n\ndef test_explicit")[0] + "\n")
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--perfgate-update-baselines",
+                                      "-p", "no:cacheprovider")
+    r.assert_outcomes(skipped=2)  # no limit yet: recorded, and skipped saying where one goes
+    r.stdout.fnmatch_lines([f"*updated {prof} [[]floors.baseline.c4[]] ttft_ms: (none) -> *",
+                            f"*updated {prof} [[]floors.baseline.c4[]] output_tok_s: (none) -> *"])
+    c4 = tomllib.loads(prof.read_text())["floors"]["baseline"]["c4"]
+    assert c4["ttft_ms"] > 0 and c4["output_tok_s"] > 0
+    assert c4["measured"]["concurrency"] == 4 and c4["measured"]["n"] == 3
+    pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--junitxml=again.xml",
+                                  "-p", "no:cacheprovider")
+    again = _records(pytester.path / "again.xml")
+    for metric in ("ttft_ms", "output_tok_s"):  # judged against the written limit (pass or fail: a shared CPU)
+        rec = again[f"test_under_load[m:baseline-{metric}]"]
+        assert float(rec["limit"]) == c4[metric] and rec["outcome"] in ("pass", "fail")
