@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs perfgate's suite against real SGLang on a GPU box with no network (the H200 device machine),
+# Runs perfgate's suite against real SGLang on a GPU box with no network (an H200 here),
 # the way a user runs it: install the SGLang bundle (README appendix), then
 #   pytest perftests/ -m "baseline or speculative" --perfgate-profile h200-x1/llama-3.1-8b-dummy
 # which launches real SGLang through perfgate's own server lifecycle, measures each mode, cross-checks

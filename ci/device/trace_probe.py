@@ -20,7 +20,7 @@ from pathlib import Path
 from perfgate.capture import capture
 from perfgate.client import GenRequest
 from perfgate.engines import get_engine
-from perfgate.profiles import load_profile
+from perfgate import load_profile
 from perfgate.server import Server
 from perfgate.workload import load_prompts
 
