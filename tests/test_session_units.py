@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from perfgate.gpu import visible_entries
 from perfgate.profiles.load import load_profile
-from perfgate.record import Case, case_of, config_scope
+from perfgate.record import Case, config_scope
 from perfgate.servers import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
 from perfgate.variants import load_variants
 
@@ -112,29 +112,35 @@ def test_visible_entries_follow_cudas_rules(monkeypatch, spec, want):
 
 
 def test_collection_orders_records_by_config_and_tags_their_group(pytester):
-    """Each config's records are contiguous (one server start each) and carry xdist_group = the config's group."""
+    """Each config's records are contiguous (one server start each) and carry xdist_group = the config's key;
+    the controller's scheduler finds the same group from the node id alone."""
+    import json
     import shutil
 
-    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
-    pytester.makeconftest('pytest_plugins = ["perfgate.plugin"]\n')
-    rec = pytester.inline_run("perftests", "--collect-only", "-m", "baseline or speculative or backends or profile",
-                              f"--perfgate-profile={SIM}", "-p", "no:cacheprovider")
-    items = rec.getcalls("pytest_collection_finish")[0].session.items  # after perfgate ordered them
-    cases = [case_of(it) for it in items]
-    assert cases and all(c is not None for c in cases)
-    groups = [it.get_closest_marker("xdist_group").kwargs["name"] for it in items]
-    from perfgate.session import state_of
     from perfgate.workers import group_of
 
-    st = state_of(items[0].config)
-    assert groups == [f"perfgate:{st.config_for(c).key}" for c in cases]
-    # the controller's scheduler finds the same group from the node id alone
-    assert groups == [group_of(st, *config_scope(it.nodeid)) for it in items]
+    shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
+    pytester.makeconftest('''
+import json
+pytest_plugins = ["perfgate.plugin"]
+
+def pytest_collection_finish(session):
+    with open("collected.json", "w") as f:
+        json.dump([[it.nodeid, it.get_closest_marker("xdist_group").kwargs["name"]] for it in session.items], f)
+''')
+    r = pytester.runpytest_subprocess("perftests", "--collect-only", "-q", "-m",
+                                      "baseline or speculative or backends or profile", f"--perfgate-profile={SIM}",
+                                      "-p", "no:cacheprovider")
+    assert r.ret == 0
+    got = json.loads((pytester.path / "collected.json").read_text())
+    s = _State()
+    s.config_for = lambda c: s.profile.config(c.mode, variant=s.variants.get(c.variant) if c.variant else None)
+    assert got and all(g == group_of(s, *config_scope(nodeid)) for nodeid, g in got)
     seen: list[str] = []
-    for g in groups:  # contiguous: a group never comes back after another started
+    for _, g in got:  # contiguous: a group never comes back after another started
         if not seen or seen[-1] != g:
             assert g not in seen, f"{g} split"
             seen.append(g)
-    assert seen[0] == f"perfgate:{st.config_for(Case(st.profile.name, 'floor', 'baseline')).key}"  # baseline first
+    assert seen[0] == f"perfgate:{s.profile.config('baseline').key}"  # the baseline's config first
     # eagle3+cuda-graph-bs-128 sets what eagle3 already sets: one config, one group, one server start
-    assert len(seen) < len({c.id for c in cases})
+    assert len(seen) < len({config_scope(n) for n, _ in got})
