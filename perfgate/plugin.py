@@ -150,7 +150,7 @@ def _validate_inputs(config: pytest.Config) -> None:
     names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
     checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant"}
     for n in names:
-        if n not in vs.variants and n not in checks:
+        if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
             from perfgate.profiles.reader import _close
 
             where = "[variants] include / overrides / [expectations]"
@@ -313,6 +313,11 @@ def _suite_properties(st: PerfgateState) -> dict[str, str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
+    if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
+        _activate_late(metafunc.config)
+        cases = state_of(metafunc.config).cases("allreduce")
+        metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])
+        return
     if "perf_server" in metafunc.fixturenames:
         _activate_late(metafunc.config)
         kw = mark.kwargs if mark is not None else {}
