@@ -324,7 +324,11 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
     if bad:
         return Verdict(outcome="fail", category="crash", properties=props,
                        message=f"{case.backend}, {r.bytes} B: implausible measurement: {bad}")
-    return Verdict(outcome="pass", message=r.note, properties=props)
+    msg = (f"{case.backend}, {case.mode}, {r.bytes} B {r.dtype}, world size {case.world_size}: median "
+           f"{r.latency_us:.2f} µs, p99 {r.latency_p99_us:.2f} µs, busbw {r.busbw_gbps:.3g} GB/s")
+    if floor is not None:
+        msg += f" (<= floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
+    return Verdict(outcome="pass", message=msg + (f"; {r.note}" if r.note else ""), properties=props)
 
 
 def _implausible(r: AllReduceResult) -> str:
