@@ -390,3 +390,15 @@ def test_micro_expectations_load_for_the_timings(tmp_path):
     assert exp is None  # a `when` with no stack never holds
     e = load_profile(p).expectations["allreduce:torch-symm-mem"]["graph"][0]
     assert (e.expect, e.category, e.when) == ("xfail", "unsupported-arch", "sm < 9.0")
+
+
+def test_the_micro_tier_runs_in_cell_1_of_a_shard(pytester, monkeypatch):
+    monkeypatch.delenv("PERFGATE_MICRO_WORLD_SIZES", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    prof = simproject.make_project(pytester.path, MICRO_PROFILE)
+    base = ("perftests", "-m", "micro", f"--perfgate-profile={prof}", "--collect-only", "-q",
+            "-p", "no:cacheprovider")
+    ids = [[ln for ln in pytester.runpytest_subprocess(*base, *more).stdout.lines if ln.startswith("perftests/")]
+           for more in ((), ("--perfgate-shard=1/2",), ("--perfgate-shard=2/2",))]
+    assert len(ids[0]) == 7 * 3 and ids[1] == ids[0] and ids[2] == []  # 7 backends x 3 sizes, eager only
+    assert "perftests/test_allreduce.py::test_allreduce[decode-1x7168-eager:gloo-ws2]" in ids[0]
