@@ -15,6 +15,11 @@ __all__ = ["parametrize", "order_items", "select_cell"]
 def parametrize(metafunc: pytest.Metafunc) -> None:
     """``perf_server`` / ``perf_case`` tests get one parameter per record of their kind (``Case.id`` as the id)."""
     mark = metafunc.definition.get_closest_marker("perfgate")
+    if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
+        activate_late(metafunc.config)
+        cases = state_of(metafunc.config).cases("allreduce")
+        metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])
+        return
     if "perf_server" in metafunc.fixturenames:
         activate_late(metafunc.config)
         kw = mark.kwargs if mark is not None else {}

@@ -23,7 +23,7 @@ from perfgate.verdict import Verdict, apply_expectation
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.session import PerfgateState
-    from perfgate.profiles import Workload
+    from perfgate.profiles import Expectation, Workload
 
 
 @dataclass
@@ -268,19 +268,21 @@ class PerfRun(Checks):
             for k, val in summarize(ev).items():
                 self.record(k, val)
 
-    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None) -> None:
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:
         """Apply the expectation and end the test with the matching pytest outcome.
 
         ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
         naming another category (``slower-than-baseline`` for a record that compares no speed) does not
-        apply to it.
+        apply to it. ``default``: the expectation where the profile has none for this record (a kind's
+        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN).
         """
         self._identity(case)
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)
         v = self._warm_cache(case, v)
-        exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack)
+        exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack) or default
         if exp is not None and decides is not None and exp.category not in decides:
             exp = None
         final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))

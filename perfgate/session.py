@@ -177,6 +177,10 @@ class PerfgateState:
         """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
         kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
         one per variant in each of the profile's variant modes."""
+        if kind == "allreduce":  # the micro tier: no server config (perfgate.allreduce.records)
+            from perfgate.allreduce.records import micro_cases
+
+            return micro_cases(self)
         if kind not in BUILTIN_KINDS:
             return self._user_cases(kind, modes, variants, where)
         p = self.profile

@@ -297,3 +297,108 @@ def test_a_record_is_checked_against_its_floor(pytester, monkeypatch):
     assert "> floor 1 µs" in bad["reason"]
     free = cases["test_allreduce[sweep-4096B-eager:gloo-ws2]"]
     assert free["outcome"] == "pass" and "floor_latency_us" not in free and float(free["latency_us"]) > 0
+
+
+# ----------------------------------------------------------------------------- expectations on micro records
+
+EXPECTING = MICRO_PROFILE + """
+[expectations."allreduce:gloo"]
+eager = { expect = "xfail", category = "slower-than-baseline", reason = "gloo is slow on this box" }
+[expectations."allreduce:nccl"]
+"*" = { expect = "xfail", category = "missing-dependency", reason = "no GPU on this box" }
+[expectations."allreduce:torch-symm-mem"]
+"*" = { expect = "xfail", category = "unsupported-arch", reason = "two-shot needs SM 9.0" }
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gloo ranks need torch")
+def test_the_profiles_expectations_decide_micro_records(pytester, monkeypatch):
+    """[expectations."allreduce:<backend>"] is strict: gloo expected slower than its floors is an xfail where it is
+    (28672 B, over its 1 µs floor) and XPASS(strict) UNBLOCKED where it is not; nccl's expected missing-dependency
+    is an xfail with the profile's reason; torch-symm-mem expected unsupported-arch but missing its GPU is a skip."""
+    monkeypatch.delenv("PERFGATE_MICRO_WORLD_SIZES", raising=False)
+    monkeypatch.delenv("PERFGATE_MICRO_ITERS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the same outcomes on a GPU box
+    prof = simproject.make_project(pytester.path, EXPECTING)
+    r = pytester.runpytest_subprocess("perftests/test_allreduce.py", "-m", "micro", "-k",
+                                      "gloo or :nccl-ws2 or torch-symm-mem", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider", "-rA")
+    r.assert_outcomes(failed=2, xfailed=1 + 3, skipped=3)
+    out = r.stdout.str()
+    assert "Traceback" not in out and "server start" not in out  # no server for the micro tier
+    r.stdout.fnmatch_lines(["*[[]XPASS(strict)[]] UNBLOCKED: expected to fail with slower-than-baseline (gloo is slow "
+                            "on this box) but it passed: gloo, eager, 14336 B bfloat16, world size 2: median * µs*", f'*Update the expectation at {prof}:* '
+                            '(expectations.allreduce:gloo.eager) to expect = "pass".*'])
+    cases = {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(pytester.path / "r.xml"))
+             for c in s}
+    xpass = cases["test_allreduce[decode-1x7168-eager:gloo-ws2]"]
+    assert (xpass["outcome"], xpass["expected"], xpass["kind"], xpass["mode"], xpass["variant"]) == \
+        ("xpass", "xfail:slower-than-baseline", "allreduce", "eager", "gloo")
+    assert xpass["backend"] == "gloo" and xpass["world_size"] == "2" and float(xpass["latency_us"]) > 0
+    assert xpass["engine"] == "sim" and "stack.gpu" in xpass and len(xpass["config"]) == 10  # the record's identity
+    slow = cases["test_allreduce[verify-2x7168-eager:gloo-ws2]"]
+    assert (slow["outcome"], slow["category"], slow["expected"]) == \
+        ("xfail", "slower-than-baseline", "xfail:slower-than-baseline")
+    assert "gloo is slow on this box — observed: all-reduce latency" in slow["reason"]
+    for label in ("decode-1x7168", "verify-2x7168", "sweep-4096B"):
+        nccl = cases[f"test_allreduce[{label}-eager:nccl-ws2]"]
+        assert (nccl["outcome"], nccl["category"], nccl["expected"]) == \
+            ("xfail", "missing-dependency", "xfail:missing-dependency")
+        assert nccl["reason"].startswith("[missing-dependency] no GPU on this box — observed: nccl: no CUDA GPU")
+        symm = cases[f"test_allreduce[{label}-eager:torch-symm-mem-ws2]"]
+        assert (symm["outcome"], symm["category"], symm["expected"]) == \
+            ("skip", "missing-dependency", "xfail:unsupported-arch")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gloo ranks need torch")
+def test_without_an_expectation_a_backend_that_cannot_run_is_a_default_xfail(pytester, monkeypatch):
+    """perfgate.allreduce.records.CANNOT_RUN, the built-in default: not strict (gloo runs: a pass)."""
+    monkeypatch.setenv("PERFGATE_MICRO_ITERS", "3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    prof = simproject.make_project(pytester.path, MICRO_PROFILE.split("[micro.floors]")[0])
+    r = pytester.runpytest_subprocess("perftests/test_allreduce.py", "-m", "micro", "-k", "decode and (gloo or nccl)",
+                                      f"--perfgate-profile={prof}", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1, xfailed=4)  # gloo; nccl and its three tuned variants
+    cases = {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(pytester.path / "r.xml"))
+             for c in s}
+    nccl = cases["test_allreduce[decode-1x7168-eager:nccl-ws2]"]
+    assert (nccl["outcome"], nccl["category"], nccl["expected"]) == ("xfail", "missing-dependency",
+                                                                     "xfail:missing-dependency")
+    assert nccl["reason"] == "[missing-dependency] cannot run here — observed: nccl: no CUDA GPU visible here"
+    gloo = cases["test_allreduce[decode-1x7168-eager:gloo-ws2]"]
+    assert (gloo["outcome"], gloo["expected"], gloo["iters"]) == ("pass", "pass", "3")
+
+
+@pytest.mark.parametrize("table, key, expected", [
+    ('[expectations."allreduce:glo"]\n"*" = { expect = "pass" }', 'expectations."allreduce:glo"',
+     r"\"allreduce:<backend>\" with an all-reduce backend .*found 'glo'; fix: did you mean 'allreduce:gloo'\?"),
+    ('[expectations."allreduce:gloo"]\nbaseline = { expect = "pass" }', "expectations.allreduce:gloo.baseline",
+     r"a mode of this profile or \"\*\" \(eager, graph\), found 'baseline'"),
+])
+def test_a_bad_micro_expectation_is_rejected_with_file_key_and_fix(tmp_path, table, key, expected):
+    p = write(tmp_path, table + "\n")
+    with pytest.raises(ProfileSchemaError, match=expected) as ei:
+        load_profile(p)
+    assert ei.value.key == key
+
+
+def test_micro_expectations_load_for_the_timings(tmp_path):
+    p = write(tmp_path, '[expectations."allreduce:torch-symm-mem"]\n'
+                        'graph = { expect = "xfail", category = "unsupported-arch", reason = "SM 9.0 only", '
+                        'when = "sm < 9.0" }\n')
+    exp = load_profile(p).expectation("allreduce:torch-symm-mem", "graph")
+    assert exp is None  # a `when` with no stack never holds
+    e = load_profile(p).expectations["allreduce:torch-symm-mem"]["graph"][0]
+    assert (e.expect, e.category, e.when) == ("xfail", "unsupported-arch", "sm < 9.0")
+
+
+def test_the_micro_tier_runs_in_cell_1_of_a_shard(pytester, monkeypatch):
+    monkeypatch.delenv("PERFGATE_MICRO_WORLD_SIZES", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    prof = simproject.make_project(pytester.path, MICRO_PROFILE)
+    base = ("perftests", "-m", "micro", f"--perfgate-profile={prof}", "--collect-only", "-q",
+            "-p", "no:cacheprovider")
+    ids = [[ln for ln in pytester.runpytest_subprocess(*base, *more).stdout.lines if ln.startswith("perftests/")]
+           for more in ((), ("--perfgate-shard=1/2",), ("--perfgate-shard=2/2",))]
+    assert len(ids[0]) == 7 * 3 and ids[1] == ids[0] and ids[2] == []  # 7 backends x 3 sizes, eager only
+    assert "perftests/test_allreduce.py::test_allreduce[decode-1x7168-eager:gloo-ws2]" in ids[0]

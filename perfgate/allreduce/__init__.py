@@ -34,8 +34,9 @@ its CUDA graph is empty and eager time is pure launch overhead); each result's `
 so, and such a number is not comparable with a multi-rank all-reduce.
 
 This package: the backends and each rank's environment (here), the launcher
-(:mod:`~perfgate.allreduce.harness`), what one rank process does (:mod:`~perfgate.allreduce.rank`)
-and the results with their statistics (:mod:`~perfgate.allreduce.results`).
+(:mod:`~perfgate.allreduce.harness`), what one rank process does (:mod:`~perfgate.allreduce.rank`),
+the results with their statistics (:mod:`~perfgate.allreduce.results`) and the micro tier's records,
+concluded through the profile's expectations (:mod:`~perfgate.allreduce.records`).
 """
 
 from __future__ import annotations

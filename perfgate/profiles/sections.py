@@ -168,10 +168,11 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
     for ename_, _ in ex.data.items():
         er = ex.sub(ename_)
         per_mode: dict[str, tuple[Expectation, ...]] = {}
+        own_modes = _allreduce_modes(ex, ename_) if ename_.startswith("allreduce:") else modes
         for mname, spec in er.data.items():
-            if mname != "*" and mname not in modes:
-                raise er.err(mname, f"a mode of this profile or \"*\" ({', '.join(modes)})", mname,
-                             fix=_close(mname, list(modes) + ["*"]))
+            if mname != "*" and mname not in own_modes:
+                raise er.err(mname, f"a mode of this profile or \"*\" ({', '.join(own_modes)})", mname,
+                             fix=_close(mname, list(own_modes) + ["*"]))
             specs = spec if isinstance(spec, list) else [spec]
             out = []
             for i, one in enumerate(specs):
@@ -204,6 +205,19 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
         table[ename_] = per_mode
 
     return table
+
+
+def _allreduce_modes(ex: TableReader, name: str) -> tuple[str, ...]:
+    """``[expectations."allreduce:<backend>"]``: the micro tier's records of one backend; their modes are the
+    timings (``eager``, ``graph``)."""
+    from perfgate.allreduce import BACKENDS
+    from perfgate.profiles import MICRO_TIMINGS
+
+    backend = name.removeprefix("allreduce:")
+    if backend not in BACKENDS:
+        raise ex.err(f'"{name}"', f'"allreduce:<backend>" with an all-reduce backend ({", ".join(BACKENDS)})',
+                     backend, fix=_close(name, [f"allreduce:{b}" for b in BACKENDS]))
+    return MICRO_TIMINGS
 
 
 def variants(r: TableReader, modes: Mapping[str, Mode]) -> tuple[tuple[str, ...], tuple[str, ...] | None, dict[str, dict[str, object]]]:

@@ -1,0 +1,341 @@
+"""The micro tier's records (kind ``allreduce``): made, recorded and concluded like every other record.
+
+One record per backend × world size × message size × timing: a :class:`MicroCase` (a
+:class:`~perfgate.record.Case` of kind ``allreduce``, mode ``eager`` or ``graph``, variant = the backend),
+built by :func:`micro_cases` (``PerfgateState.cases("allreduce")``) from the session's :class:`MicroPlan`
+and handed to a test through its ``micro_case`` parameter by perfgate's plugin. :func:`check` measures
+it (one launch of ranks per backend × world size, shared by its records, never a server), writes its
+identity and stack like any record (``PerfRun._identity``), its numbers, and concludes it through
+``PerfRun.conclude``, so the profile's expectations apply:
+
+- ``[expectations."allreduce:<backend>"]`` with mode ``eager``, ``graph`` or ``"*"`` decides the
+  backend's records as it does a variant's: a strict xfail must fail with its category, and an
+  XPASS(strict) says UNBLOCKED;
+- without one, :data:`CANNOT_RUN` is the built-in default: a backend or size that cannot run here
+  (no GPU, not importable, arch, capture, SGLang's own fallback to NCCL, a request the backend
+  rejects) is an xfail with its category, and a backend that runs passes. Anything else (wrong sum,
+  crashed rank, hang, a latency over its ``[micro.floors]`` ceiling) is a failure.
+
+Settings, first found wins: env ``PERFGATE_MICRO_WORLD_SIZES`` ("2,4"), the profile's ``[micro]``
+(``world_sizes``, ``tokens``, ``sweep_bytes``, ``iters``, ``warmup``), defaults (world size
+min(GPUs, 8), or 2 with gloo where there is no GPU; hidden 7168; tokens 1, 4, 8).
+``PERFGATE_MICRO_ITERS`` overrides the iteration count. docs/allreduce.md describes the tier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from perfgate.record import Case
+from perfgate.runner import PerfRun
+from perfgate.verdict import Verdict
+
+if TYPE_CHECKING:
+    from perfgate.allreduce.results import AllReduceResult
+    from perfgate.profiles import Expectation
+    from perfgate.session import PerfgateState
+
+__all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "check", "expectation_key",
+           "micro_cases", "micro_plan"]
+
+KIND = "allreduce"
+
+CANNOT_RUN: Mapping[str, str] = {
+    "missing-dependency": "cannot run here",
+    "unsupported-arch": "not supported on this GPU",
+    "cuda-graph-capture": "cannot be captured in a CUDA graph here",
+    "fallback": "declines this size (falls back to NCCL)",
+    "config-error": "cannot run this request here",
+}
+"""The built-in expectations of the micro tier, as data: a record that fails with one of these categories
+is an xfail (with that category) unless the profile has an ``[expectations."allreduce:<backend>"]``
+entry for its mode, which then decides alone. Not strict: a backend that runs here passes. Only a
+backend that says it cannot run (``BackendUnavailable``) or a size it declines gets this default; a rank
+that crashed is a failure whatever its category."""
+
+DECIDES: frozenset[str] = frozenset({
+    *CANNOT_RUN, "wrong-output", "crash", "nccl-error", "oom", "startup-timeout", "slower-than-baseline",
+})
+"""The categories an all-reduce record can decide; an expectation naming another does not apply to it."""
+
+DEFAULT_HIDDEN = 7168  # Kimi-K2.5
+DEFAULT_TOKENS = (1, 4, 8)
+DEFAULT_SWEEP_CPU = (4096, 1 << 20)
+DEFAULT_SWEEP_GPU = tuple(1 << k for k in range(10, 27, 2))  # 1 KiB .. 64 MiB, ×4
+DEFAULT_ITERS = {"cpu": 50, "cuda": 200}
+DEFAULT_WARMUP = {"cpu": 5, "cuda": 20}
+
+
+def expectation_key(backend: str) -> str:
+    """The ``[expectations.<key>]`` name of a backend's micro records (``allreduce:torch-symm-mem``)."""
+    return f"{KIND}:{backend}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroCase(Case):
+    """One all-reduce record: ``variant`` is the backend, ``mode`` the timing (``eager`` or ``graph``)."""
+
+    world_size: int
+    label: str  # "decode-1x7168", "verify-4x7168", "sweep-4096B"
+    nbytes: int
+
+    @property
+    def backend(self) -> str:
+        assert self.variant is not None
+        return self.variant
+
+    @property
+    def graph(self) -> bool:
+        return self.mode == "graph"
+
+    @property
+    def id(self) -> str:
+        # the part after ':' names the launch, so xdist's per-config grouping keeps a launch on one worker
+        return f"{self.label}-{self.mode}:{self.backend}-ws{self.world_size}"
+
+    @property
+    def expectation_key(self) -> str:
+        return expectation_key(self.backend)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroPlan:
+    """What the fast tier measures in this session."""
+
+    profile: str
+    world_sizes: tuple[int, ...]
+    shapes: tuple[tuple[str, int], ...]  # (label, bytes)
+    iters: int | None
+    warmup: int | None
+    gpus: int
+    micro: Any = None  # the profile's MicroSpec (its floors), or None
+    profile_path: str = ""
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise pytest.UsageError(f"perfgate: {what}={text!r}: expected comma-separated integers, e.g. 2,4") from None
+    if not vals or any(v < 1 for v in vals):
+        raise pytest.UsageError(f"perfgate: {what}={text!r}: expected integers ≥ 1, e.g. 2,4")
+    return vals
+
+
+_PLAN = pytest.StashKey[MicroPlan]()
+_RUNS = pytest.StashKey[dict]()
+
+
+def micro_plan(state: PerfgateState) -> MicroPlan:
+    """The session's plan (computed once, kept in the config's stash)."""
+    stash = state.config.stash
+    if _PLAN not in stash:
+        stash[_PLAN] = _plan(state)
+    return stash[_PLAN]
+
+
+def _plan(state: PerfgateState) -> MicroPlan:
+    from perfgate.gpu import visible_count
+
+    prof = state.profile
+    model, micro = prof.model, prof.micro
+    gpus = visible_count()
+    env_ws = os.environ.get("PERFGATE_MICRO_WORLD_SIZES", "")
+    if env_ws:
+        world_sizes = _ints(env_ws, "PERFGATE_MICRO_WORLD_SIZES")
+    elif micro.world_sizes:
+        world_sizes = tuple(int(w) for w in micro.world_sizes)
+    else:
+        world_sizes = (min(gpus, 8),) if gpus else (2,)
+    hidden = int(getattr(model, "hidden", None) or DEFAULT_HIDDEN)
+    tokens = tuple(int(t) for t in (micro.tokens or DEFAULT_TOKENS))
+    sweep = tuple(micro.sweep_bytes or (DEFAULT_SWEEP_GPU if gpus else DEFAULT_SWEEP_CPU))
+    shapes: list[tuple[str, int]] = []
+    for t in tokens:
+        shapes.append((f"{'decode' if t == 1 else 'verify'}-{t}x{hidden}", t * hidden * 2))
+    shapes += [(f"sweep-{int(b)}B", int(b)) for b in sweep]
+    env_iters = os.environ.get("PERFGATE_MICRO_ITERS", "")
+    iters = _ints(env_iters, "PERFGATE_MICRO_ITERS")[0] if env_iters else micro.iters
+    return MicroPlan(profile=prof.name, world_sizes=world_sizes, shapes=tuple(shapes), iters=iters,
+                     warmup=micro.warmup, gpus=gpus, micro=micro, profile_path=str(prof.path))
+
+
+def micro_cases(state: PerfgateState) -> list[Case]:
+    """Every record of the plan: backend × world size × timing × size (CUDA-graph timing on GPUs only)."""
+    from perfgate.allreduce import BACKENDS
+
+    plan = micro_plan(state)
+    cases: list[Case] = []
+    for name, b in BACKENDS.items():
+        modes = ("eager", "graph") if b.device == "cuda" and plan.gpus else ("eager",)
+        for n in plan.world_sizes:
+            for mode in modes:
+                for label, nbytes in plan.shapes:
+                    cases.append(MicroCase(profile=plan.profile, kind=KIND, mode=mode, variant=name, world_size=n,
+                                           label=label, nbytes=nbytes))
+    return cases
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class _Launch:
+    """One launch of ranks (backend × world size), shared by its records."""
+
+    key: str  # the "config" property: a hash of backend, rank environment, world size, iters, warm-up
+    log: str
+    results: list[AllReduceResult] | None = None
+    error: Exception | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class _LaunchConfig:
+    """What ``PerfRun._identity`` reads of a server config, for a record that has none: its key."""
+
+    key: str
+
+
+def _launch(state: PerfgateState, case: MicroCase) -> _Launch:
+    from perfgate.allreduce import BACKENDS, rank_environment
+
+    runs: dict[tuple[str, int], _Launch] = state.config.stash.setdefault(_RUNS, {})
+    k = (case.backend, case.world_size)
+    if k in runs:
+        return runs[k]
+    plan = micro_plan(state)
+    b = BACKENDS[case.backend]
+    iters = plan.iters or DEFAULT_ITERS[b.device]
+    warmup = plan.warmup if plan.warmup is not None else DEFAULT_WARMUP[b.device]
+    blob = json.dumps([case.backend, sorted(rank_environment(case.backend, base={}).items()), case.world_size,
+                       iters, warmup], sort_keys=True)
+    log_dir = state.log_dir / KIND / f"{case.backend}-ws{case.world_size}"
+    runs[k] = _Launch(key=hashlib.sha1(blob.encode()).hexdigest()[:10], log=str(log_dir / "rank0.log"))
+    return runs[k]
+
+
+def _run(state: PerfgateState, case: MicroCase, launch: _Launch) -> None:
+    from perfgate.allreduce import BACKENDS
+    from perfgate.allreduce.harness import run_allreduce_bench
+    from perfgate.errors import PerfgateError
+
+    if launch.done:
+        return
+    launch.done = True
+    plan = micro_plan(state)
+    b = BACKENDS[case.backend]
+    try:
+        launch.results = run_allreduce_bench(
+            world_size=case.world_size, sizes_bytes=sorted({nbytes for _, nbytes in plan.shapes}),
+            backend=case.backend, warmup=plan.warmup if plan.warmup is not None else DEFAULT_WARMUP[b.device],
+            iters=plan.iters or DEFAULT_ITERS[b.device], graph=b.device == "cuda" and plan.gpus > 0, timeout_s=600,
+            log_dir=os.path.dirname(launch.log))
+    except PerfgateError as e:
+        launch.error = e
+
+
+class MicroRun(PerfRun):
+    """:class:`~perfgate.runner.PerfRun` for a record with no server: no prefix cache to suspect, no server
+    log to read NCCL's evidence from."""
+
+    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
+        return v
+
+    def _record_evidence(self, case: Case) -> None:
+        return None
+
+
+def _default(v: Verdict) -> Expectation | None:
+    """The built-in expectation for a record that cannot run here (:data:`CANNOT_RUN`), else None."""
+    from perfgate.profiles import Expectation
+
+    if v.outcome != "fail" or v.category not in CANNOT_RUN:
+        return None
+    return Expectation(expect="xfail", category=v.category, reason=CANNOT_RUN[v.category],
+                       key=f"perfgate.allreduce.records.CANNOT_RUN[{v.category!r}]")
+
+
+def check(perf: PerfRun, case: MicroCase) -> None:
+    """Measure one all-reduce record (its launch is shared), record it and conclude it. Ends the test."""
+    from perfgate.errors import BackendUnavailable
+
+    run = MicroRun(item=perf.item, state=perf.state)
+    st = run.state
+    launch = _launch(st, case)
+    run._identity(case, _LaunchConfig(launch.key))  # type: ignore[arg-type]
+    run.record("backend", case.backend)
+    run.record("world_size", case.world_size)
+    _run(st, case, launch)
+    if os.path.exists(launch.log):
+        run.record("log", launch.log)
+
+    if launch.error is not None:
+        e = launch.error
+        cat = getattr(e, "category", None) or "crash"
+        unavailable = isinstance(e, BackendUnavailable)
+        v = Verdict(outcome="fail", category=cat, message=getattr(e, "short", str(e)) if unavailable else str(e))
+        run.conclude(case, v, decides=DECIDES, default=_default(v) if unavailable else None)
+
+    assert launch.results is not None
+    want_numel = max(1, case.nbytes // 2)
+    match = [r for r in launch.results if r.numel == want_numel and r.graph == case.graph]
+    if not match:
+        run.conclude(case, Verdict(outcome="fail", category="crash",
+                                   message=f"no result for {case.nbytes} B (graph={case.graph}) in the launch's "
+                                           f"results"), decides=DECIDES)
+    r = match[0]
+    for k, val in r.as_properties().items():
+        if k not in ("backend", "world_size"):
+            run.record(k, val)
+    v = _verdict(case, r, micro_plan(st), os.path.dirname(launch.log))
+    run.conclude(case, v, decides=DECIDES, default=_default(v))
+
+
+def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str) -> Verdict:
+    """One measured (or declined) size: its own failure, its floor, or a pass (properties recorded)."""
+    if not r.ok:
+        cat = r.category or "crash"
+        if cat in CANNOT_RUN:
+            return Verdict(outcome="fail", category=cat, message=r.reason)
+        return Verdict(outcome="fail", category=cat,
+                       message=(f"{case.backend} at world size {case.world_size}, {r.bytes} B ({r.dtype}): {r.reason} "
+                                f"[rank logs: {log_dir}]"))
+    props: dict[str, object] = {}
+    floor = plan.micro.floor(case.backend, case.mode, r.bytes, case.world_size) if plan.micro is not None else None
+    if floor is not None:  # a ceiling on the median latency measured on this box (the profile's [micro.floors])
+        props = {"floor_latency_us": floor.latency_us, "tolerance": floor.tolerance}
+        if r.latency_us is not None and r.latency_us > floor.ceiling_us:
+            return Verdict(outcome="fail", category="slower-than-baseline", properties=props, message=(
+                f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × "
+                f"(1 + {floor.tolerance:g}) = {floor.ceiling_us:.2f} µs [{case.backend}, {case.mode}, {r.bytes} B "
+                f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; "
+                f"{plan.profile_path}, {floor.key}]; if intended "
+                "(new stack or box), refresh the floors: `pytest perftests/ -m micro --junitxml=run.xml`, then "
+                f"`python scripts/micro_floors.py run.xml --update {plan.profile_path or 'PROFILE'}`"))
+    bad = _implausible(r)
+    if bad:
+        return Verdict(outcome="fail", category="crash", properties=props,
+                       message=f"{case.backend}, {r.bytes} B: implausible measurement: {bad}")
+    msg = (f"{case.backend}, {case.mode}, {r.bytes} B {r.dtype}, world size {case.world_size}: median "
+           f"{r.latency_us:.2f} µs, p99 {r.latency_p99_us:.2f} µs, busbw {r.busbw_gbps:.3g} GB/s")
+    if floor is not None:
+        msg += f" (<= floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
+    return Verdict(outcome="pass", message=msg + (f"; {r.note}" if r.note else ""), properties=props)
+
+
+def _implausible(r: AllReduceResult) -> str:
+    if r.latency_us is None or r.latency_us <= 0:
+        return f"median latency {r.latency_us} µs"
+    if r.latency_p99_us is None or r.latency_p99_us < r.latency_us:
+        return f"p99 {r.latency_p99_us} µs below the median {r.latency_us} µs"
+    if r.busbw_gbps is None or r.busbw_gbps < 0:
+        return f"busbw {r.busbw_gbps} GB/s"
+    return ""
