@@ -688,6 +688,18 @@ class _Connection(asyncio.BufferedProtocol):
             phase = self._phase
             pos = self._start
             if phase == "chunk-size":
+                # the usual case first: a whole chunk (size line, data, CRLF) is here
+                i = buf.find(b"\r\n", pos, end)
+                if i > pos:
+                    try:
+                        size = int(buf[pos:i], 16)
+                    except ValueError:
+                        size = -1  # an extension or garbage: the general path says which
+                    e = i + 2 + size
+                    if size > 0 and e + 2 <= end and buf[e] == 13 and buf[e + 1] == 10:
+                        self._start = e + 2
+                        self._body(bytes(self._view[i + 2:e]), now)
+                        continue
                 i = buf.find(b"\r\n", pos, end)
                 if i < 0:
                     if end - pos > 1024:
@@ -698,6 +710,8 @@ class _Connection(asyncio.BufferedProtocol):
                     size = int(line, 16)
                 except ValueError:
                     raise _HTTPError(f"bad chunk size {line[:40]!r}") from None
+                if size < 0:
+                    raise _HTTPError(f"bad chunk size {line[:40]!r}")
                 self._start = i + 2
                 if size == 0:
                     self._phase = "trailer"
@@ -709,7 +723,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._left -= n
                 if self._left == 0:
                     self._phase = "chunk-crlf"
-                self._body(bytes(buf[pos:pos + n]), now)
+                self._body(bytes(self._view[pos:pos + n]), now)
             elif phase == "chunk-crlf":
                 if end - pos < 2:
                     return
@@ -720,12 +734,12 @@ class _Connection(asyncio.BufferedProtocol):
                 n = min(self._left, end - pos)
                 self._start = pos + n
                 self._left -= n
-                self._body(bytes(buf[pos:pos + n]), now)
+                self._body(bytes(self._view[pos:pos + n]), now)
                 if self._left == 0:
                     self._response_end(now)
             elif phase == "eof":
                 self._start = end
-                self._body(bytes(buf[pos:end]), now)
+                self._body(bytes(self._view[pos:end]), now)
             elif phase == "trailer":
                 i = buf.find(b"\r\n", pos, end)
                 if i < 0:
