@@ -155,6 +155,9 @@ class StreamState:
         self.stalled = False
         self.incremental: bool | None = None  # learnt at the second token-bearing chunk
         self.ids: list[int] = []  # incremental streams only: the output ids so far
+        # perfgate's simulated server run with --sim-speedup s says so (SPEEDUP_HEADER): its steps take 1/s of
+        # their simulated time, so this stream's durations are scaled back by s (a real server never sends it)
+        self.scale = 1.0
 
     @property
     def last_data(self) -> str:
@@ -306,12 +309,13 @@ class StreamState:
         meta = obj.get("meta_info") or {} if isinstance(obj, dict) else {}
         ids = self.ids if self.incremental else (obj.get("output_ids") if isinstance(obj, dict) else None)
         verify = meta.get("spec_verify_ct")
+        s = self.scale
         return RequestOutput(
             success=True,
-            ttft_s=self.ttft,
-            latency_s=end - self.start,
-            last_token_s=self.last_t - self.start,
-            itl_s=tuple(self.itl),
+            ttft_s=self.ttft * s,
+            latency_s=(end - self.start) * s,
+            last_token_s=(self.last_t - self.start) * s,
+            itl_s=tuple(x * s for x in self.itl) if s != 1.0 else tuple(self.itl),
             completion_tokens=self.last_tokens,
             first_chunk_tokens=self.first_chunk_tokens,
             prompt_tokens=_int(meta.get("prompt_tokens")),
@@ -330,6 +334,18 @@ def _ids(payload: str) -> list[int] | None:
         return None
     ids = obj.get("output_ids") if isinstance(obj, dict) else None
     return [int(x) for x in ids] if isinstance(ids, list) else None
+
+
+SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"  # perfgate.sim.http's, read here without importing the simulator
+
+
+def _speedup(value: Any) -> float:
+    """The simulator's announced speedup (1.0 when absent or not a positive number)."""
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return s if s > 0 and s == s and s != float("inf") else 1.0
 
 
 _COMPLETION = re.compile(r'"completion_tokens"\s*:\s*(\d+)')
@@ -368,6 +384,7 @@ def stream_generate(
                              timeout=(10.0, timeout_s))
             if resp.status_code != 200:
                 return state.failed(f"HTTP {resp.status_code}: {resp.text[:500]}")
+            state.scale = _speedup(resp.headers.get(SPEEDUP_HEADER))
             source: Iterator[bytes] = resp.iter_content(chunk_size=None)
         else:
             source = iter(chunks)
@@ -417,14 +434,16 @@ def run_batch(
     loop's tasks are cancelled, nothing waits out a timeout).
     """
     t0 = time.perf_counter()
-    coro = _run_batch(url, list(requests_), max(1, concurrency), timeout_s)
+    scales: list[float] = []
+    coro = _run_batch(url, list(requests_), max(1, concurrency), timeout_s, scales)
     factory = _loop_factory()
     if factory is not None and hasattr(asyncio, "Runner"):
         with asyncio.Runner(loop_factory=factory) as runner:
             outs = runner.run(coro)
     else:
         outs = asyncio.run(coro)
-    return outs, time.perf_counter() - t0
+    # a simulated server run with --sim-speedup s: the batch's wall time in simulated time, as each request's
+    return outs, (time.perf_counter() - t0) * (max(scales) if scales else 1.0)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -467,7 +486,8 @@ def _request_bytes(target: _Target, request: GenRequest) -> bytes:
     return head.encode("latin-1") + body
 
 
-async def _run_batch(url: str, reqs: list[GenRequest], concurrency: int, timeout_s: float) -> list[RequestOutput]:
+async def _run_batch(url: str, reqs: list[GenRequest], concurrency: int, timeout_s: float,
+                     scales: list[float]) -> list[RequestOutput]:
     results: list[RequestOutput | None] = [None] * len(reqs)
     try:
         target = _target(url)
@@ -492,6 +512,8 @@ async def _run_batch(url: str, reqs: list[GenRequest], concurrency: int, timeout
                         results[i] = state.failed(err)
                         continue
                 results[i] = await _stream(conn, state, _request_bytes(target, r), timeout_s, live)
+                if state.scale != 1.0:
+                    scales.append(state.scale)
         finally:
             if conn is not None:
                 conn.close()
@@ -560,6 +582,7 @@ CONNECT_TIMEOUT_S = 10.0
 DRAIN_S = 1.0  # after [DONE], how long to wait for the response's end before dropping the connection
 _BUF = 1 << 16
 _MAX_HEAD = 1 << 16
+_SPEEDUP_KEY = SPEEDUP_HEADER.lower().encode()
 _STATUS = re.compile(rb"HTTP/1\.([01]) (\d{3})")
 
 
@@ -774,6 +797,8 @@ class _Connection(asyncio.BufferedProtocol):
             if sep:
                 headers[k.strip().lower()] = v.strip()
         self._status = status
+        if self._state is not None and _SPEEDUP_KEY in headers:
+            self._state.scale = _speedup(headers[_SPEEDUP_KEY].decode("latin-1"))
         conn_hdr = headers.get(b"connection", b"").lower()
         self._keep_alive = m.group(1) == b"1" and b"close" not in conn_hdr or b"keep-alive" in conn_hdr
         if b"chunked" in headers.get(b"transfer-encoding", b"").lower():

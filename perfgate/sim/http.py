@@ -31,6 +31,9 @@ from perfgate.sim.hardware import version_at_least
 from perfgate.sim.log import SimLog
 
 HEALTH_TIMEOUT_S = 20.0
+# --sim-speedup s runs every simulated step s times faster; each stream says so in this header (a real SGLang never
+# sends it) and the durations the server reports itself (meta_info) are in simulated time, as without the speedup
+SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n")
 FLUSH_FAIL = ("Cache not flushed.\nPlease check backend logs for more details. (When there are running or "
@@ -146,6 +149,9 @@ class SimHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        eng = self.state.engine
+        if eng is not None and eng.speedup != 1.0:  # perfgate's client scales this stream's durations back by it
+            self.send_header(SPEEDUP_HEADER, repr(eng.speedup))
         self.end_headers()
 
     def _chunk(self, data: bytes) -> None:
@@ -435,9 +441,10 @@ class SimHandler(BaseHTTPRequestHandler):
             "reasoning_tokens": 0,
             "cached_tokens": req.cached_tokens,
         }
+        s = self._engine().speedup  # durations in simulated time: the server's clock runs s times fast
         if final:
             end = req.finished_at or time.monotonic()
-            m["e2e_latency"] = end - req.created
+            m["e2e_latency"] = (end - req.created) * s
             spec = self.state.plan.spec
             if spec is not None and req.verify_ct > 0:
                 m["spec_verify_ct"] = req.verify_ct
@@ -446,10 +453,10 @@ class SimHandler(BaseHTTPRequestHandler):
                 m["spec_num_correct_drafts"] = req.correct_drafts
                 m["spec_num_proposed_drafts"] = req.proposed_drafts
         if self.state.args.get("enable_metrics") and req.first_token_at is not None:
-            m["first_token_latency"] = req.first_token_at - req.created
+            m["first_token_latency"] = (req.first_token_at - req.created) * s
             m["queue_time"] = 0.0
             if final and req.finished_at is not None and produced > 1:
-                m["decode_throughput"] = (produced - 1) / max(1e-9, req.finished_at - req.first_token_at)
+                m["decode_throughput"] = (produced - 1) / max(1e-9, (req.finished_at - req.first_token_at) * s)
         return m
 
     def _read_prompt(self, key_text: str) -> tuple[dict[str, Any], list[int]] | None:
