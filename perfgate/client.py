@@ -612,19 +612,21 @@ class _Connection(asyncio.BufferedProtocol):
         self._error_body = b""
         self._deadline = 0.0
         self._timeout_s = 0.0
-        self._done_at: float | None = None
 
     # ------------------------------------------------------------------ the worker's side
     def send(self, data: bytes, state: StreamState, deadline: float, timeout_s: float) -> asyncio.Future[RequestOutput]:
-        loop = asyncio.get_running_loop()
-        self._fut = loop.create_future()
-        self._state, self._deadline, self._timeout_s = state, deadline, timeout_s
-        self._phase, self._status, self._error_body, self._done_at = "head", 0, b"", None
+        self._expect(state, asyncio.get_running_loop().create_future(), deadline, timeout_s)
+        assert self._fut is not None
         if self._lost or self.transport is None:
             self._resolve(state.failed("connection closed before the request was sent"))
         else:
             self.transport.write(data)
         return self._fut
+
+    def _expect(self, state: StreamState, fut: Any, deadline: float, timeout_s: float) -> None:
+        """The next response is ``state``'s; its output goes to ``fut``."""
+        self._fut, self._state, self._deadline, self._timeout_s = fut, state, deadline, timeout_s
+        self._phase, self._status, self._error_body = "head", 0, b""
 
     def busy(self) -> bool:
         return self._phase != "idle" and not self._lost

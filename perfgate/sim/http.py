@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -89,6 +90,15 @@ class SimHandler(BaseHTTPRequestHandler):
     _batch_of_one = False  # set per /generate request (a batch of one prompt, as bench_one_batch_server sends)
 
     # ------------------------------------------------------------------ plumbing
+    def setup(self) -> None:
+        super().setup()
+        # as uvicorn's sockets (asyncio sets TCP_NODELAY): a chunk is sent when written, not held by Nagle's
+        # algorithm until the client's (delayed) ACK of the previous one, which made first tokens late
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
     @property
     def state(self) -> ServerState:
         return self.server.state
