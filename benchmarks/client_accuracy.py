@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default="1,8,64", help="concurrency levels (default 1,8,64)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument("--sim-speedup", type=float, default=1.0,
+                    help="run the simulator this many times faster (the client scales durations back; default 1)")
     a = ap.parse_args(argv)
+    os.environ["PERFGATE_SIM_SPEEDUP"] = f"{a.sim_speedup:g}"  # read by the sim engine when it starts the server
     levels = [int(x) for x in a.levels.split(",") if x.strip()]
 
     prof = load_profile(PROFILE)
@@ -132,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         # one warm-up request, so the first level does not pay for the first connection
         run_batch(server.url, [GenRequest(input_ids=prompts[0], max_new_tokens=8)], concurrency=1)
         for c in levels:
-            true = 1000.0 / plan.decode_step_ms(c)
+            true = 1000.0 / plan.decode_step_ms(c)  # simulated time: the client and server both scale back
             rows.append(measure(server.url, c, prompts, a.max_new_tokens, true))
             print(f"concurrency {c}: done", file=sys.stderr)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"perfgate client accuracy vs the simulated seed box ({PROFILE.relative_to(ROOT)}, mode "
-          f"{config.mode}), {a.max_new_tokens} new tokens per request, 128-token prompts")
+          f"{config.mode}), {a.max_new_tokens} new tokens per request, 128-token prompts, sim speedup {a.sim_speedup:g}")
     print(f"{stamp}; {platform.node()}: {os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}; client and simulator on the same machine")
     print()

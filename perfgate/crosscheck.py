@@ -275,15 +275,28 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
     if not rows:
         raise RuntimeError(f"{module} wrote no result; see {log_path}")
-    return BenchResult(rows=tuple(_row(r, output_len) for r in rows))
+    return BenchResult(rows=tuple(_row(r, output_len, _sim_speedup(url)) for r in rows))
 
 
-def _row(row: dict[str, object], output_len: int) -> BenchRow:
+def _sim_speedup(url: str) -> float:
+    """perfgate's simulated server run with --sim-speedup s (its /server_info says so): SGLang's client saw every
+    duration s times short, so its figures are scaled back to simulated time, as perfgate's client scales its own."""
+    from perfgate.client import get_json
+
+    info = get_json(url.rstrip("/"), "/server_info") or {}
+    try:
+        s = float(info.get("perfgate_sim_speedup") or 1.0)
+    except (TypeError, ValueError):
+        return 1.0
+    return s if s > 0 else 1.0
+
+
+def _row(row: dict[str, object], output_len: int, speedup: float = 1.0) -> BenchRow:
     acc = row.get("acc_length")
     return BenchRow(
-        output_throughput=float(row["output_throughput"]),
-        latency_s=float(row["latency"]),
-        last_ttft_s=float(row["last_ttft"]),
+        output_throughput=float(row["output_throughput"]) / speedup,
+        latency_s=float(row["latency"]) * speedup,
+        last_ttft_s=float(row["last_ttft"]) * speedup,
         acc_length=float(acc) if acc is not None and float(acc) > 0 else None,
         output_len=int(row.get("output_len", output_len)),
         raw=row,

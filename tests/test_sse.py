@@ -167,3 +167,160 @@ def test_incremental_streams_give_the_same_tokens_and_ids(steps, cuts):
     out = stream_generate("http://unused", REQ, chunks=_split(chunks, cuts), clock=lambda: float(next(t)))
     assert out.success, out.error
     assert out.completion_tokens == total and out.output_ids == tuple(range(total))
+
+
+# ----------------------------------------------------------------------------- the batch client's framing
+#
+# run_batch reads each response itself (perfgate.client._Connection: status line, headers, chunked or
+# Content-Length or close-delimited body) and frames SSE events in place (StreamState.feed's fast path for
+# one-line `data: {...}` events). However the bytes are split, by the HTTP chunks or by the reads, the
+# result must be what the plain SSE parser and the blocking client give.
+
+import perfgate.client as client_mod  # noqa: E402
+
+sse_line = st.sampled_from([b"data: ", b"data:", b": c", b"event: x", b"id: 1", b"data:  {}", b""])
+sse_text = st.binary(max_size=12).filter(lambda b: b"\n" not in b and b"\r" not in b)
+sse_sep = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@st.composite
+def sse_streams(draw):
+    """Arbitrary SSE: events of one or more lines (data, comments, other fields), any line end, garbage too."""
+    out = b""
+    for _ in range(draw(st.integers(0, 6))):
+        sep = draw(sse_sep)
+        lines = [draw(sse_line) + draw(st.sampled_from([b"{", b"", b"[DONE]"])) + draw(sse_text)
+                 + draw(st.sampled_from([b"}", b""])) for _ in range(draw(st.integers(1, 3)))]
+        out += sep.join(lines) + sep + sep
+    return out + draw(st.binary(max_size=20))
+
+
+class _Recorder(client_mod.StreamState):
+    """The events StreamState's framing finds, as the data payloads SSEParser would give."""
+
+    def __init__(self):
+        super().__init__(0.0)
+        self.events = []
+
+    def _object(self, buf, p, e, now):
+        self.events.append(buf[p:e].decode("utf-8", "replace"))
+        return True
+
+    def _event(self, data, now):
+        self.events.append(data)
+        return True
+
+
+@given(sse_streams(), st.lists(st.integers(0, 400), max_size=12))
+def test_in_place_framing_finds_the_events_sseparser_finds(data, cuts):
+    ref = SSEParser()
+    want = []
+    for piece in _split(data, cuts):
+        want.extend(ref.feed(piece))
+    rec = _Recorder()
+    for piece in _split(data, cuts):
+        rec.feed(piece, 0.0)
+    assert rec.events == want
+
+
+class _Fut:
+    def __init__(self):
+        self.result = None
+
+    def done(self):
+        return self.result is not None
+
+    def set_result(self, r):
+        self.result = r
+
+
+def _http_chunked(body: bytes, cuts, ext: bool) -> bytes:
+    pieces = [p for p in _split(body, cuts) if p]
+    out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for p in pieces:
+        out += b"%x%s\r\n%s\r\n" % (len(p), b";x=1" if ext else b"", p)
+    return out + b"0\r\n\r\n"
+
+
+def _read(response: bytes, reads, *, lost: bool = False):
+    """Feed ``response`` to a connection in the given reads; the output its request got."""
+    conn = client_mod._Connection()
+    t = iter(range(1, 10_000))
+    state = client_mod.StreamState(0.0)
+    fut = _Fut()
+    conn._expect(state, fut, 1e18, 300.0)
+    clock = client_mod.time.perf_counter
+    client_mod.time.perf_counter = lambda: float(next(t))
+    try:
+        for piece in _split(response, reads):
+            view = conn.get_buffer(-1)
+            while len(piece) > len(view):  # a read fills at most the buffer it is given
+                view[:] = piece[:len(view)]
+                conn.buffer_updated(len(view))
+                piece = piece[len(view):]
+                view = conn.get_buffer(-1)
+            view[:len(piece)] = piece
+            conn.buffer_updated(len(piece))
+        if lost:
+            conn.connection_lost(None)
+    finally:
+        client_mod.time.perf_counter = clock
+    return fut.result, conn
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=12), st.lists(st.integers(0, 5000), max_size=8),
+       st.lists(st.integers(0, 6000), max_size=8), st.booleans())
+def test_chunked_responses_split_anywhere_give_every_token(steps, chunk_cuts, reads, ext):
+    ids, body = [], b""
+    for k in steps:
+        ids = ids + list(range(len(ids), len(ids) + k))
+        body += _chunk(ids)
+    body += b"data: [DONE]\n\n"
+    out, conn = _read(_http_chunked(body, chunk_cuts, ext), reads)
+    assert out is not None and out.success, out
+    assert out.completion_tokens == sum(steps) and out.output_ids == tuple(range(sum(steps)))
+    assert len(out.itl_s) == sum(steps) - out.first_chunk_tokens
+    assert conn.reusable()  # the whole response was read: the connection takes the next request
+
+
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=8), st.lists(st.integers(0, 3000), max_size=6))
+def test_content_length_and_close_delimited_bodies(steps, reads):
+    ids, body = [], b""
+    for k in steps:
+        ids = ids + list(range(len(ids), len(ids) + k))
+        body += _chunk(ids)
+    body += b"data: [DONE]\n\n"
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    out, conn = _read(sized, reads)
+    assert out.success and out.output_ids == tuple(range(sum(steps))) and conn.reusable()
+    closed = b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body
+    out, conn = _read(closed, reads, lost=True)
+    assert out.success and out.output_ids == tuple(range(sum(steps))) and not conn.reusable()
+
+
+def test_http_errors_and_cut_streams_are_outputs():
+    body = b'{"error": {"message": "boom", "code": 500}}'
+    out, _ = _read(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n" % len(body) + body, [])
+    assert not out.success and out.error.startswith("HTTP 500: ") and "boom" in out.error
+    cut = _http_chunked(_chunk([1]) + _chunk([1, 2]), [], False)[:-5]  # no [DONE], no last chunk
+    out, conn = _read(cut, [7, 90], lost=True)
+    assert not out.success and "after 2 tokens" in out.error and "without [DONE]" in out.error
+    out, _ = _read(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", [])
+    assert not out.success and "bad chunk size" in out.error
+    out, _ = _read(b"SPDY/9 200 OK\r\n\r\n", [])
+    assert not out.success and "bad status line" in out.error
+
+
+def test_a_sped_up_simulator_stream_is_timed_in_simulated_time():
+    """--sim-speedup s: the simulator's header says so, and the stream's durations are scaled back by s."""
+    body = _chunk([1]) + _chunk([1, 2]) + _chunk([1, 2, 3]) + b"data: [DONE]\n\n"
+    def reads(resp):  # one read per event
+        return [resp.find(x) for x in (b"[1, 2]", b"[1, 2, 3]", b"[DONE]")]
+
+    resp = _http_chunked(body, [], False)
+    plain, _ = _read(resp, reads(resp))
+    resp = resp.replace(b"\r\n\r\n", b"\r\nX-Perfgate-Sim-Speedup: 4.0\r\n\r\n", 1)
+    fast, _ = _read(resp, reads(resp))
+    assert plain.success and fast.success
+    assert fast.ttft_s == 4 * plain.ttft_s and fast.latency_s == 4 * plain.latency_s
+    assert fast.itl_s == tuple(4 * x for x in plain.itl_s) and fast.decode_tok_s == plain.decode_tok_s / 4

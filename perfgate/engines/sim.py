@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -9,6 +10,21 @@ from dataclasses import dataclass, field
 from perfgate.config import ServerConfig
 from perfgate.engines.argv import render_flags
 from perfgate.procs import perfgate_pythonpath
+
+
+# The simulated server runs every step this many times faster than its cost model says (--sim-speedup) and says
+# so on each stream; perfgate's client scales the stream's durations back, so records keep the simulated rates
+# (docs/measurement.md: client accuracy at this speedup). PERFGATE_SIM_SPEEDUP overrides it (1: real time).
+DEFAULT_SIM_SPEEDUP = 4.0
+
+
+def sim_speedup() -> float:
+    raw = os.environ.get("PERFGATE_SIM_SPEEDUP", "")
+    try:
+        s = float(raw) if raw.strip() else DEFAULT_SIM_SPEEDUP
+    except ValueError:
+        s = DEFAULT_SIM_SPEEDUP
+    return s if 0 < s < float("inf") else DEFAULT_SIM_SPEEDUP
 
 
 @dataclass(kw_only=True)
@@ -35,6 +51,9 @@ class SimEngine:
             argv += ["--sim-stack", self.sim_stack]
         if self.fault:
             argv += ["--sim-fault", self.fault]
+        speedup = sim_speedup()
+        if speedup != 1.0:
+            argv += ["--sim-speedup", f"{speedup:g}"]
         return argv
 
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:

@@ -238,7 +238,8 @@ class EngineLoop:
         self._sleep_until(self._deadline)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "
-                  f"#pending-token: 0, cuda graph: False, input throughput (token/s): {compute / max(dur, 1e-9):.2f}")
+                  f"#pending-token: 0, cuda graph: False, input throughput (token/s): "
+                  f"{compute / max(dur * self.speedup, 1e-9):.2f}")
         if self.on_step is not None:
             self.on_step("prefill", len(new), compute)
         now = self._clock()
@@ -326,7 +327,7 @@ class EngineLoop:
 
     def _decode_log(self, running: int, queued: int, tokens: int) -> None:
         now = self._clock()
-        span = max(1e-9, now - self._window_start)
+        span = max(1e-9, (now - self._window_start) * self.speedup)  # simulated time, as without --sim-speedup
         self.last_gen_throughput = self._window_tokens / span
         self._window_tokens, self._window_start = 0, now
         spec_part = ""

@@ -4,6 +4,7 @@ request bodies (Content-Length or chunked), SGLang's error shape and the engine-
 from __future__ import annotations
 
 import json
+import socket
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,15 @@ class HandlerBase(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     server: SimHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        # as uvicorn's sockets (asyncio sets TCP_NODELAY): a chunk is sent when written, not held by Nagle's
+        # algorithm until the client's (delayed) ACK of the previous one, which made first tokens late
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
 
     @property
     def state(self) -> ServerState:

@@ -20,6 +20,10 @@ from typing import Any
 from perfgate.sim.engine_loop import SimRequest
 from perfgate.sim.http.base import ClientGone, HandlerBase, error
 
+# --sim-speedup s runs every simulated step s times faster; each stream says so in this header (a real SGLang never
+# sends it) and the durations the server reports itself (meta_info) are in simulated time, as without the speedup
+SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"
+
 
 class GenerationBase(HandlerBase):
     """The request path shared by ``/generate`` and ``/v1/completions``: all but the shapes of their answers."""
@@ -32,6 +36,9 @@ class GenerationBase(HandlerBase):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        eng = self.state.engine
+        if eng is not None and eng.speedup != 1.0:  # perfgate's client scales this stream's durations back by it
+            self.send_header(SPEEDUP_HEADER, repr(eng.speedup))
         self.end_headers()
 
 

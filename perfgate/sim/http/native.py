@@ -28,9 +28,10 @@ class NativeGenerate(GenerationBase):
             "reasoning_tokens": 0,
             "cached_tokens": req.cached_tokens,
         }
+        s = self._engine().speedup  # durations in simulated time: the server's clock runs s times fast
         if final:
             end = req.finished_at or time.monotonic()
-            m["e2e_latency"] = end - req.created
+            m["e2e_latency"] = (end - req.created) * s
             spec = self.state.plan.spec
             if spec is not None and req.verify_ct > 0:
                 m["spec_verify_ct"] = req.verify_ct
@@ -39,10 +40,10 @@ class NativeGenerate(GenerationBase):
                 m["spec_num_correct_drafts"] = req.correct_drafts
                 m["spec_num_proposed_drafts"] = req.proposed_drafts
         if self.state.args.get("enable_metrics") and req.first_token_at is not None:
-            m["first_token_latency"] = req.first_token_at - req.created
+            m["first_token_latency"] = (req.first_token_at - req.created) * s
             m["queue_time"] = 0.0
             if final and req.finished_at is not None and produced > 1:
-                m["decode_throughput"] = (produced - 1) / max(1e-9, req.finished_at - req.first_token_at)
+                m["decode_throughput"] = (produced - 1) / max(1e-9, (req.finished_at - req.first_token_at) * s)
         return m
 
     def _generate(self) -> None:
