@@ -273,8 +273,10 @@ class PerfgateState:
 
         p = self.profile
         if config.engine == "sim":
-            return get_engine("sim", sim_stack=self.sim_stack,
-                              fault=self.opt("perfgate_sim_fault") or "")
+            w = p.workload
+            streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
+            return get_engine("sim", sim_stack=self.sim_stack, fault=self.opt("perfgate_sim_fault") or "",
+                              max_streams=streams)
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell
