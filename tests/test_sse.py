@@ -126,7 +126,7 @@ def test_stream_split_anywhere_counts_every_token(steps, cuts):
 def test_only_the_last_payload_is_parsed_whole():
     """Cumulative chunks grow with the tokens so far; the client reads completion_tokens from the end of each
     and parses just the last one (output ids, acceptance): the counts and ids come out the same."""
-    import perfgate.client as client
+    import perfgate.client.stream as client
 
     calls = []
     real = client.json.loads
@@ -171,12 +171,13 @@ def test_incremental_streams_give_the_same_tokens_and_ids(steps, cuts):
 
 # ----------------------------------------------------------------------------- the batch client's framing
 #
-# run_batch reads each response itself (perfgate.client._Connection: status line, headers, chunked or
+# run_batch reads each response itself (perfgate.client.connection._Connection: status line, headers, chunked or
 # Content-Length or close-delimited body) and frames SSE events in place (StreamState.feed's fast path for
 # one-line `data: {...}` events). However the bytes are split, by the HTTP chunks or by the reads, the
 # result must be what the plain SSE parser and the blocking client give.
 
 import perfgate.client as client_mod  # noqa: E402
+import perfgate.client.connection as client_conn  # noqa: E402
 
 sse_line = st.sampled_from([b"data: ", b"data:", b": c", b"event: x", b"id: 1", b"data:  {}", b""])
 sse_text = st.binary(max_size=12).filter(lambda b: b"\n" not in b and b"\r" not in b)
@@ -244,13 +245,13 @@ def _http_chunked(body: bytes, cuts, ext: bool) -> bytes:
 
 def _read(response: bytes, reads, *, lost: bool = False):
     """Feed ``response`` to a connection in the given reads; the output its request got."""
-    conn = client_mod._Connection()
+    conn = client_conn._Connection()
     t = iter(range(1, 10_000))
     state = client_mod.StreamState(0.0)
     fut = _Fut()
     conn._expect(state, fut, 1e18, 300.0)
-    clock = client_mod.time.perf_counter
-    client_mod.time.perf_counter = lambda: float(next(t))
+    clock = client_conn.time.perf_counter
+    client_conn.time.perf_counter = lambda: float(next(t))
     try:
         for piece in _split(response, reads):
             view = conn.get_buffer(-1)
@@ -264,7 +265,7 @@ def _read(response: bytes, reads, *, lost: bool = False):
         if lost:
             conn.connection_lost(None)
     finally:
-        client_mod.time.perf_counter = clock
+        client_conn.time.perf_counter = clock
     return fut.result, conn
 
 
