@@ -115,10 +115,15 @@ class Checks:
         mode = p.modes[case.mode]
         verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
         lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
+        # the config's step profile, when this session took one (profile records run before this one): the
+        # all-reduces per verify pass as measured in SGLang's own trace, not modelled
+        prof = self.state.step_profiles.get(self.state.config_for(case).key)
+        measured = (prof.allreduce_count, prof.allreduce_us / 1000.0) if prof is not None and prof.allreduce_count \
+            else None
         bd = costmodel.spec_breakdown(
             baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
             layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
-            verify_tokens=verify_tokens, allreduce_latency_us=lat,
+            verify_tokens=verify_tokens, allreduce_latency_us=lat, measured_allreduce=measured,
         )
         for k, val in bd.as_properties().items():
             self.record(k, val)

@@ -7,7 +7,7 @@ import pytest
 
 from perfgate.activation import activate_late
 from perfgate.record import Case, case_of
-from perfgate.session import KIND_ORDER, PERF_FIXTURES, PerfgateState, state_of
+from perfgate.session import PERF_FIXTURES, RUN_ORDER, PerfgateState, state_of
 
 __all__ = ["parametrize", "order_items", "select_cell"]
 
@@ -80,7 +80,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
             st.selected_configs[bcfg.key] = bcfg
         first_seen.setdefault(key, len(first_seen))
         is_base = key == base_key  # by config: a variant that changes nothing runs on the baseline's server
-        keyed.append(((1, 0 if is_base else 1, first_seen[key], KIND_ORDER.get(case.kind, 9), idx), it))
+        keyed.append(((1, 0 if is_base else 1, first_seen[key], RUN_ORDER.get(case.kind, 9), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
     select_cell(config, st, items)
 

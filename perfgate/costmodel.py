@@ -249,6 +249,7 @@ class SpecBreakdown:
     breakeven_verify_ms: float
     target_verify_ms: float | None = None
     projected_tok_s: float | None = None  # at target_verify_ms (and the same draft, accept_len)
+    allreduce_source: str = "model"  # "trace": count and time measured in SGLang's own trace (perfgate.trace)
 
     @property
     def beats_baseline(self) -> bool:
@@ -283,8 +284,9 @@ class SpecBreakdown:
             msg += f", or acceptance rise to ≥ {_fmt(self.breakeven_accept_len, 1)}"
         if self.allreduce_ms is not None and self.allreduce_share is not None and self.allreduce_count:
             per = self.allreduce_ms / self.allreduce_count * 1000.0
+            where = " (measured in the trace)" if self.allreduce_source == "trace" else ""
             msg += (
-                f"; all-reduce: {self.allreduce_count} × {_fmt(per)} µs = {_fmt(self.allreduce_ms)} ms "
+                f"; all-reduce{where}: {self.allreduce_count} × {_fmt(per)} µs = {_fmt(self.allreduce_ms)} ms "
                 f"at {self.allreduce_bytes} B, {self.allreduce_share:.0%} of the cycle"
             )
         if self.target_verify_ms is not None and self.projected_tok_s is not None:
@@ -303,6 +305,7 @@ class SpecBreakdown:
         }
         if self.allreduce_share is not None:
             out["allreduce_share"] = _num(self.allreduce_share)
+            out["allreduce_source"] = self.allreduce_source
         return out
 
 
@@ -319,6 +322,7 @@ def spec_breakdown(
     draft_ms: float | None = None,
     target_verify_ms: float | None = None,
     dtype_bytes: int = 2,
+    measured_allreduce: tuple[float, float] | None = None,
 ) -> SpecBreakdown:
     """Break a measured speculative mode down against its measured baseline.
 
@@ -328,6 +332,8 @@ def spec_breakdown(
     e.g. :func:`latency_interpolator` over micro-benchmark results) gives the all-reduce share;
     without it those fields are None, as they are when ``layers``, ``hidden`` or
     ``verify_tokens`` is unknown (None). ``target_verify_ms`` adds a projection at that verify time.
+    ``measured_allreduce`` = (all-reduces, ms) per verify pass measured in SGLang's own trace (a ``profile``
+    record) takes the place of the modelled count and latency.
     """
     if accept_len <= 0:
         raise ValueError(f"accept_len must be > 0, got {accept_len}")
@@ -338,7 +344,11 @@ def spec_breakdown(
     count = allreduce_count(layers, allreduces_per_layer) if layers is not None else None
     nbytes = allreduce_bytes(verify_tokens, hidden, dtype_bytes) if verify_tokens and hidden else None
     ar_ms = share = None
-    if allreduce_latency_us is not None and count is not None and nbytes is not None:
+    source = "model"
+    if measured_allreduce is not None and measured_allreduce[0] > 0:
+        count, ar_ms, source = int(round(measured_allreduce[0])), float(measured_allreduce[1]), "trace"
+        share = ar_ms / cycle
+    elif allreduce_latency_us is not None and count is not None and nbytes is not None:
         ar_ms = count * allreduce_latency_us(nbytes) / 1000.0
         share = ar_ms / cycle
     projected = None
@@ -361,6 +371,7 @@ def spec_breakdown(
         breakeven_verify_ms=breakeven_verify_ms(baseline_tok_s, accept_len, draft_ms or 0.0),
         target_verify_ms=target_verify_ms,
         projected_tok_s=projected,
+        allreduce_source=source,
     )
 
 

@@ -100,6 +100,7 @@ class StepProfiler:
                     if not server.log_path else "")
             perf.conclude(case, Verdict(outcome=Outcome.FAIL, message=f"no step profile: {e}{hint}"), decides=DECIDES)
             raise AssertionError("unreachable: conclude() ends the test") from e
+        st.step_profiles[config.key] = prof
         perf.record("trace", str(cap.decode[0]))
         for k, v in prof.properties().items():
             perf.record(k, v)

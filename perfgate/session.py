@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
 #: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
 BUILTIN_KINDS = frozenset(KIND_ORDER)
+#: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
+#: the measured all-reduces from them; any other user kind last
+RUN_ORDER = {**KIND_ORDER, "profile": 3.5}
 _MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case"})
@@ -56,6 +59,7 @@ class PerfgateState:
         self._servers: Any = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
+        self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
         self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}

@@ -251,3 +251,20 @@ def test_latency_interpolator_monotonic_through_monotonic_points(
     f = cm.latency_interpolator(list(zip(xs, ys)))
     lo, hi = sorted((q1, q2))
     assert f(lo) <= f(hi) + 1e-9
+
+
+def test_a_traced_allreduce_count_and_time_replace_the_model():
+    """A profile record's measured all-reduces per verify pass (SGLang's own trace) take the modelled ones' place."""
+    from perfgate.costmodel import spec_breakdown
+
+    kw = dict(baseline_tok_s=89.5, spec_tok_s=57.4, accept_len=2.0, layers=61, allreduces_per_layer=2, hidden=7168,
+              verify_tokens=4, allreduce_latency_us=lambda nbytes: 100.0)
+    model = spec_breakdown(**kw)
+    assert (model.allreduce_count, model.allreduce_source) == (122, "model")
+    assert model.allreduce_ms == pytest.approx(12.2)
+    traced = spec_breakdown(**kw, measured_allreduce=(122.0, 24.91))
+    assert (traced.allreduce_count, traced.allreduce_ms, traced.allreduce_source) == (122, 24.91, "trace")
+    assert traced.allreduce_share == pytest.approx(24.91 / traced.cycle_ms)
+    assert "all-reduce (measured in the trace): 122 × 204.2 µs = 24.9 ms" in traced.what_it_would_take()
+    assert traced.as_properties()["allreduce_source"] == "trace"
+    assert spec_breakdown(**kw, measured_allreduce=(0.0, 0.0)).allreduce_source == "model"  # tp 1: nothing traced
