@@ -402,3 +402,8 @@ def test_the_micro_tier_runs_in_cell_1_of_a_shard(pytester, monkeypatch):
            for more in ((), ("--perfgate-shard=1/2",), ("--perfgate-shard=2/2",))]
     assert len(ids[0]) == 7 * 3 and ids[1] == ids[0] and ids[2] == []  # 7 backends x 3 sizes, eager only
     assert "perftests/test_allreduce.py::test_allreduce[decode-1x7168-eager:gloo-ws2]" in ids[0]
+    # the micro tier alone (no server test collected at all) is sharded the same way
+    only = ("perftests/test_allreduce.py", *base[1:])
+    alone = [[ln for ln in pytester.runpytest_subprocess(*only, *more).stdout.lines if ln.startswith("perftests/")]
+             for more in (("--perfgate-shard=1/2",), ("--perfgate-shard=2/2",))]
+    assert alone[0] == ids[0] and alone[1] == []
