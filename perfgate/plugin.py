@@ -28,6 +28,8 @@ MARKERS = {
     "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
     "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
+    # pytest-xdist registers it too; perfgate tags every record with its config's group, with or without xdist
+    "xdist_group(name)": "the pytest-xdist group of a record: its server config (perfgate.workers)",
     "profile": "where each decode step's GPU time goes, from SGLang's own trace: all-reduces, backend (perfgate)",
     "perfgate(kind, modes, variants)": "a perfgate record of the given kind (perf_case or perf_server tests); "
                                        "modes=[...] and variants=True choose its configs",

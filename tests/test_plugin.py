@@ -186,3 +186,12 @@ def test_step_profiles_and_a_silent_fallback_proved_by_the_trace(pytester):
     r = pytester.runpytest_subprocess("perftests", "-m", "profile", f"--perfgate-profile={prof}", "-k",
                                       "claims", "-p", "no:cacheprovider")
     r.assert_outcomes(xfailed=1)
+
+
+def test_the_main_job_runs_without_pytest_xdist(pytester):
+    """`pip install -e .` has no pytest-xdist: perfgate's xdist_group tags must not need its marker registration."""
+    prof = make_project(pytester)
+    (pytester.path / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\n")
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}", "-p", "no:xdist",
+                                      "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
