@@ -160,10 +160,10 @@ def _busy(ks: Sequence[_Kernel]) -> float:
     return total
 
 
-def _within(ks: Sequence[_Kernel], lo: float, hi: float) -> list[_Kernel]:
+def _within(ks: Sequence[_Kernel], starts: Sequence[float], lo: float, hi: float) -> list[_Kernel]:
+    """The kernels starting in [lo, hi) (``starts``: the kernels' start times, sorted like them)."""
     import bisect
 
-    starts = [k.ts for k in ks]
     return list(ks[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, hi)])
 
 
@@ -195,8 +195,9 @@ def summarize(t: RankSteps, *, top: int = 5) -> RankSummary:
     fam: dict[str, float] = defaultdict(float)
     names: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     busy = step_us = ar_n = ar_us = ag_n = 0.0
+    starts = [k.ts for k in t.kernels]  # once per trace, not per step
     for s in t.steps:
-        ks = _within(t.kernels, s.ts, s.ts + s.dur)
+        ks = _within(t.kernels, starts, s.ts, s.ts + s.dur)
         busy += _busy(ks)
         step_us += s.dur
         for k in ks:
@@ -212,7 +213,7 @@ def summarize(t: RankSteps, *, top: int = 5) -> RankSummary:
     cyc = [(a.ts, b.ts) for a, b in zip(t.steps, t.steps[1:])]
     c_busy = c_n = c_us = 0.0
     for lo, hi in cyc:
-        ks = _within(t.kernels, lo, hi)
+        ks = _within(t.kernels, starts, lo, hi)
         c_busy += _busy(ks)
         ars = [k for k in ks if k.group == "allreduce"]
         c_n += len(ars)
