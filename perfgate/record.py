@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "config_scope", "fmt"]
+__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
+           "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
+           "CANDIDATE", "CANDIDATE_PREFIX"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,9 @@ class Case:
     kind: str
     mode: str
     variant: str | None = None
+    #: the stack arm of a stack-pair record's dependency: None (the current stack) or "candidate"
+    #: (``--perfgate-candidate``); a record's own case is always on the current arm
+    arm: str | None = None
 
     @property
     def id(self) -> str:
@@ -64,8 +69,31 @@ def fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
+# ------------------------------------------------------------------ repeated server starts (--perfgate-starts)
+#: how many server starts the record's measurement pooled (written only when more than one)
+N_STARTS = "n_starts"
+#: the per-start medians of the record's metric (decode tok/s), comma-separated, in start order
+START_VALUES = "start_values"
+#: the between-start coefficient of variation of those medians
+START_CV = "start_cv"
+#: the t-interval (the workload's confidence) of the mean across starts
+START_CI_LOW = "start_ci_low"
+START_CI_HIGH = "start_ci_high"
+
+# ------------------------------------------------------------------ paired comparisons (perfgate.judge.paired)
+#: candidate/current (or variant/baseline) ratio over interleaved start pairs, its CI, the pairs, the decision
+PAIR_RATIO = "pair_ratio"
+PAIR_CI_LOW = "pair_ci_low"
+PAIR_CI_HIGH = "pair_ci_high"
+PAIR_N = "pair_n"
+PAIR_DECISION = "pair_decision"
+#: a stack-pair record's --perfgate-candidate SPEC; the candidate arm's stack where it differs is
+#: ``candidate.stack.<key>`` (the current arm's is the record's own ``stack.<key>``)
+CANDIDATE = "candidate"
+CANDIDATE_PREFIX = "candidate."
+
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
-    "reason", "backend", "metric", "direction", "exercised", "nccl_warning",
+    "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, CANDIDATE,
 })

@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     from perfgate.profiles import Profile
     from perfgate.server import Progress
     from perfgate.server_manager import ServerManager
+    from perfgate.settings import Settings
     from perfgate.stack import Stack
     from perfgate.variants import VariantSet
     from perfgate.verdict import Verdict
 
-KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5,
+              "stack-pair": 6}
 #: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
 BUILTIN_KINDS = frozenset(KIND_ORDER)
 #: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
@@ -55,12 +57,14 @@ class PerfgateState:
         self._profile: Profile | None = None
         self._variants: VariantSet | None = None
         self._stack: Stack | None = None
+        self._settings: Settings | None = None
         self._manager: ServerManager | None = None
         self._servers: Any = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
         self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.starts)
         self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
@@ -78,6 +82,15 @@ class PerfgateState:
 
     def opt(self, name: str) -> Any:
         return self.config.getoption(name)
+
+    @property
+    def settings(self) -> Settings:
+        """The options the measuring path reads, resolved once (perfgate.settings: test > option > profile)."""
+        if self._settings is None:
+            from perfgate.settings import resolve
+
+            self._settings = resolve(self.opt, self.profile, os.environ)
+        return self._settings
 
     def _log_dir(self) -> Path:
         given = self.opt("perfgate_log_dir")
@@ -173,7 +186,7 @@ class PerfgateState:
 
     @property
     def sim_stack(self) -> str:
-        return self.opt("perfgate_sim_stack") or os.environ.get("PERFGATE_SIM_STACK", "")
+        return self.settings.sim_stack
 
     # --------------------------------------------------------------- cases
 
@@ -197,8 +210,8 @@ class PerfgateState:
                 return []
             return [Case(p.name, kind, base)]
         if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
-            when = self.opt("perfgate_crosscheck")
-            if when == "off" or self.opt("perfgate_url") or (when == "auto" and p.simulated):
+            when = self.settings.crosscheck
+            if when == "off" or self.settings.url or (when == "auto" and p.simulated):
                 return []
             return [Case(p.name, kind, m) for m in modes]
         if kind in ("acceptance", "speculation-vs-baseline"):
@@ -211,6 +224,9 @@ class PerfgateState:
             for n in names:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
+        if kind == "stack-pair":  # one per mode; without --perfgate-candidate each skips, saying so
+            return [Case(p.name, kind, m) for m in modes]
+        raise AssertionError(f"built-in kind {kind} has no cases")  # pragma: no cover
 
     def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
         p = self.profile
@@ -230,7 +246,13 @@ class PerfgateState:
 
     def config_for(self, case: Case) -> ServerConfig:
         v = self.variants.get(case.variant) if case.variant else None
-        return self.profile.config(case.mode, variant=v)
+        config = self.profile.config(case.mode, variant=v)
+        if case.arm is None:
+            return config
+        cand = self.settings.candidate
+        if case.arm != "candidate" or cand is None:
+            raise ValueError(f"{case.id}: arm {case.arm!r} needs --perfgate-candidate")
+        return cand.apply(config)
 
     def session_configs(self) -> list[ServerConfig]:
         """Every config this profile can produce: each mode, and each variant in the variant modes."""
@@ -261,14 +283,13 @@ class PerfgateState:
         if self._manager is None:
             from perfgate.server_manager import ServerManager
 
-            p = self.profile
-            timeout = self.opt("perfgate_startup_timeout")
+            p, s = self.profile, self.settings
             self._manager = ServerManager(
                 engine_for=self._engine_for,
                 log_dir=self.log_dir,
-                startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
+                startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
                 on_progress=self._progress,
-                progress_every_s=float(self.opt("perfgate_progress_interval")),
+                progress_every_s=s.progress_interval_s,
             )
         return self._manager
 
@@ -276,15 +297,18 @@ class PerfgateState:
         from perfgate.engines import get_engine
 
         p = self.profile
+        arm = dict(config.engine_options)  # a stack-pair candidate's own interpreter and stack (perfgate.settings)
+        python = str(arm.get("python", "") or "")
         if config.engine == "sim":
             w = p.workload
             streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
-            return get_engine("sim", sim_stack=self.sim_stack, fault=self.opt("perfgate_sim_fault") or "",
-                              max_streams=streams)
+            sim_stack = ",".join(x for x in (self.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
+            return get_engine("sim", sim_stack=sim_stack, fault=self.settings.sim_fault, max_streams=streams,
+                              python=python)
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell
-        return get_engine("sglang", python=p.engine.python, launcher=p.engine.launcher,
+        return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
                           sglang_version=p.engine.sglang_version, spellings=spell,
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
