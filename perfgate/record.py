@@ -39,6 +39,10 @@ class Case:
     def baseline(self, base_mode: str) -> Case:
         return Case(self.profile, "floor", base_mode, None)
 
+    def on_candidate(self) -> Case:
+        """This record's config on the candidate arm (``--perfgate-candidate``), measured beside it."""
+        return Case(self.profile, "floor", self.mode, self.variant, arm="candidate")
+
 
 def case_of(item: Any) -> Case | None:
     """The Case a collected test produces (its ``perf_case`` or ``perf_server`` parameter), if any."""

@@ -65,6 +65,8 @@ class PerfgateState:
         self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.starts)
+        self.compared_known = False  # compared filled from the session's final items (perfgate.collection)
+        self.measured_starts: set[int] = set()  # the manager's start numbers already measured (perfgate.starts)
         self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)

@@ -1,0 +1,237 @@
+"""Repeated server starts, the paired stack comparison and the precedence of Settings, as users run them (pytester,
+real subprocesses, the simulated server). Nothing here depends on the simulated numbers differing between starts:
+only the counts, the order of the starts (the server manager's ``started_configs``) and the properties."""
+
+import json
+
+import pytest
+from junitparser.xunit2 import JUnitXml
+
+from perfgate.settings import Settings, parse_candidate
+from tests.simproject import PROMPTS, SEED_BOX_HEAD
+from tests.simproject import make_project as _make
+
+PROFILE = f"""
+{SEED_BOX_HEAD}sim_startup_s = 0.1
+startup_timeout_s = 30
+[model]
+path = "moonshotai/Kimi-K2.5"
+layers = 61
+hidden = 7168
+[server]
+tp-size = 8
+mem-fraction-static = 0.88
+cuda-graph-max-bs-decode = 128
+random-seed = 1
+[modes.baseline]
+[workload]
+prompts = "{PROMPTS}"
+max_new_tokens = 16
+warmup = 0
+trials = TRIALS
+max_cv = 0.5
+request_timeout_s = 30
+[floors.baseline]
+tok_s = 89.5
+tolerance = 0.05
+[variants]
+modes = ["baseline"]
+"""
+
+#: one variant that changes nothing the simulator models (a variant's record compares it with the baseline)
+VARIANTS = """schema_version = 1
+[variants.quiet-logs]
+description = "NCCL logs warnings only"
+env = { NCCL_DEBUG = "WARN" }
+"""
+
+#: the test project's conftest: the plugin, and the order of the server starts written at session finish
+CONFTEST = '''
+import json
+
+pytest_plugins = ["perfgate.plugin"]
+
+
+def pytest_sessionfinish(session):
+    from perfgate.session import STATE
+
+    st = session.config.stash.get(STATE, None)
+    if st is not None and st._manager is not None:
+        names = {k: c.name + ("@candidate" if dict(c.engine_options).get("arm") else "")
+                 for k, c in st.selected_configs.items()}
+        (session.config.rootpath / "starts.json").write_text(
+            json.dumps([names.get(k, k) for k in st._manager.started_configs]))
+'''
+
+
+def _project(pytester, *, trials=3, extra=""):
+    prof = _make(pytester.path, PROFILE.replace("TRIALS", str(trials)) + extra, variants_text=VARIANTS)
+    (pytester.path / "conftest.py").write_text(CONFTEST)
+    return prof
+
+
+def _records(pytester, name="r.xml"):
+    return {c.name: {p.name: p.value for p in c.properties()}
+            for s in JUnitXml.fromfile(str(pytester.path / name)) for c in s}
+
+
+def _starts(pytester):
+    return json.loads((pytester.path / "starts.json").read_text())
+
+
+def test_two_starts_per_config_interleaved_with_the_baseline_and_the_start_properties(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline or backends", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    assert _starts(pytester) == ["baseline", "baseline+quiet-logs", "baseline", "baseline+quiet-logs"]  # A B A B
+    r.stdout.fnmatch_lines(["*4 server start(s) for 2 distinct config(s)*",
+                            "*server starts per config (--perfgate-starts 2): baseline 2, baseline+quiet-logs 2*"])
+    recs = _records(pytester)
+    floor, variant = recs["test_decode_floor[m:baseline]"], recs["test_variant[m:baseline+quiet-logs]"]
+    for p in (floor, variant):
+        assert p["n_starts"] == "2"
+        values = [float(x) for x in p["start_values"].split(",")]
+        assert len(values) == 2 and float(p["start_ci_low"]) <= sum(values) / 2 <= float(p["start_ci_high"])
+        assert float(p["start_cv"]) >= 0
+        assert float(p["tok_s"]) == pytest.approx(sum(values) / 2, rel=1e-5)  # the median of two starts
+        assert p["n"] == "6"  # 3 trials on each of 2 starts, pooled
+    assert variant["pair_n"] == "2" and variant["pair_decision"] in ("same", "undecided", "improved", "regressed")
+    assert float(variant["vs_baseline_ci_low"]) <= float(variant["vs_baseline"]) <= float(variant["vs_baseline_ci_high"])
+
+
+def test_one_start_records_no_start_properties_and_starts_from_the_profile(pytester):
+    prof = _project(pytester, extra="")
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    p = _records(pytester)["test_decode_floor[m:baseline]"]
+    assert "n_starts" not in p and "start_values" not in p and _starts(pytester) == ["baseline"]
+    text = (pytester.path / "baselines" / "t" / "m.toml").read_text().replace("trials = 3", "trials = 3\nstarts = 3")
+    (pytester.path / "baselines" / "t" / "m.toml").write_text(text)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--junitxml=r2.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert _records(pytester, "r2.xml")["test_decode_floor[m:baseline]"]["n_starts"] == "3"
+    assert _starts(pytester) == ["baseline"] * 3
+
+
+def test_a_stack_pair_without_a_candidate_skips_saying_how(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}", "-rs",
+                                      "-p", "no:cacheprovider")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*no candidate stack to compare with; pass --perfgate-candidate SPEC*"])
+
+
+def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive: never failed
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["kind"] == "stack-pair" and p["outcome"] in ("pass", "inconclusive")
+    assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == "2"
+    assert float(p["pair_ci_low"]) <= float(p["pair_ratio"]) <= float(p["pair_ci_high"])
+    assert p["candidate"] == "env.PERFGATE_SIM_NOTHING=1" and float(p["candidate.tok_s"]) > 0
+    assert p["n_starts"] == "2"
+
+
+def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
+    # PERFGATE_SIM_SCALE (perfgate/sim/variation.py) is not on this branch yet: the simulator's own slower stack
+    # setting stands in, SGLang's PCIe IPC all-reduce switched on by environment (less than half the speed on
+    # the seed box); the record only needs the candidate clearly slower
+    prof = _project(pytester)
+    spec = "env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-candidate", spec,
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is slower by*"])
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["outcome"] == "fail" and p["category"] == "slower-than-baseline" and p["pair_decision"] == "regressed"
+    assert float(p["pair_ratio"]) < 0.9 and p["pair_n"] == "2" and p["candidate"] == spec
+
+
+def test_the_candidates_stack_is_recorded_where_it_differs(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-candidate", "sim-stack=torch=2.10.0;nccl=2.28.3",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["candidate.stack.torch"] == "2.10.0" and p["candidate.stack.nccl"] == "2.28.3"
+    assert p["stack.torch"] != "2.10.0" and "candidate.stack.sglang" not in p
+    assert p["pair_n"] == "1" and "n_starts" not in p  # one start per arm: the judge's prior spread
+
+
+@pytest.mark.skip(reason="needs PERFGATE_SIM_SCALE from perfgate/sim/variation.py (another branch); enable on merge")
+def test_a_candidate_with_a_known_regression_fails(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_SIM_SCALE=0.9",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    assert _records(pytester)["test_stack_pair[m:baseline]"]["category"] == "slower-than-baseline"
+
+
+USER_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="trials", modes=["baseline"])
+
+
+def test_explicit(perf_server, measure, perfgate_record):
+    m = measure(perf_server, trials=EXPLICIT)
+    perfgate_record("measured_trials", m.tok_s.n)
+
+
+def test_default(perf_server, measure, perfgate_record):
+    m = measure(perf_server, max_new_tokens=8)
+    perfgate_record("measured_trials", m.tok_s.n)
+'''
+
+
+@pytest.mark.parametrize(("cli", "explicit", "default"), [(None, 4, 3), ("5", 4, 5)])
+def test_trials_a_tests_argument_beats_the_option_which_beats_the_profile(pytester, cli, explicit, default):
+    prof = _project(pytester, trials=3)
+    (pytester.path / "test_user.py").write_text(USER_TEST.replace("EXPLICIT", str(explicit)))
+    args = ["test_user.py", f"--perfgate-profile={prof}", "--junitxml=r.xml", "-p", "no:cacheprovider"]
+    r = pytester.runpytest_subprocess(*args, *(["--perfgate-trials", cli] if cli else []))
+    r.assert_outcomes(passed=2)
+    recs = _records(pytester)
+    assert recs["test_explicit[m:baseline]"]["measured_trials"] == str(explicit)
+    assert recs["test_default[m:baseline]"]["measured_trials"] == str(default)
+
+
+def test_settings_apply_the_option_under_a_tests_own_keys(tmp_path):
+    from perfgate.profiles import Workload
+
+    w = Workload(prompts=tmp_path, max_new_tokens=8, trials=5)
+    assert Settings().workload(w).trials == 5
+    assert Settings(trials=7).workload(w).trials == 7
+    assert Settings(trials=7).workload(w, trials=2).trials == 2
+    assert Settings(trials=7).workload(w, trials=None).trials == 7
+
+
+def test_a_candidate_spec_is_parsed_and_a_bad_one_says_the_fix():
+    c = parse_candidate("python=/v/bin/python, env.A_B=1,sim-stack=flashinfer=0.7.0;cuda=13.1")
+    assert c.python == "/v/bin/python" and c.env == (("A_B", "1"),) and c.sim_stack == "flashinfer=0.7.0,cuda=13.1"
+    for bad in ("", "env.A", "flavour=x", "sim-stack=flashinfer"):
+        with pytest.raises(ValueError, match="expected comma-separated python=.*env.NAME=VALUE"):
+            parse_candidate(bad)
+
+
+def test_a_bad_candidate_or_starts_option_is_a_usage_error(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-candidate", "colour=blue", "-p", "no:cacheprovider")
+    assert r.ret == 4
+    r.stderr.fnmatch_lines(["*--perfgate-candidate 'colour=blue': unknown key 'colour'*"])
+    r = pytester.runpytest_subprocess("perftests", f"--perfgate-profile={prof}", "--perfgate-starts", "0",
+                                      "-p", "no:cacheprovider")
+    assert r.ret == 4
+    r.stderr.fnmatch_lines(["*--perfgate-starts '0': expected a whole number of server starts >= 1*"])
