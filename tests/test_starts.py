@@ -235,3 +235,51 @@ def test_a_bad_candidate_or_starts_option_is_a_usage_error(pytester):
                                       "-p", "no:cacheprovider")
     assert r.ret == 4
     r.stderr.fnmatch_lines(["*--perfgate-starts '0': expected a whole number of server starts >= 1*"])
+
+
+#: a stand-in for SGLang's one-batch benchmark (not installed here): it answers with perfgate's own figure,
+#: once per repeat, so the record says how many repeats the cross-check asked for
+FAKE_BENCH = '''
+
+def pytest_configure(config):
+    from pathlib import Path
+
+    import perfgate.crosscheck as cc
+
+    def run_bench(*, python, url, tokenizer, input_len, output_len, log_path, repeats=1, module="", timeout_s=0):
+        Path(log_path).write_text("stand-in\\n")
+        row = cc.BenchRow(output_throughput=90.0, latency_s=1.0, last_ttft_s=0.1, acc_length=None,
+                          output_len=output_len, raw={})
+        return cc.BenchResult(rows=(row,) * repeats)
+
+    cc.sglang_bench_module = lambda python: ("stand.in", None)
+    cc.make_tokenizer = lambda python, model, workdir: Path(workdir) / "tok"
+    cc.run_bench = run_bench
+'''
+
+
+def test_the_crosscheck_repeats_sglangs_benchmark_once_per_trial_of_the_option(pytester):
+    prof = _project(pytester, trials=3)
+    (pytester.path / "conftest.py").write_text(CONFTEST + FAKE_BENCH)
+    r = pytester.runpytest_subprocess("perftests", "-k", "crosscheck", f"--perfgate-profile={prof}",
+                                      "--perfgate-crosscheck", "on", "--perfgate-trials", "4", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    p = _records(pytester)["test_crosscheck_with_sglang_bench[m:baseline]"]
+    assert p["n"] == "4" and p["sglang_bench_n"] == "4"  # the profile says 3: the option wins on both clients
+
+
+def test_the_fleet_plan_costs_the_sessions_trials_and_starts(pytester):
+    from perfgate.fleet import config_costs
+    from perfgate.profiles.load import load_profile
+    from perfgate.variants import load_variants
+
+    prof = load_profile(_project(pytester, trials=3))
+    variants = load_variants(pytester.path / "baselines" / "variants.toml")
+    cost = {c.name: c.seconds for c in config_costs(prof, variants)}
+    more = {c.name: c.seconds for c in config_costs(prof, variants, settings=Settings(trials=30))}
+    starts = {c.name: c.seconds for c in config_costs(prof, variants, settings=Settings(starts=3))}
+    startup = prof.engine.sim_startup_s + 1.0
+    for name in cost:  # the estimate: start-up plus (warm-up + trials x requests) tokens at the floor's rate
+        assert more[name] - startup == pytest.approx(10 * (cost[name] - startup))
+        assert starts[name] == pytest.approx(3 * cost[name])
