@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -356,25 +355,9 @@ class PerfgateState:
 
     def missing_module(self, config: ServerConfig) -> Verdict | None:
         """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
-        if config.engine != "sglang" or not config.variant:
-            return None
-        variant = self.variants.get(config.variant)
-        if not variant.requires:
-            return None
-        from perfgate.engines.sglang import importable
+        from perfgate.launch_checks import missing_module
 
-        python = self.profile.engine.python or sys.executable
-        missing = [m for m in variant.requires if not importable(m, python)]
-        if not missing:
-            return None
-        from perfgate.verdict import Verdict
-
-        names = ", ".join(missing)
-        return Verdict(outcome="fail", category="missing-dependency",
-                       message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
-                                f"would start without the {variant.backend or config.variant} backend and measure "
-                                f"the default all-reduce instead; install it next to SGLang to run this attempt "
-                                f"({self.variants.path} [variants.{config.variant}] requires)"))
+        return missing_module(self, config)
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
@@ -382,34 +365,9 @@ class PerfgateState:
 
     def flag_problem(self, config: ServerConfig) -> Verdict | None:
         """SGLang's own parser on the config's flags, before any launch (real engine only)."""
-        if config.engine != "sglang":
-            return None
-        if self._flag_results is None:
-            import time
+        from perfgate.launch_checks import flag_problem
 
-            from perfgate.preflight import check_configs
-
-            configs = {c.key: c for c in self.selected_configs.values() if c.engine == "sglang"}
-            configs.setdefault(config.key, config)
-            eng = self._engine_for(config)
-            t0 = time.monotonic()
-            self._flag_results = check_configs(configs, self.variants, version=eng.version(),
-                                               python=self.profile.engine.python or None)
-            res = next(iter(self._flag_results.values()))
-            bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
-            if res.available:
-                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
-                           f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
-            else:
-                self._note(f"perfgate: flags not pre-checked ({res.reason})")
-        res = self._flag_results.get(config.key)
-        if res is None or not res.available or res.ok:
-            return None
-        from perfgate.verdict import Verdict
-
-        return Verdict(outcome="fail", category="bad-flag",
-                       message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
-                                f"before launching: {res.message()}"))
+        return flag_problem(self, config)
 
     def _note(self, msg: str) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
