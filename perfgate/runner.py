@@ -148,15 +148,10 @@ class PerfRun(Checks):
 
     def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
         """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
-        from perfgate.starts import group_of, measure_interleaved
+        from perfgate.starts import group_for, measure_interleaved
 
         st = self.state
-        if not st.compared_known:
-            from perfgate.starts import note_comparisons
-
-            st.compared_known = True
-            note_comparisons(st, list(getattr(self.item.session, "items", ())))
-        group = group_of(st, config) if workload is None else [config]
+        group = group_for(st, config, self.item) if workload is None else [config]
         w = workload or st.settings.workload(st.profile.workload_for(config.mode))
 
         def one(c: ServerConfig) -> Measurement:

@@ -20,13 +20,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from perfgate.metrics import METRICS, Measurement, Stat, summarize
-from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, case_of
+from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, Case, case_of
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
     from perfgate.session import PerfgateState
 
-__all__ = ["starts_line", "combine", "start_stats", "start_properties", "paired_ratios", "group_of", "note_comparison", "note_comparisons",
+__all__ = ["starts_line", "combine", "start_stats", "start_properties", "paired_ratios", "group_of", "group_for", "note_comparison", "note_comparisons",
+           "compared_configs",
            "measure_interleaved"]
 
 
@@ -98,18 +99,39 @@ def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None
 
 def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
     """Which configs the session's final items compare (a variant and a speculative mode with their baseline, a
-    stack-pair's two arms): with --perfgate-starts N > 1 their starts interleave . Called at the
-    first measurement, after every plugin (``-m``, ``-k``, shards) has deselected what it does not run."""
-    base = st.profile.baseline_mode()
+    stack-pair's two arms): with --perfgate-starts N > 1 their starts interleave. Called at the first
+    measurement, after every plugin (``-m``, ``-k``, shards) has deselected what it does not run."""
     for it in items:
         case = case_of(it)
-        if case is None:
-            continue
-        if case.kind in ("speculation-vs-baseline", "variant"):
-            note_comparison(st, st.config_for(case), st.config_for(case.baseline(
-                case.mode if case.kind == "variant" else base)))
-        elif case.kind == "stack-pair" and st.settings.candidate is not None:
-            note_comparison(st, st.config_for(case), st.config_for(case.on_candidate()))
+        if case is not None:
+            pair = compared_configs(st, case)
+            if len(pair) == 2:
+                note_comparison(st, *pair)
+
+
+def compared_configs(st: PerfgateState, case: Case) -> list[ServerConfig]:
+    """The record's config and the one it is compared with, if any."""
+    own = st.config_for(case)
+    if case.kind in ("speculation-vs-baseline", "variant"):
+        base = case.mode if case.kind == "variant" else st.profile.baseline_mode()
+        return [own, st.config_for(case.baseline(base))]
+    if case.kind == "stack-pair" and st.settings.candidate is not None:
+        return [own, st.config_for(case.on_candidate())]
+    return [own]
+
+
+def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[ServerConfig]:
+    """The configs to start interleaved with ``config`` when ``item`` first needs it: the whole group of
+    configs compared with each other (:func:`group_of`); under pytest-xdist, where a worker runs only some of
+    the records, ``config`` and the one the item's own record compares it with."""
+    if not st.compared_known:
+        st.compared_known = True
+        note_comparisons(st, list(getattr(item.session, "items", ())))
+    if not hasattr(item.config, "workerinput"):
+        return group_of(st, config)
+    case = case_of(item)
+    mine = compared_configs(st, case) if case is not None else []
+    return [config, *(c for c in mine if c.key != config.key)] if any(c.key == config.key for c in mine) else [config]
 
 
 def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
