@@ -49,3 +49,13 @@ def test_floors_flags_then_writes_a_floor_the_fleet_holds(tmp_path: Path) -> Non
     fl = load_profile(toml).floors["baseline"]
     assert fl.tok_s == 205.46 and fl.measured["slowest_machine"] == "C" and fl.measured["machines"] == 4
     assert "A=210.45" in str(fl.measured["per_machine"])
+
+
+def test_history_bands_of_the_four_machines(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The bands the gate learns from the fleet's history: ~0.04 % between starts, ~1.6 % between machines."""
+    assert main(["history", "--bands", *map(str, _fleet(tmp_path))]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "(6 df)" in line and "(4 machines)" in line
+    start = float(line.split("starts sd ")[1].split("%")[0])
+    machines = float(line.split("machines sd ")[1].split("%")[0])
+    assert 0.02 < start < 0.06 and 1.3 < machines < 2.0
