@@ -12,13 +12,13 @@ A number varies at three levels (:class:`Level`), and a comparison is judged aga
 
 Three outcomes and two more (:class:`Decision`): ``regressed`` / ``improved`` need the ratio's confidence
 interval wholly on one side of 1 *and* the ratio beyond ``min_effect``; ``same`` needs the whole interval inside
-``[1 - min_effect, 1 + min_effect]``; anything else is ``undecided`` and says what would decide it
+``[1 / (1 + min_effect), 1 + min_effect]``; anything else is ``undecided`` and says what would decide it
 (:attr:`Judgement.needs`). ``not-comparable`` is a comparison of two different configs.
 
 The priors come from real SGLang 0.5.17 on H200s (Llama-3.1-8B, dummy weights, decode at batch 1, one stack
 and config; docs/gate.md "Noise at three levels"): machine A 5 starts 210.42-210.48 tok/s, machine B 3 starts
-212.5-212.7, machines C 205.46 and D 212.7. The pooled between-start sd of log tok/s is 0.04 % (A 0.012 %,
-B 0.05 %): the prior takes 0.1 %, more than twice that, so a prior never claims more than was seen. The four
+212.5-212.7, machines C 205.46 and D 212.7. The pooled between-start sd of log tok/s is 0.03 % (A 0.011 %,
+B 0.047 %, the starts spread evenly over the ranges): the prior takes 0.1 %, three times that, so a prior never claims more than was seen. The four
 machines' means have a CV of 1.6 %.
 """
 
@@ -172,13 +172,18 @@ def _logs(xs: Sequence[float]) -> list[float]:
 
 
 def decide(ratio: float, ci: tuple[float, float], *, higher_is_better: bool, min_effect: float) -> Decision:
-    """The rule of the module docstring, on a ratio new/old and its interval."""
+    """The rule of the module docstring, on a ratio new/old and its interval.
+
+    The practical floor is symmetric on the log scale (worse means below ``1 / (1 + min_effect)``, better above
+    ``1 + min_effect``), so A → B and B → A always get mirrored decisions.
+    """
     good, lo, hi = (ratio, ci[0], ci[1]) if higher_is_better else (1 / ratio, 1 / ci[1], 1 / ci[0])
-    if hi < 1.0 and good <= 1.0 - min_effect:
+    up = 1.0 + min_effect
+    if hi < 1.0 and good * up <= 1.0:
         return Decision.REGRESSED
-    if lo > 1.0 and good >= 1.0 + min_effect:
+    if lo > 1.0 and good >= up:
         return Decision.IMPROVED
-    if lo >= 1.0 - min_effect and hi <= 1.0 + min_effect:
+    if lo * up >= 1.0 and hi <= up:
         return Decision.SAME
     return Decision.UNDECIDED
 
