@@ -164,6 +164,10 @@ class Check:
                 perf.record(f"{metric}_ci_high", stat.ci_high)
             if stat.cv is not None:
                 perf.record(f"{metric}_cv", stat.cv)
+        from perfgate.starts import start_properties
+
+        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
+            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
         if lim is not None:
             perf.record("limit", lim)
             perf.record("tolerance", tol)

@@ -283,3 +283,29 @@ def test_the_fleet_plan_costs_the_sessions_trials_and_starts(pytester):
     for name in cost:  # the estimate: start-up plus (warm-up + trials x requests) tokens at the floor's rate
         assert more[name] - startup == pytest.approx(10 * (cost[name] - startup))
         assert starts[name] == pytest.approx(3 * cost[name])
+
+
+CHECK_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="ttft", modes=["baseline"])
+
+
+def test_ttft(perf_server, measure, perf_check):
+    m = measure(perf_server)
+    assert len(m.starts) == 2 and len(m.start_values("ttft_ms")) == 2
+    perf_check(m, "ttft_ms", limit=1e6)
+'''
+
+
+def test_a_user_record_carries_its_own_metric_per_start(pytester):
+    prof = _project(pytester)
+    (pytester.path / "test_user.py").write_text(CHECK_TEST)
+    r = pytester.runpytest_subprocess("test_user.py", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    assert _starts(pytester) == ["baseline", "baseline"]  # the fixture's start is the first measured one
+    p = _records(pytester)["test_ttft[m:baseline]"]
+    values = [float(x) for x in p["start_values"].split(",")]
+    assert p["metric"] == "ttft_ms" and p["n_starts"] == "2"
+    assert float(p["ttft_ms"]) == pytest.approx(sum(values) / 2, rel=1e-5)
