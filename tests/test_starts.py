@@ -309,3 +309,22 @@ def test_a_user_record_carries_its_own_metric_per_start(pytester):
     values = [float(x) for x in p["start_values"].split(",")]
     assert p["metric"] == "ttft_ms" and p["n_starts"] == "2"
     assert float(p["ttft_ms"]) == pytest.approx(sum(values) / 2, rel=1e-5)
+
+
+EAGLE3 = """
+[modes.eagle3]
+flags = { speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }
+"""
+
+
+def test_speculation_is_judged_on_start_pairs_with_the_baseline(pytester):
+    prof = _project(pytester, extra=EAGLE3)
+    r = pytester.runpytest_subprocess("perftests", "-m", "speculative", "-k", "beats_baseline",
+                                      f"--perfgate-profile={prof}", "--perfgate-starts", "2", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    assert _starts(pytester) == ["baseline", "eagle3", "baseline", "eagle3"]  # interleaved
+    p = _records(pytester)["test_speculation_beats_baseline[m:eagle3]"]
+    assert p["pair_n"] == "2" and p["n_starts"] == "2" and p["pair_decision"] in (
+        "regressed", "improved", "same", "undecided")
+    assert "paired" in p["reason"] and "of 2 paired start(s)" in p["reason"]
