@@ -157,8 +157,8 @@ class PerfRun(Checks):
         def one(c: ServerConfig) -> Measurement:
             return self._measure_config(case, c, record_log=c.key == config.key, workload=workload)
 
-        def failed(c: ServerConfig, e: Exception) -> None:
-            st.failed[c.key] = e.verdict  # type: ignore[attr-defined]  # a ServerFailed
+        def failed(c: ServerConfig, e: ServerFailed) -> None:
+            st.failed[c.key] = e.verdict
 
         measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=failed,
                             key_of=lambda c: mkey if c.key == config.key else c.key)

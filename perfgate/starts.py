@@ -24,6 +24,7 @@ from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, STA
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
+    from perfgate.servers import ServerFailed
     from perfgate.session import PerfgateState
 
 __all__ = ["starts_line", "combine", "start_stats", "start_properties", "paired_ratios", "group_of", "group_for", "note_comparison", "note_comparisons",
@@ -150,12 +151,12 @@ def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
 
 def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: int,
                         measure_one: Callable[[ServerConfig], Measurement], *,
-                        confidence: float, on_failure: Callable[[ServerConfig, Exception], None],
+                        confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
                         key_of: Callable[[ServerConfig], str] = lambda c: c.key) -> None:
     """Start each of ``configs`` ``n`` times, round by round (A B A B ...), measure each start with
     ``measure_one`` and cache the pooled measurement in ``st.measurements``. A config whose start or
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
-    from perfgate.servers import ServerFailed
+    from perfgate.servers import ServerFailed as Failed
 
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for _ in range(n):
@@ -166,7 +167,7 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
             failed: ServerFailed | None = None
             try:
                 m = measure_one(cfg)
-            except ServerFailed as e:
+            except Failed as e:
                 failed = e
             if failed is not None:
                 on_failure(cfg, failed)

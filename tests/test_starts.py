@@ -328,3 +328,25 @@ def test_speculation_is_judged_on_start_pairs_with_the_baseline(pytester):
     assert p["pair_n"] == "2" and p["n_starts"] == "2" and p["pair_decision"] in (
         "regressed", "improved", "same", "undecided")
     assert "paired" in p["reason"] and "of 2 paired start(s)" in p["reason"]
+
+
+def test_a_config_that_cannot_start_is_tried_once_and_the_others_keep_their_starts(pytester):
+    prof = _make(pytester.path, PROFILE.replace("TRIALS", "3"), variants_text=VARIANTS + """
+[variants.nccl-tree]
+description = "NCCL Tree (fails in CUDA-graph capture on the simulated PCIe box)"
+env = { NCCL_ALGO = "Tree" }
+backend = "nccl"
+""")
+    (pytester.path / "conftest.py").write_text(CONFTEST)
+    text = prof.read_text().replace('[variants]\nmodes = ["baseline"]', '[variants]\nmodes = ["baseline"]\n'
+                                    'include = ["nccl-tree", "quiet-logs"]')
+    prof.write_text(text)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline or backends", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=2, failed=1)
+    assert _starts(pytester) == ["baseline", "baseline+nccl-tree", "baseline+quiet-logs", "baseline",
+                                 "baseline+quiet-logs"]
+    recs = _records(pytester)
+    assert recs["test_variant[m:baseline+nccl-tree]"]["category"] == "cuda-graph-capture"
+    assert recs["test_variant[m:baseline+quiet-logs]"]["pair_n"] == "2"
+    assert recs["test_decode_floor[m:baseline]"]["n_starts"] == "2"
