@@ -350,3 +350,20 @@ backend = "nccl"
     assert recs["test_variant[m:baseline+nccl-tree]"]["category"] == "cuda-graph-capture"
     assert recs["test_variant[m:baseline+quiet-logs]"]["pair_n"] == "2"
     assert recs["test_decode_floor[m:baseline]"]["n_starts"] == "2"
+
+
+def test_perfgate_plan_costs_the_jobs_trials_and_starts(monkeypatch, capsys):
+    from perfgate.cli import main
+    from tests.simproject import ROOT
+
+    monkeypatch.chdir(ROOT)
+
+    def wall(*extra):
+        assert main(["plan", "sim-rtxpro6000-x8/kimi-k2.5", "--runners", "1", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["include"][0]["expected_s"]
+
+    one = wall()
+    assert wall("--starts", "3") >= 3 * one - 3  # every config started 3 times (rounded up per cell)
+    assert wall("--trials", "50") > one
+    assert main(["plan", "sim-rtxpro6000-x8/kimi-k2.5", "--starts", "0"]) == 2
+    assert "--starts 0: expected a whole number >= 1" in capsys.readouterr().err

@@ -87,6 +87,11 @@ def _plan(args: argparse.Namespace) -> int:
     from perfgate.report.junit_read import read_report
     from perfgate.variants import load_variants
 
+    for name in ("trials", "starts"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            print(f"perfgate plan: --{name} {getattr(args, name)}: expected a whole number >= 1 (the jobs' "
+                  f"--perfgate-{name})", file=sys.stderr)
+            return EXIT_USAGE
     variants = load_variants(args.variants)
     reports = [read_report(r) for r in args.reports]
     per_label: dict[str, int] = {}
