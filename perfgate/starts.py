@@ -27,9 +27,8 @@ if TYPE_CHECKING:
     from perfgate.servers import ServerFailed
     from perfgate.session import PerfgateState
 
-__all__ = ["starts_line", "combine", "start_stats", "start_properties", "paired_ratios", "group_of", "group_for", "note_comparison", "note_comparisons",
-           "compared_configs",
-           "measure_interleaved"]
+__all__ = ["combine", "start_stats", "start_properties", "paired_ratios", "note_comparison", "note_comparisons",
+           "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
