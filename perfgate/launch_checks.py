@@ -44,24 +44,35 @@ def flag_problem(st: PerfgateState, config: ServerConfig) -> Verdict | None:
     """SGLang's own parser on the config's flags, before any launch (real engine only)."""
     if config.engine != "sglang":
         return None
+    arm_python = str(dict(config.engine_options).get("python") or "")
     if st._flag_results is None:
         import time
 
         from perfgate.preflight import check_configs
 
-        configs = {c.key: c for c in st.selected_configs.values() if c.engine == "sglang"}
-        configs.setdefault(config.key, config)
-        eng = st._engine_for(config)
-        t0 = time.monotonic()
-        st._flag_results = check_configs(configs, st.variants, version=eng.version(),
-                                         python=st.profile.engine.python or None)
-        res = next(iter(st._flag_results.values()))
-        bad = sum(1 for r in st._flag_results.values() if r.available and not r.ok)
-        if res.available:
-            st._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
-                     f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
-        else:
-            st._note(f"perfgate: flags not pre-checked ({res.reason})")
+        configs = {c.key: c for c in st.selected_configs.values() if c.engine == "sglang"
+                   and not dict(c.engine_options).get("python")}
+        if not arm_python:
+            configs.setdefault(config.key, config)
+        st._flag_results = {}
+        if configs:
+            eng = st._engine_for(next(iter(configs.values())))
+            t0 = time.monotonic()
+            st._flag_results = check_configs(configs, st.variants, version=eng.version(),
+                                             python=st.profile.engine.python or None)
+            res = next(iter(st._flag_results.values()))
+            bad = sum(1 for r in st._flag_results.values() if r.available and not r.ok)
+            if res.available:
+                st._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang "
+                         f"{res.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
+            else:
+                st._note(f"perfgate: flags not pre-checked ({res.reason})")
+    if arm_python and config.key not in st._flag_results:
+        # a stack-pair candidate with its own Python: its own SGLang's parser, on its own config
+        from perfgate.preflight import check_configs
+
+        st._flag_results.update(check_configs({config.key: config}, st.variants,
+                                              version=st._engine_for(config).version(), python=arm_python))
     res = st._flag_results.get(config.key)
     if res is None or not res.available or res.ok:
         return None

@@ -369,3 +369,37 @@ def test_perfgate_plan_costs_the_jobs_trials_and_starts(monkeypatch, capsys):
     assert wall("--trials", "50") > one
     assert main(["plan", "sim-rtxpro6000-x8/kimi-k2.5", "--starts", "0"]) == 2
     assert "--starts 0: expected a whole number >= 1" in capsys.readouterr().err
+
+
+def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang(monkeypatch):
+    """The session's configs are checked once with the profile's Python; a stack-pair candidate's config with its
+    own Python is checked by that Python's SGLang (it may accept other flags)."""
+    from types import SimpleNamespace
+
+    import perfgate.preflight as pre
+    from perfgate.launch_checks import flag_problem
+    from perfgate.profiles.load import load_profile
+    from perfgate.variants import load_variants
+    from tests.simproject import ROOT
+
+    calls = []
+
+    def check_configs(configs, variants, *, version, python=None):
+        calls.append((sorted(configs), python))
+        ok = SimpleNamespace(available=True, ok=True, sglang_version="0.5.23", reason="")
+        bad = SimpleNamespace(available=True, ok=False, sglang_version="0.5.24", message=lambda: "--x: unknown")
+        return {k: bad if python == "/cand/bin/python" else ok for k in configs}
+
+    monkeypatch.setattr(pre, "check_configs", check_configs)
+    prof = load_profile(ROOT / "baselines" / "h200-x1" / "llama-3.1-8b-dummy.toml")
+    cur = prof.config("baseline")
+    cand = parse_candidate("python=/cand/bin/python").apply(cur)
+    assert cand.key != cur.key and dict(cand.engine_options)["arm"] == "candidate"
+    notes = []
+    st = SimpleNamespace(_flag_results=None, selected_configs={cur.key: cur, cand.key: cand}, profile=prof,
+                         variants=load_variants(ROOT / "baselines" / "variants.toml"), _note=notes.append,
+                         _engine_for=lambda c: SimpleNamespace(version=lambda: "0.5.23"))
+    assert flag_problem(st, cur) is None
+    v = flag_problem(st, cand)
+    assert v is not None and v.category == "bad-flag" and "SGLang 0.5.24's own parser" in v.message
+    assert calls == [([cur.key], prof.engine.python or None), ([cand.key], "/cand/bin/python")]
