@@ -1,7 +1,7 @@
 """Reading, comparing, gating and presenting perfgate's JUnit reports.
 
 ``junit_read`` is the one reader (``Record``/``Report``); ``diff`` compares two reports
-(pure); ``gate`` applies a policy and picks the exit code; ``render`` writes text, Markdown
+(pure); ``machines`` says whether two reports share a machine; ``gate`` applies a policy and picks the exit code; ``render`` writes text, Markdown
 or JSON; ``history`` tabulates many reports and finds sustained steps; ``matrix`` builds the
 variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge`` joins
 the reports of several boxes.
@@ -11,6 +11,7 @@ from perfgate.report.diff import Diff, RecordDiff, StackChange, ThroughputChange
 from perfgate.report.gate import ExitCode, GatePolicy, GateResult, evaluate, load_policy, run_gate
 from perfgate.report.history import History, build_history, detect_steps
 from perfgate.report.junit_read import read_report, read_reports
+from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.matrix import Matrix, build_matrix
 from perfgate.report.merge import MergeResult, merge_reports
 from perfgate.report.records import OUTCOMES, Record, Report
@@ -23,6 +24,7 @@ __all__ = [
     "GatePolicy",
     "GateResult",
     "History",
+    "MachineMatch",
     "Matrix",
     "MergeResult",
     "Record",
@@ -32,6 +34,7 @@ __all__ = [
     "ThroughputChange",
     "build_history",
     "build_matrix",
+    "compare_machines",
     "detect_steps",
     "diff",
     "evaluate",

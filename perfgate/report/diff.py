@@ -10,7 +10,8 @@ Sections:
   a user's ``ttft_ms``, a latency, regresses when it rises), moved beyond noise,
 - *unknown noise*: ``tok_s`` moved but neither report recorded a CI or a CV,
 - *new* / *gone*: records present on one side only,
-- the stack fingerprint of each side and the keys that changed.
+- the stack fingerprint of each side and the keys that changed,
+- the machine of each side (:func:`perfgate.report.machines.compare_machines`: same, different, unknown).
 
 "Beyond noise" uses what the reports recorded, never a fixed percentage:
 
@@ -29,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from perfgate.metrics import METRICS
+from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.records import Record, Report
 
 
@@ -209,6 +211,9 @@ class Diff:
     stack_changes: tuple[StackChange, ...]
     records: tuple[RecordDiff, ...]
     notes: tuple[str, ...] = ()
+    machines: MachineMatch | None = None  # the machines the reports were measured on (perfgate.report.machines)
+    old_machine: tuple[tuple[str, str], ...] = ()  # machine.* and calib.* of each side
+    new_machine: tuple[tuple[str, str], ...] = ()
 
     def _where(self, transition: str) -> tuple[RecordDiff, ...]:
         return tuple(r for r in self.records if r.transition == transition)
@@ -317,4 +322,7 @@ def diff(old: Report, new: Report) -> Diff:
         stack_changes=stack_changes(os_, ns),
         records=tuple(rows),
         notes=tuple(notes),
+        machines=compare_machines(old, new),
+        old_machine=tuple(old.machine.items()),
+        new_machine=tuple(new.machine.items()),
     )
