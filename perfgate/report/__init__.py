@@ -1,8 +1,8 @@
 """Reading, comparing, gating and presenting perfgate's JUnit reports.
 
 ``junit_read`` is the one reader (``Record``/``Report``); ``diff`` compares two reports
-(pure); ``machines`` says whether two reports share a machine; ``gate`` applies a policy and picks the exit code; ``render`` writes text, Markdown
-or JSON; ``history`` tabulates many reports and finds sustained steps; ``matrix`` builds the
+(pure); ``machines`` says whether two reports share a machine; ``gate`` applies a policy and
+picks the exit code; ``render`` writes text, Markdown or JSON; ``history`` tabulates many reports and finds sustained steps; ``matrix`` builds the
 variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge`` joins
 the reports of several boxes.
 """
