@@ -48,9 +48,10 @@ START_SEED_ENV = "PERFGATE_SIM_START_SEED"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 #: (HBM copy GB/s, bf16 GEMM TFLOP/s) the reference machine's calibration measures, by GPU name (a
-#: substring, lower case): nominal bandwidth x ~0.85 for a device-to-device copy, nominal dense bf16 x ~0.75
+#: substring, lower case). H200: what one real H200 measured (2026-12-01, two calibrations: 4137 and 4130
+#: GB/s, 753 and 765 TFLOP/s); the others: nominal bandwidth x ~0.85, nominal dense bf16 x ~0.75
 NOMINAL: tuple[tuple[str, float, float], ...] = (
-    ("h200", 4100.0, 740.0),
+    ("h200", 4130.0, 760.0),
     ("h100", 2850.0, 700.0),
     ("rtx pro 6000", 1530.0, 380.0),
 )
