@@ -194,3 +194,35 @@ def test_the_simulated_calibration_scales_with_the_machine() -> None:
     assert ref.source == "sim" and ref.hbm_gbps == 1530.0
     assert other.gemm_tflops == pytest.approx(380.0 * machine_factor("box-7"))
     assert machine.pcie_max("gen5 x16 (current gen1 x16)") == "gen5 x16"
+
+
+FAKE_CUDA_TORCH = '''
+__version__ = "0.0-fake"
+uint8, bfloat16 = "uint8", "bf16"
+class _T:
+    def copy_(self, other): return self
+def empty(*a, **k): return _T()
+def empty_like(x): return _T()
+def randn(*a, **k): return _T()
+def matmul(a, b, out=None): return out
+def device(*a): return a
+class cuda:
+    is_available = staticmethod(lambda: True)
+    synchronize = staticmethod(lambda: None)
+    get_device_name = staticmethod(lambda d: "Fake GPU")
+    class Event:
+        def __init__(self, enable_timing=False): pass
+        def record(self): pass
+        def synchronize(self): pass
+        def elapsed_time(self, other): return 0.5  # every timed call: 0.5 ms
+'''
+
+
+def test_the_script_turns_event_times_into_bandwidth_and_flops(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(FAKE_CUDA_TORCH)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    c = run_calibration()
+    assert c.source == "torch"
+    assert c.hbm_gbps == pytest.approx(2 * 2**30 / 0.5e-3 / 1e9)  # 1 GiB read + 1 GiB written in 0.5 ms
+    assert c.gemm_tflops == pytest.approx(2 * 8192**3 / 0.5e-3 / 1e12)
