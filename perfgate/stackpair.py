@@ -3,8 +3,9 @@
 The strongest way to gate a stack upgrade (issue 22): both stacks in one session on one machine, config by
 config, their server starts interleaved (current 1, candidate 1, current 2, candidate 2, ...:
 ``--perfgate-starts N``, at least 2 recommended), and the verdict from the candidate/current ratio of each
-start pair (``perfgate.judge.paired``), so the machine's own offset, which a comparison of two reports from
-two machines cannot tell from a regression, cancels. The candidate arm is ``--perfgate-candidate SPEC``
+start pair (``perfgate.judge.paired``, with the judge's practical floor for throughput, 0.5 %), so the
+machine's own offset, which a comparison of two reports from two machines cannot tell from a regression,
+cancels. The candidate arm is ``--perfgate-candidate SPEC``
 (:func:`perfgate.settings.parse_candidate`): its server runs with another Python (and its SGLang), extra
 environment, or for the simulator other stack versions; the arm is part of the config key, so the server
 manager stops one arm and starts the other.
@@ -42,7 +43,7 @@ DECIDES = ("slower-than-baseline", "crash", "wrong-output")
 
 def stack_pair_verdict(perf: PerfRun, case: Case) -> Verdict:
     """Measure ``case``'s config on both arms, starts interleaved, and judge the paired ratio."""
-    from perfgate.judge import Decision, paired
+    from perfgate.judge import Decision, default_min_effect, paired
     from perfgate.metrics import token_match
     from perfgate.starts import paired_ratios
 
@@ -71,7 +72,9 @@ def stack_pair_verdict(perf: PerfRun, case: Case) -> Verdict:
         perf.record("token_match", tm)
     ratios = paired_ratios(other, current) or [other.tok_s.median / current.tok_s.median]
     w = st.settings.workload(st.profile.workload_for(case.mode))
-    j = paired(ratios, min_effect=w.min_effect, confidence=w.confidence)
+    # the gate's practical floor for decode tok/s (0.5 %), not the profile's within-session min_effect: a paired
+    # run is a stack gate, and it is the one that can see a regression that small (docs/gate.md)
+    j = paired(ratios, min_effect=default_min_effect("tok_s"), confidence=w.confidence)
     assert j.ratio is not None and j.ci is not None
     for k, val in {PAIR_RATIO: j.ratio, PAIR_CI_LOW: j.ci[0], PAIR_CI_HIGH: j.ci[1], PAIR_N: j.n,
                    PAIR_DECISION: str(j.decision)}.items():

@@ -141,9 +141,8 @@ def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pyt
 
 
 def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
-    # PERFGATE_SIM_SCALE (perfgate/sim/variation.py) is not on this branch yet: the simulator's own slower stack
-    # setting stands in, SGLang's PCIe IPC all-reduce switched on by environment (less than half the speed on
-    # the seed box); the record only needs the candidate clearly slower
+    # no injected scale: a setting the simulator models as slower, SGLang's PCIe IPC all-reduce switched on by
+    # environment (less than half the speed on the seed box)
     prof = _project(pytester)
     spec = "env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"
     r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
