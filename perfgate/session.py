@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
 from perfgate.record import Case
 
 if TYPE_CHECKING:
@@ -42,9 +43,6 @@ STATE = pytest.StashKey["PerfgateState"]()
 
 def state_of(config: pytest.Config) -> PerfgateState:
     return config.stash[STATE]
-
-
-DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
 class PerfgateState:
@@ -118,12 +116,18 @@ class PerfgateState:
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
-            if not (root / DEFAULT_SIM_PROFILE).is_file():
+            if (root / DEFAULT_SIM_PROFILE).is_file():
+                return root / DEFAULT_SIM_PROFILE
+            from perfgate.profiles.shipped import shipped_file
+
+            shipped = shipped_file(DEFAULT_SIM_PROFILE)  # the copy perfgate ships: runs from any directory
+            if shipped is None:
                 raise pytest.UsageError(
-                    f"perfgate: no profile named and no NVIDIA GPU visible, and {root} (the pytest rootdir) has no "
-                    f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
-                    f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
-            return root / DEFAULT_SIM_PROFILE
+                    f"perfgate: no profile named and no NVIDIA GPU visible, and neither {root} (the pytest rootdir) "
+                    f"nor this perfgate installation has {DEFAULT_SIM_PROFILE} to fall back to; name a profile with "
+                    f"--perfgate-profile PATH, PERFGATE_PROFILE or the perfgate_profile ini option (schema: "
+                    f"docs/profiles.md of perfgate)")
+            return shipped
         from perfgate.profiles.load import find_profiles, load_profile
         from perfgate.stack import detect_stack
 
@@ -148,7 +152,9 @@ class PerfgateState:
             from perfgate.errors import PerfgateError
             from perfgate.variants import load_variants
 
-            path = self.opt("perfgate_variants_file") or (self.profile.root / "baselines" / "variants.toml")
+            from perfgate.profiles.reader import resolve_path
+
+            path = self.opt("perfgate_variants_file") or resolve_path(self.profile.root, "baselines/variants.toml")
             try:
                 self._variants = load_variants(path)
             except PerfgateError as e:

@@ -128,11 +128,17 @@ def find_profiles(root: Path) -> list[Path]:
 
 def resolve_profile(spec: str, root: Path) -> Path:
     """A profile given as a path, or as ``<hardware>/<model>`` under ``root/baselines``."""
+    from perfgate.profiles.shipped import shipped_file
+
     p = Path(spec).expanduser()
     cands = [p, root / p, root / "baselines" / p, root / "baselines" / f"{spec}.toml"]
     for c in cands:
         if c.is_file():
             return c
+    for rel in (p, Path("baselines") / p, Path("baselines") / f"{spec}.toml"):  # a profile perfgate ships
+        found = shipped_file(rel)
+        if found is not None:
+            return found
     known = [str(x.relative_to(root / "baselines").with_suffix("")) for x in find_profiles(root)]
     hint = difflib.get_close_matches(spec, known, n=1)
     raise ProfileNotFound(
