@@ -79,18 +79,35 @@ def load_profile(path: str | Path) -> Profile:
     )
 
 
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+#: the tables that are one entry each under ``extends``: a child's replaces the parent's whole, never merged
+#: key by key (a child's ``{ expect = "pass" }`` must not keep the parent's ``when`` or ``category``); "*" is
+#: any name. Every other table merges key by key; a value that is not a table is always replaced whole.
+ENTRY_TABLES: tuple[tuple[str, ...], ...] = (
+    ("expectations", "*", "*"),          # [expectations.<name>] <mode> = { expect, category, reason, when }
+    ("floors", "*", "measured"),         # the stamp of the measurement a floor came from
+    ("floors", "*", "*", "measured"),    # ... of a [floors.<mode>.c<N>] limit
+    ("micro", "floors", "*"),            # "<backend>.<timing>.<bytes>" = { latency_us, tolerance, world_size }
+    ("variants", "overrides", "*"),      # what the profile changes for one variant
+)
+
+
+def _is_entry(where: tuple[str, ...]) -> bool:
+    return any(len(e) == len(where) and all(a in ("*", b) for a, b in zip(e, where)) for e in ENTRY_TABLES)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any], where: tuple[str, ...] = ()) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and not _is_entry((*where, k)):
+            out[k] = _deep_merge(out[k], v, (*where, k))
         else:
             out[k] = v
     return out
 
 
 def _merge_parents(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
-    """``extends = "other.toml"``: the other profile's tables, overridden key by key by this one."""
+    """``extends = "other.toml"``: the other profile's tables, overridden key by key by this one, down to the
+    entries (:data:`ENTRY_TABLES`), which the child replaces whole."""
     parent = data.get("extends")
     if parent is None:
         return data
