@@ -87,7 +87,9 @@ def load_variants(path: str | Path) -> VariantSet:
     """Load and validate ``variants.toml``."""
     path = Path(path)
     if not path.is_file():
-        raise ProfileNotFound(f"variants file not found: {path}")
+        raise ProfileNotFound(f"variants file not found: {path.resolve()}; fix: pass --perfgate-variants-file PATH "
+                              f"(relative to the directory pytest runs in), or write baselines/variants.toml in the "
+                              f"profile's project (schema: docs/profiles.md)")
     try:
         data = tomllib.loads(path.read_text())
     except UnicodeDecodeError as e:
