@@ -12,8 +12,24 @@ from perfgate.session import PERF_FIXTURES, RUN_ORDER, PerfgateState, state_of
 __all__ = ["parametrize", "order_items", "select_cell"]
 
 
+#: a usage error met while parametrizing: pytest would make it a collection error of that module (exit 2, a
+#: traceback); kept here and raised again when collection ends, so the run ends as a usage error (exit 4) with
+#: one message, whichever directory the test is in
+_USAGE = pytest.StashKey[pytest.UsageError]()
+
+
 def parametrize(metafunc: pytest.Metafunc) -> None:
     """``perf_server`` / ``perf_case`` tests get one parameter per record of their kind (``Case.id`` as the id)."""
+    from perfgate.errors import PerfgateError
+
+    try:
+        _parametrize(metafunc)
+    except (pytest.UsageError, PerfgateError) as e:
+        err = e if isinstance(e, pytest.UsageError) else pytest.UsageError(f"perfgate: {e}")
+        metafunc.config.stash.setdefault(_USAGE, err)
+
+
+def _parametrize(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
     if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
         activate_late(metafunc.config)
@@ -48,6 +64,9 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
 def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once; tag each with its
     config's ``xdist_group``; keep only this CI cell's configs (``--perfgate-shard`` / ``--perfgate-configs``)."""
+    err = config.stash.get(_USAGE, None)
+    if err is not None:
+        raise err
     st = state_of(config)
     if not st.active and any(PERF_FIXTURES & set(getattr(it, "fixturenames", ())) for it in items):
         activate_late(config)
