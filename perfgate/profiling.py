@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfgate.categories import FROM_LOG, Category, Outcome
+from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
 from perfgate.trace import StepProfile, TraceError, analyze
 from perfgate.verdict import Verdict
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ALLREDUCE_FAMILIES", "StepProfiler", "profile_verdict", "profile_lines"]
 
 #: the variants' ``backend`` values that name an all-reduce family a trace can show
-ALLREDUCE_FAMILIES = frozenset({"nccl", "custom_ar", "flashinfer_ar_fusion", "pcie_ipc", "torch_symm_mem", "mscclpp"})
+ALLREDUCE_FAMILIES = TRACE_FAMILIES
 #: what a profile record can decide: a start-up failure, a fallback, nothing exercised (a variant's
 #: expectation of, say, slower-than-baseline is about its speed and does not apply here)
 DECIDES = frozenset({*FROM_LOG, Category.FALLBACK, Category.NOT_EXERCISED})
@@ -113,7 +113,7 @@ class StepProfiler:
                     perf.record(f"projected_tok_s_{name}", m.tok_s.median * s)
         for note in prof.notes:
             perf.record("trace_note", note)
-        backend = st.variants.get(case.variant).backend if case.variant else ""
+        backend = (st.variants.get(case.variant).backend or "") if case.variant else ""
         fallback = fallback_verdict(st, config, server.log_path)
         v = fallback or profile_verdict(prof, tp=tp, backend=backend, variant=case.variant)
         perf.conclude(case, v, decides=DECIDES)

@@ -281,3 +281,32 @@ def test_every_shipped_env_name_is_one_nccl_or_sglang_reads():
     assert vs.warnings == ()
     for path in find_profiles(ROOT):
         assert load_profile(path).warnings == (), path
+
+
+def test_an_unknown_backend_in_a_variants_file_names_the_known_ones(tmp_path):
+    """`backend = "custom-ar"` loaded and silently switched fallback detection off (no rule names it)."""
+    from perfgate.categories import Backend
+
+    path = tmp_path / "variants.toml"
+    path.write_text('schema_version = 1\n[variants.ar]\ndescription = "x"\nflags = { enable-custom-all-reduce = true }\n'
+                    'backend = "custom-ar"\n')
+    with pytest.raises(ProfileSchemaError, match=r"variants\.toml: key 'variants\.ar\.backend': expected a backend "
+                                                 r"perfgate can check \(nccl, custom_ar, .*\), found 'custom-ar'; "
+                                                 r"fix: did you mean 'custom_ar'\?"):
+        load_variants(path)
+    path.write_text(path.read_text().replace('"custom-ar"', '"custom_ar"'))
+    assert load_variants(path).get("ar").backend is Backend.CUSTOM_AR
+
+
+def test_every_backend_the_log_rules_and_the_trace_name_is_a_variants_backend():
+    from perfgate.categories import TRACE_FAMILIES, Backend
+    from perfgate.classify.rules import FALLBACK_RULES
+    from perfgate.trace import kernel_group
+
+    assert all(isinstance(r.backend, Backend) for r in FALLBACK_RULES)
+    for kernel in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "cross_device_reduce_1stage",
+                   "allreduce_fusion_kernel_oneshot_lamport", "two_shot_all_reduce_kernel"):
+        group, family = kernel_group(kernel)
+        assert group == "allreduce" and family in TRACE_FAMILIES
+    vs = load_variants(ROOT / "baselines" / "variants.toml")
+    assert all(v.backend is None or isinstance(v.backend, Backend) for v in vs.variants.values())
