@@ -189,7 +189,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Under xdist, a worker hands its baseline updates to the controller, which writes them once."""
+    """--perfgate-update-baselines: the floors are written here, whatever plugins are active (not from the
+    terminal summary); under xdist a worker hands its updates to the controller, which writes them once."""
     config = session.config
     st = config.stash.get(STATE, None)
     if st is not None and hasattr(config, "workeroutput"):
@@ -197,8 +198,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "updates": [list(u) for u in st.updates], "meta": st.update_meta,
             "refused": [list(r) for r in st.update_refused],
         }
+    elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
+        _write_updates(config, st)
     if st is not None:
         _teardown_servers(session, st)
+
+
+def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
+    from perfgate.baseline_update import REPORT, finish
+
+    lines = config.stash[REPORT] = finish(st)
+    if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
+        for line, _colour in lines:
+            sys.stderr.write(line + "\n")
 
 
 def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:

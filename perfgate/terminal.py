@@ -108,20 +108,9 @@ def attach_warnings(st: PerfgateState, tr: Any) -> None:
 
 
 def write_updates(st: PerfgateState, tr: Any) -> None:
-    """--perfgate-update-baselines: write the measured floors, list every change and every refusal."""
-    from perfgate.baseline_update import write_updates
-    from perfgate.errors import PerfgateError
+    """--perfgate-update-baselines: every change and every refusal (written at session finish,
+    perfgate.baseline_update.finish)."""
+    from perfgate.baseline_update import REPORT
 
-    path = st.profile.path
-    for mode, key, why in st.update_refused:
-        tr.write_line(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", yellow=True)
-    if not st.updates:
-        tr.write_line("perfgate: --perfgate-update-baselines: nothing measured to write")
-        return
-    try:
-        write_updates(path, st.updates, st.update_meta)
-    except (PerfgateError, OSError) as e:
-        tr.write_line(f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", red=True)
-        return
-    for mode, key, old, new in st.updates:
-        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}")
+    for line, colour in st.config.stash.get(REPORT, []):
+        tr.write_line(line, **({colour: True} if colour else {}))
