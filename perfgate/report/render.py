@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from perfgate.report.diff import Diff, RecordDiff, ThroughputChange
+from perfgate.report.diff import Diff, MetricChange, RecordDiff
 from perfgate.report.gate import GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
@@ -24,7 +24,8 @@ SECTION_TITLES: dict[str, str] = {
     "regressed": "Regressed beyond noise (tok/s, or the record's metric in its direction)",
     "improved": "Improved beyond noise (tok/s, or the record's metric in its direction)",
     "changed": "Other outcome changes",
-    "unknown-noise": "Throughput moved, noise unknown (no CI or CV recorded; not blocking)",
+    "undecided": "Moved, undecided: the noise it crosses could hide it (not blocking; what would decide it)",
+    "not-comparable": "Not comparable: the record's server config changed (not blocking)",
     "new": "New records",
     "gone": "Gone records",
 }
@@ -44,19 +45,20 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def _ratio(tp: ThroughputChange | None) -> str:
+def _ratio(tp: MetricChange | None) -> str:
     if tp is None or tp.ratio is None:
         return "—"
     return f"{(tp.ratio - 1) * 100:+.1f}%"
 
 
-def _noise(tp: ThroughputChange | None) -> str:
+def _noise(tp: MetricChange | None) -> str:
     if tp is None:
         return ""
-    if tp.verdict == "unchanged":
-        return "unchanged"
-    basis = {"ci": "CI", "cv": "CV", "none": ""}[tp.basis]
-    return f"{tp.verdict} ({basis})" if basis else tp.verdict
+    if tp.verdict in ("unchanged", "not-comparable") or tp.judgement is None:
+        return tp.verdict
+    j = tp.judgement
+    level = {"starts": "same machine", "machines": f"{tp.machines} machines", "trials": "trials"}[j.level.value]
+    return f"{tp.verdict} ({level}, {j.noise_source})"
 
 
 def _outcome(r: Record | None) -> str:
@@ -159,12 +161,24 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
         out.append("")
         out.append(f"{SECTION_TITLES[name]}: {len(recs)}")
         out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+        out.extend(_judged_lines(recs))
     if gate is not None:
         out.extend(_gate_text(gate))
     out.append("")
     out.append(f"All records: {len(d.records)}")
     out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
     return "\n".join(out) + "\n"
+
+
+def _judged_lines(recs: Sequence[RecordDiff]) -> list[str]:
+    """What the judge saw for each judged record: the ratio, its interval, the level and what would decide it."""
+    out = []
+    for r in recs:
+        tp = r.throughput
+        if tp is None or tp.verdict in ("unchanged",) or not tp.why:
+            continue
+        out.append(f"    {r.key}: {tp.why}" + (f"; {tp.needs}" if tp.needs else ""))
+    return out
 
 
 def _gate_text(gate: GateResult) -> list[str]:
@@ -239,7 +253,7 @@ def _record_json(r: Record | None) -> dict[str, object] | None:
 def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
     """The diff (and gate decision) as plain JSON-able data."""
 
-    def tp_json(tp: ThroughputChange | None) -> dict[str, object] | None:
+    def tp_json(tp: MetricChange | None) -> dict[str, object] | None:
         if tp is None:
             return None
         return {
@@ -247,10 +261,17 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "new": tp.new,
             "ratio": tp.ratio,
             "verdict": tp.verdict,
-            "basis": tp.basis,
+            "metric": tp.metric,
+            "machines": tp.machines,
+            "level": tp.judgement.level.value if tp.judgement else None,
+            "noise_source": tp.judgement.noise_source if tp.judgement else None,
+            "noise_cv": tp.judgement.noise_cv if tp.judgement else None,
+            "ratio_ci": list(tp.judgement.ci) if tp.judgement and tp.judgement.ci else None,
+            "min_effect": tp.judgement.min_effect if tp.judgement else None,
+            "detail": tp.why,
+            "needs": tp.needs,
             "old_ci": list(tp.old_ci) if tp.old_ci else None,
             "new_ci": list(tp.new_ci) if tp.new_ci else None,
-            "threshold": tp.threshold,
         }
 
     data: dict[str, object] = {
