@@ -52,7 +52,8 @@ class Checks:
         return str(self.state.profile.path)
 
     def update_hint(self) -> str:
-        return f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+        return (f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} "
+                f"--perfgate-update-baselines`")
 
     def floor(self, case: Case, m: Measurement) -> Verdict:
         p = self.profile
@@ -151,8 +152,8 @@ class Checks:
         if why is None:
             return v
         return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
-                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, but {why}; "
-                               f"measured: {v.message}")
+                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
+                               f"but {why}; measured: {v.message}")
 
     def preflight(self, case: Case) -> None:
         """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's

@@ -47,7 +47,8 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     if "perf_case" not in metafunc.fixturenames:
         return
     if mark is None or "kind" not in mark.kwargs:
-        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
+        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without "
+                                f"@pytest.mark.perfgate(kind=...)")
     activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]

@@ -15,9 +15,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
 
-FlagValue = Union[str, int, float, bool, list]
+FlagValue = str | int | float | bool | list
 
 
 def _freeze(m: Mapping[str, object]) -> tuple[tuple[str, object], ...]:

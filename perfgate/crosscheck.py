@@ -262,7 +262,8 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
         result = Path(tmp) / "result.jsonl"
         argv = [python, "-m", module, "--model", "None", "--base-url", url,
-                "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len), "--output-len", str(output_len),
+                "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len),
+                "--output-len", str(output_len),
                 "--dataset-name", "random-ids", "--local-tokenizer-path", str(tokenizer),
                 "--result-filename", str(result)]  # (0.5.17 has no --skip-token-capacity-check)
         with open(log_path, "ab") as log:

@@ -84,7 +84,8 @@ def _estimate(profile: Profile, config: ServerConfig) -> float:
     return startup + requests * w.max_new_tokens / rate
 
 
-def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]], report: object) -> dict[str, float]:
+def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]],
+              report: object) -> dict[str, float]:
     """What each config cost in one report.
 
     A record's test time is not its config's cost: the first variant of a mode also starts and measures
@@ -138,7 +139,7 @@ def plan(costs: Sequence[ConfigCost], cells: int) -> list[Cell]:
     by_key = {c.key: c for c in costs}
     out = [Cell(i + 1) for i in range(cells)]
     for c in sorted(costs, key=lambda c: (-c.seconds, c.key)):
-        def cost_in(cell: Cell) -> float:
+        def cost_in(cell: Cell, c: ConfigCost = c) -> float:
             dep = by_key.get(c.needs) if c.needs else None
             extra = dep.seconds if dep is not None and dep.key not in {o.key for o in cell.owned} \
                 and dep.key not in cell.extra else 0.0

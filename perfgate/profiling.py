@@ -70,8 +70,8 @@ class StepProfiler:
 
     def __call__(self, server: PerfServer, *, num_steps: int = 16) -> StepProfile:
         from perfgate.capture import CaptureError, capture
-        from perfgate.servers import fallback_verdict
         from perfgate.client import GenRequest, flush_cache
+        from perfgate.servers import fallback_verdict
         from perfgate.workload import load_prompts, unseen_prompt
 
         if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 2:
@@ -131,8 +131,10 @@ def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
             name = p.get("mode", "") + (f"+{p['variant']}" if p.get("variant") else "")
             share = float(p.get("allreduce_share", 0) or 0)
             rows.append((name, p.get("outcome", "") + (f" {p['category']}" if p.get("category") else ""),
-                         f"{float(p['allreduce_per_step']):g}", f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
-                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}", str(p.get("allreduce_backend", "")),
+                         f"{float(p['allreduce_per_step']):g}",
+                         f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
+                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}",
+                         str(p.get("allreduce_backend", "")),
                          f"{float(p.get('skew_us_per_step', 0)) / 1000:.2f}",
                          f"{float(p['speedup_ar_halved']):.2f}" if p.get("speedup_ar_halved") else "-"))
     if not rows:

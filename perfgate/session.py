@@ -101,7 +101,8 @@ class PerfgateState:
         from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
-        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
+        spec = (self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
+                or self.config.getini("perfgate_profile"))
         try:
             if spec:
                 path = resolve_profile(spec, root)
@@ -150,9 +151,8 @@ class PerfgateState:
     def variants(self) -> VariantSet:
         if self._variants is None:
             from perfgate.errors import PerfgateError
-            from perfgate.variants import load_variants
-
             from perfgate.profiles.reader import resolve_path
+            from perfgate.variants import load_variants
 
             path = self.opt("perfgate_variants_file") or resolve_path(self.profile.root, "baselines/variants.toml")
             try:
@@ -183,7 +183,8 @@ class PerfgateState:
 
     # --------------------------------------------------------------- cases
 
-    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False, where: str = "") -> list[Case]:
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False,
+              where: str = "") -> list[Case]:
         """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
         kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
         one per variant in each of the profile's variant modes."""

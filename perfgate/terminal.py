@@ -41,7 +41,8 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
 
 def banner(st: PerfgateState) -> list[str]:
     p = st.profile
-    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})" + (f" — {st.auto_reason}" if st.auto_reason else "")]
+    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})"
+             + (f" — {st.auto_reason}" if st.auto_reason else "")]
     if p.simulated:
         hw = p.hardware
         lines.append(
@@ -72,7 +73,8 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
             if kind in _MATRIX_KINDS:
                 row = props.get("variant") or ("(baseline)" if kind == "floor" else "(speculation)")
             else:  # a user's record: one row per kind and metric
-                row = f"({kind}" + (f" {metric}" if metric else "") + ")" + (f" +{props['variant']}" if props.get("variant") else "")
+                row = (f"({kind}" + (f" {metric}" if metric else "") + ")"
+                       + (f" +{props['variant']}" if props.get("variant") else ""))
             text = props["outcome"]
             if props.get("category"):
                 text += f" {props['category']}"

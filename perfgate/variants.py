@@ -109,7 +109,8 @@ def load_variants(path: str | Path) -> VariantSet:
     except UnicodeDecodeError as e:
         raise ProfileSchemaError(path, "(file)", "UTF-8 text", str(e), fix="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
-        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
+        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e),
+                                 fix="fix the TOML syntax at the position shown") from None
     r = TableReader(path, data)
     r.only({"schema_version", "spellings", "variants"})
     sv = r.req("schema_version", int, "the integer 1")

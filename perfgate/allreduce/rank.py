@@ -90,7 +90,8 @@ class _SglangCustomAR(_Impl):
         try:
             from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
         except Exception as e:  # ImportError, or an import-time failure of SGLang's kernels
-            raise _Unavailable(_classify(e, "missing-dependency"), f"cannot import SGLang's CustomAllreduce: {e}") from e
+            raise _Unavailable(_classify(e, "missing-dependency"),
+                               f"cannot import SGLang's CustomAllreduce: {e}") from e
         cpu_group = dist.new_group(backend="gloo")
         nbytes = max_numel * torch.tensor([], dtype=dtype).element_size()
         max_size = max(8192 * 1024, 1 << math.ceil(math.log2(nbytes + 1)))

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from perfgate.classify.phases import log_lines
 from perfgate.categories import Backend
+from perfgate.classify.phases import log_lines
 from perfgate.classify.rules import FALLBACK_RULES, UNSUPPORTED_ARCH, best_category
 
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from perfgate.categories import FROM_LOG, Backend, Category
 
-
 # Categories (perfgate.categories). wrong-output / slower-than-baseline / noisy are decided by the
 # verdict, never from a log.
 BAD_FLAG = Category.BAD_FLAG
@@ -92,7 +91,8 @@ RULES: tuple[Rule, ...] = (
     _r(MISSING_DEPENDENCY, r"is installed with version \S+, which is less than the minimum required version", 86),
     _r(MISSING_DEPENDENCY, r"with minimum required version \S+ is not installed", 86),
     # `python -m sglang.launch_server` without SGLang installed (no traceback, one line from the interpreter)
-    _r(MISSING_DEPENDENCY, r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
+    _r(MISSING_DEPENDENCY,
+       r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
     # memory: out of memory is out of memory, also while capturing CUDA graphs (cause says so)
     _r(OOM, r"Not enough memory\. Please try to increase --mem-fraction-static", 82),
     _r(OOM, r"CUDA out of memory", 82),

@@ -11,7 +11,6 @@ from perfgate.config import ServerConfig
 from perfgate.engines.argv import render_flags
 from perfgate.procs import perfgate_pythonpath
 
-
 # The simulated server runs every step this many times faster than its cost model says (--sim-speedup) and says
 # so on each stream; perfgate's client scales the stream's durations back, so records keep the simulated rates.
 # The client stays within 0.06 % of the server's own rate at speedup 4 up to 8 streams, but not at 64 (-0.26 %,

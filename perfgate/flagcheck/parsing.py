@@ -13,7 +13,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
-
 BAD_FLAG = "bad-flag"
 
 

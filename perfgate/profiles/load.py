@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
-from perfgate.profiles import limits, sections
-from perfgate.profiles import SCHEMA_VERSION, Profile
+from perfgate.profiles import SCHEMA_VERSION, Profile, limits, sections
 from perfgate.profiles.reader import TableReader
 from perfgate.profiles.simbox import check_sim_box
 
@@ -35,7 +34,8 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
+        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e),
+                                 fix="fix the TOML syntax at the position shown") from None
     root = project_root_of(path)
     data = _merge_parents(path, data, seen=(path.resolve(),))
     r = TableReader(path, data)
@@ -44,7 +44,8 @@ def load_profile(path: str | Path) -> Profile:
     sv = r.req("schema_version", int, f"the integer {SCHEMA_VERSION}")
     if sv != SCHEMA_VERSION:
         raise r.err("schema_version", f"{SCHEMA_VERSION}", sv, fix="this perfgate reads schema_version 1")
-    name = r.get("name", str, "a string", None) or (f"{path.parent.name}/{path.stem}" if path.parent.name != "baselines" else path.stem)
+    default_name = f"{path.parent.name}/{path.stem}" if path.parent.name != "baselines" else path.stem
+    name = r.get("name", str, "a string", None) or default_name
     hardware = sections.hardware(r)
     engine = sections.engine(r, root)
     model = sections.model(r, root)

@@ -21,8 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ReportError
-from perfgate.report.records import FAILING, OUTCOMES, TEXT_KEYS, UNKNOWN, Record, Report, SuiteInfo, parse_number, parse_time, record_id, strip_group
-
+from perfgate.report.records import (
+    FAILING,
+    OUTCOMES,
+    TEXT_KEYS,
+    UNKNOWN,
+    Record,
+    Report,
+    SuiteInfo,
+    parse_number,
+    parse_time,
+    record_id,
+    strip_group,
+)
 
 _SEVERITY = {"error": 3, "fail": 2, "xpass": 2}
 

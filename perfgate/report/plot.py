@@ -16,7 +16,6 @@ from perfgate.errors import ReportError
 from perfgate.report.history import History
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix
 
-
 MAX_PANELS = 36
 
 

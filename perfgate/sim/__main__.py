@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(version, f"argument --sim-hardware: {hw_error}")
     fault = parsed.sim.get("sim_fault") or env.get("PERFGATE_SIM_FAULT") or None
     if fault is not None and fault not in SIM_FAULTS:
-        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} (choose from {', '.join(SIM_FAULTS)})")
+        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} "
+                                     f"(choose from {', '.join(SIM_FAULTS)})")
     startup_s = float(parsed.sim.get("sim_startup_s") or 0.0)
     if fault == "slow-start":
         startup_s *= SLOW_START_FACTOR
