@@ -24,7 +24,10 @@ from perfgate.verdict import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from perfgate.config import ServerConfig
+    from perfgate.profiles import Expectation
     from perfgate.session import PerfgateState
 
 __all__ = ["Checks"]
@@ -38,7 +41,8 @@ class Checks:
     def record(self, name: str, value: object) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
-    def conclude(self, case: Case, v: Verdict, **kw: Any) -> None:  # pragma: no cover - PerfRun's
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
     def _identity(self, case: Case, config: ServerConfig | None = None) -> None:  # pragma: no cover - PerfRun's

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from perfgate.activation import activate_late
@@ -54,7 +56,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     kind = mark.kwargs["kind"]
     cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
-    params = cases
+    params: list[Any] = list(cases)
     if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
         p = st.profile
         params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
@@ -84,7 +86,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         select_cell(config, st, items)
         return
     first_seen: dict[str, int] = {}
-    keyed = []
+    keyed: list[tuple[tuple[float, ...], pytest.Item]] = []
     base = st.profile.baseline_mode()
     base_key = st.config_for(Case(st.profile.name, "floor", base)).key
     for idx, it in enumerate(items):
@@ -129,7 +131,8 @@ def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Ite
             raise pytest.UsageError(f"perfgate: --perfgate-configs: {', '.join(unknown)} are not config keys of "
                                     f"{st.profile.path}; `perfgate plan {st.profile.name}` lists them")
         rest = False
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for it in items:
         case = case_of(it)
         own = st.config_for(case).key in keys if case is not None else rest

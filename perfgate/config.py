@@ -61,7 +61,7 @@ class ServerConfig:
             variant=variant,
             engine=engine,
             model_path=model_path,
-            flags=_freeze(flags),  # type: ignore[arg-type]
+            flags=_freeze(flags),
             env=tuple(sorted((k, str(v)) for k, v in env.items())),
             declared_keys=frozenset(declared_keys),
             speculative=speculative,

@@ -197,7 +197,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = config.stash.get(STATE, None)
     if st is not None and hasattr(config, "workeroutput"):
-        config.workeroutput["perfgate_updates"] = {  # type: ignore[attr-defined]
+        config.workeroutput["perfgate_updates"] = {
             "updates": [list(u) for u in st.updates], "meta": st.update_meta,
             "refused": [list(r) for r in st.update_refused],
         }

@@ -23,6 +23,7 @@ from perfgate.verdict import Verdict
 
 if TYPE_CHECKING:
     from perfgate.api import PerfServer
+    from perfgate.config import ServerConfig
     from perfgate.runner import PerfRun
 
 __all__ = ["ALLREDUCE_FAMILIES", "StepProfiler", "profile_verdict", "profile_lines"]
@@ -32,6 +33,12 @@ ALLREDUCE_FAMILIES = TRACE_FAMILIES
 #: what a profile record can decide: a start-up failure, a fallback, nothing exercised (a variant's
 #: expectation of, say, slower-than-baseline is about its speed and does not apply here)
 DECIDES = frozenset({*FROM_LOG, Category.FALLBACK, Category.NOT_EXERCISED})
+
+
+def _int_flag(config: ServerConfig, name: str, default: int) -> int:
+    """A whole-number flag of the config (``tp-size``), or ``default`` where it is absent, 0 or not a number."""
+    v = config.flag_dict.get(name)
+    return int(v) if isinstance(v, (int, float, str)) and v and str(v).lstrip("-").isdigit() else default
 
 
 def profile_verdict(prof: StepProfile, *, tp: int, backend: str = "", variant: str | None = None) -> Verdict:
@@ -81,13 +88,13 @@ class StepProfiler:
         st = perf.state
         case = server.case
         config = server.config
-        tp = int(config.flag_dict.get("tp-size", 1) or 1)
+        tp = _int_flag(config, "tp-size", 1)
         out_dir = st.log_dir / "traces" / config.slug
         w = st.profile.workload_for(case.mode)
         prompt = unseen_prompt(load_prompts(w.prompts), 7919)  # one no measured request starts like
         # the profile stops by itself after num_steps decode batches: the request must outlast them, even if
         # every speculative cycle accepts its whole draft
-        per_cycle = int(config.flag_dict.get("speculative-num-draft-tokens", 8) or 8) if config.speculative else 1
+        per_cycle = _int_flag(config, "speculative-num-draft-tokens", 8) if config.speculative else 1
         request = GenRequest(input_ids=prompt, max_new_tokens=(num_steps + 8) * per_cycle)
         flush_cache(server.url)
         perf.record("profiled_request_tokens", request.max_new_tokens)

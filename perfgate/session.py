@@ -83,7 +83,7 @@ class PerfgateState:
             return Path(given).resolve()
         wid = os.environ.get("PYTEST_XDIST_WORKER")
         if wid and hasattr(self.config, "workerinput"):
-            run = self.config.workerinput.get("perfgate_run", "run")  # type: ignore[attr-defined]
+            run = self.config.workerinput.get("perfgate_run", "run")
             return self.config.rootpath / "perfgate-logs" / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
@@ -218,6 +218,7 @@ class PerfgateState:
             for n in names:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
+        raise AssertionError(f"built-in kind {kind!r} has no cases rule")  # pragma: no cover
 
     def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
         p = self.profile
@@ -376,13 +377,13 @@ class PerfgateState:
             t0 = time.monotonic()
             self._flag_results = check_configs(configs, self.variants, version=eng.version(),
                                                python=self.profile.engine.python or None)
-            res = next(iter(self._flag_results.values()))
+            first = next(iter(self._flag_results.values()))
             bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
-            if res.available:
-                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
-                           f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
+            if first.available:
+                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang "
+                           f"{first.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
             else:
-                self._note(f"perfgate: flags not pre-checked ({res.reason})")
+                self._note(f"perfgate: flags not pre-checked ({first.reason})")
         res = self._flag_results.get(config.key)
         if res is None or not res.available or res.ok:
             return None

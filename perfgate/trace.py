@@ -113,8 +113,8 @@ def read_trace(path: str | Path) -> RankSteps:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         doc = json.loads(raw)
-    except (OSError, EOFError, ValueError, zlib.error) as e:
-        raise TraceError(f"{p}: not a readable Chrome trace ({type(e).__name__}: {e})") from e
+    except (OSError, EOFError, ValueError, zlib.error) as err:
+        raise TraceError(f"{p}: not a readable Chrome trace ({type(err).__name__}: {err})") from err
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise TraceError(f"{p}: no traceEvents list (is it a torch profiler trace?)")

@@ -127,7 +127,7 @@ class _TorchSymmMem(_Impl):
             raise _Unavailable("missing-dependency", f"torch.distributed._symmetric_memory: {e}") from e
         major, minor = torch.cuda.get_device_capability(self.device)
         try:
-            self.group_name = dist.group.WORLD.group_name  # type: ignore[union-attr]
+            self.group_name = dist.group.WORLD.group_name
             self.buf = symm_mem.empty(max_numel, dtype=dtype, device=self.device)
             symm_mem.rendezvous(self.buf, self.group_name)
             torch.ops.symm_mem.two_shot_all_reduce_  # noqa: B018 - the op must exist

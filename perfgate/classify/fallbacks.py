@@ -73,7 +73,7 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_BACKEND_ALIASES: dict[Backend, tuple[str, ...]] = {
+_BACKEND_ALIASES: dict[str, tuple[str, ...]] = {  # by Backend
     Backend.CUSTOM_AR: ("customar", "customallreduce", "customallreducev2", "customarpcie"),
     Backend.TORCH_SYMM_MEM: ("torchsymmmem", "torchsymmetricmemory", "enabletorchsymmmem"),
     Backend.MSCCLPP: ("mscclpp", "pymscclpp", "enablemscclpp", "msccl"),

@@ -76,9 +76,9 @@ def missing_paths(profile: Profile, variants: VariantSet | None = None) -> list[
             check(profile.path, f"variants.overrides.{name}.{k}", v)
     if variants is not None:
         names = profile.variant_include if profile.variant_include is not None else tuple(variants.variants)
-        for v in (variants.variants[n] for n in names if n in variants.variants):
-            for k, val in _path_flags(v.flags):
-                check(variants.path, f"variants.{v.name}.flags.{k}", val)
+        for variant in (variants.variants[n] for n in names if n in variants.variants):
+            for k, val in _path_flags(variant.flags):
+                check(variants.path, f"variants.{variant.name}.flags.{k}", val)
     py = profile.engine.python
     if py and not (Path(py).expanduser().is_file() if "/" in py else shutil.which(py)):
         out.append(f"{profile.path}: key 'engine.python': expected the interpreter that runs SGLang, found {py!r}: "
