@@ -73,6 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
                 help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
                      "(default), on = also on the simulated server, off = never (saves ~1 min per mode)")
+    g.addoption("--perfgate-calibrate", default="auto", choices=("auto", "on", "off"),
+                help="calibrate the GPU at session start (HBM copy, bf16 GEMM; a few seconds, recorded as calib.*): "
+                     "auto = with the real engine (default; the simulator's modelled figures for a simulated "
+                     "profile; not when attached with --perfgate-url), on = also when attached, off = never")
     g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
                 help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",

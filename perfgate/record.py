@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "config_scope", "fmt"]
+__all__ = ["CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
+           "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
+           "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
+           "TEXT_PROPERTIES", "case_of", "config_scope", "fmt"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,29 @@ TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning",
 })
+
+
+# The machine a record was measured on (perfgate.stack.machine) and its calibration at session start
+# (perfgate.stack.calibration): on every testcase next to the stack.* properties and on the suite. Values are
+# text ("unknown" where a probe found nothing); the report side reads them into Record.machine / Report.machine.
+MACHINE_ID = "machine.id"  # short hash of host_id and the GPU UUIDs: same id, same machine
+MACHINE_HOST_ID = "machine.host_id"  # short sha256 of /etc/machine-id (else of the hostname), never the name
+MACHINE_GPU_UUID = "machine.gpu_uuid"  # the GPUs in use, comma-joined, in CUDA order
+MACHINE_GPU_SERIAL = "machine.gpu_serial"
+MACHINE_POWER_LIMIT_W = "machine.power_limit_w"  # per GPU, comma-joined unless all equal
+MACHINE_SM_CLOCK_MAX_MHZ = "machine.sm_clock_max_mhz"
+MACHINE_MEM_CLOCK_MAX_MHZ = "machine.mem_clock_max_mhz"
+MACHINE_ECC = "machine.ecc"  # on / off / unknown
+MACHINE_PCIE = "machine.pcie"  # "gen5 x16", with the current link where it differs
+CALIB_HBM_GBPS = "calib.hbm_gbps"  # device-to-device copy, bytes read + written per second
+CALIB_GEMM_TFLOPS = "calib.gemm_tflops"  # bf16 8192^3 matmul
+CALIB_SOURCE = "calib.source"  # torch (measured), sim (the simulator's model), none
+
+#: every machine fingerprint property, in display order
+MACHINE_PROPERTIES: tuple[str, ...] = (
+    MACHINE_ID, MACHINE_HOST_ID, MACHINE_GPU_UUID, MACHINE_GPU_SERIAL, MACHINE_POWER_LIMIT_W,
+    MACHINE_SM_CLOCK_MAX_MHZ, MACHINE_MEM_CLOCK_MAX_MHZ, MACHINE_ECC, MACHINE_PCIE,
+    CALIB_HBM_GBPS, CALIB_GEMM_TFLOPS, CALIB_SOURCE,
+)
+#: the prefixes of those properties (the report side reads them as text, like stack.*)
+MACHINE_PREFIXES: tuple[str, ...] = ("machine.", "calib.")

@@ -60,6 +60,8 @@ class PerfRun(Checks):
         self.record("config", cfg.key)
         for k, v in self.state.stack.as_properties().items():
             self.record(k, v)
+        for k, v in self.state.fingerprint.as_properties().items():  # machine.*, calib.* (perfgate.fingerprint)
+            self.record(k, v)
 
     def _record_measurement(self, m: Measurement, prefix: str = "") -> None:
         if m.tok_s is not None:

@@ -123,6 +123,7 @@ class Launcher:
             refused = st.launch_problem(config)
             if refused is not None:
                 raise ServerFailed(refused, "")
+            _ = st.fingerprint  # the machine is calibrated while its GPU is free: before the first server
             server = st.manager.ensure(config)
         except ServerError as e:
             hint = bad_flag_hint(st, config, getattr(e, "log_path", None)) if e.category == "bad-flag" else ""

@@ -20,6 +20,7 @@ from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
+    from perfgate.fingerprint import Fingerprint
     from perfgate.metrics import Measurement
     from perfgate.profiles import Profile
     from perfgate.server import Progress
@@ -53,6 +54,7 @@ class PerfgateState:
         self._profile: Profile | None = None
         self._variants: VariantSet | None = None
         self._stack: Stack | None = None
+        self._fingerprint: Fingerprint | None = None
         self._manager: ServerManager | None = None
         self._servers: Any = None
         self._hw_checked = False
@@ -176,6 +178,15 @@ class PerfgateState:
             else:
                 self._stack = st.detect_stack()
         return self._stack
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """The machine and its calibration (perfgate.fingerprint), found once, before the first server starts."""
+        if self._fingerprint is None:
+            from perfgate.fingerprint import session_fingerprint
+
+            self._fingerprint = session_fingerprint(self)
+        return self._fingerprint
 
     @property
     def sim_stack(self) -> str:

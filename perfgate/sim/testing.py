@@ -29,7 +29,8 @@ from perfgate.profiles.shipped import shipped_root
 FIXTURES = (shipped_root() or Path.cwd()) / "fixtures" / "sim"
 SEED_BOX = FIXTURES / "rtxpro6000-x8-pcie.toml"
 H100_BOX = FIXTURES / "h100-x8-nvlink.toml"
-_SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
+_SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "PERFGATE_SIM_MACHINE", "PERFGATE_SIM_SCALE",
+            "PERFGATE_SIM_START_SEED", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
 
 
 @dataclass

@@ -6,7 +6,8 @@ self-describing. Every piece that cannot be found is the string ``"unknown"``.
 
 :func:`detect_stack` measures this box's stack from the probes of :mod:`perfgate.stack.probes`
 and never raises; stack conditions over a stack (``flashinfer < 0.8 and sm == 12.0``) are
-:mod:`perfgate.stack.conditions`.
+:mod:`perfgate.stack.conditions`. Which machine it was (GPU UUIDs, power limit, clocks, a hashed host id)
+is :mod:`perfgate.stack.machine`, and its session-start calibration :mod:`perfgate.stack.calibration`.
 """
 
 from __future__ import annotations

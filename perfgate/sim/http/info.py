@@ -109,6 +109,11 @@ class InfoEndpoints(HandlerBase):
             "perfgate_sim_allreduce_backend": plan.allreduce_backend_name,
             "perfgate_sim_fault": st.fault,
             "perfgate_sim_speedup": eng.speedup,
+            # the simulated machine (perfgate.sim.variation): its speed factor, this start's jitter, the scale
+            "perfgate_sim_machine": st.sim_speed.machine,
+            "perfgate_sim_machine_factor": st.sim_speed.factor,
+            "perfgate_sim_start_jitter": st.sim_speed.jitter,
+            "perfgate_sim_scale": st.sim_speed.scale,
         })
         self._json(200, info)
 
