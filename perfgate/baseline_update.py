@@ -193,4 +193,7 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
         **({"concurrency": m.concurrency} if table != mode else {}),
         **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
         **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
+        # the machine it was measured on: a floor of one machine is not a fleet's (perfgate floors)
+        "machine": st.fingerprint.machine.id,
+        **({"hbm_gbps": st.fingerprint.calibration.hbm_gbps} if st.fingerprint.calibration.hbm_gbps else {}),
     })

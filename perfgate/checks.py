@@ -93,6 +93,12 @@ class Checks:
             self.record(k, val)
         return v
 
+    def stack_pair(self, case: Case) -> Verdict:
+        """The current stack against ``--perfgate-candidate`` on this box, starts interleaved (perfgate.stackpair)."""
+        from perfgate.stackpair import stack_pair_verdict
+
+        return stack_pair_verdict(self, case)  # type: ignore[arg-type]  # Checks is PerfRun's
+
     def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
         """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
         for pt in m.sweep:

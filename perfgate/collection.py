@@ -119,7 +119,7 @@ def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Ite
 
     if shard:
         try:
-            keys = shard_keys(config_costs(st.profile, st.variants), shard)
+            keys = shard_keys(config_costs(st.profile, st.variants, settings=st.settings), shard)
         except ValueError as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
         rest = shard.split("/")[0] == "1"  # tests with no server config go to cell 1

@@ -320,7 +320,7 @@ def run_crosscheck(perf: PerfRun, case: Case) -> None:
     m = perf.measure(case)
     config = st.config_for(case)
     server = st.servers.endpoint(perf, config)  # the same, still running server
-    w = p.workload_for(case.mode)
+    w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.settings)
     input_len = len(load_prompts(w.prompts)[0])
     tok = make_tokenizer(py, p.model.path, st.log_dir)
     log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"

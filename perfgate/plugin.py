@@ -27,6 +27,7 @@ MARKERS = {
     "baseline": "throughput floors for plain decoding (perfgate)",
     "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
     "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
+    "stack_pair": "the current stack against --perfgate-candidate on this box, starts interleaved (perfgate)",
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
     # pytest-xdist registers it too; perfgate tags every record with its config's group, with or without xdist
     "xdist_group(name)": "the pytest-xdist group of a record: its server config (perfgate.workers)",
@@ -79,6 +80,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "profile; not when attached with --perfgate-url), on = also when attached, off = never")
     g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
                 help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
+    g.addoption("--perfgate-starts", default=None, type=_positive_starts, metavar="N",
+                help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
+                     "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+    g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
+                help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
+                     "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
     g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
@@ -92,6 +99,17 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
+    return value
+
+
+def _positive_starts(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
+                                f"e.g. 3")
     return value
 
 

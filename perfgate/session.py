@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +24,13 @@ if TYPE_CHECKING:
     from perfgate.profiles import Profile
     from perfgate.server import Progress
     from perfgate.server_manager import ServerManager
+    from perfgate.settings import Settings
     from perfgate.stack import Stack
     from perfgate.variants import VariantSet
     from perfgate.verdict import Verdict
 
-KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5,
+              "stack-pair": 6}
 #: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
 BUILTIN_KINDS = frozenset(KIND_ORDER)
 #: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
@@ -54,6 +55,7 @@ class PerfgateState:
         self._profile: Profile | None = None
         self._variants: VariantSet | None = None
         self._stack: Stack | None = None
+        self._settings: Settings | None = None
         self._fingerprint: Fingerprint | None = None
         self._manager: ServerManager | None = None
         self._servers: Any = None
@@ -61,6 +63,9 @@ class PerfgateState:
         self.measurements: dict[str, Measurement] = {}
         self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.starts)
+        self.compared_known = False  # compared filled from the session's final items (perfgate.collection)
+        self.measured_starts: set[int] = set()  # the manager's start numbers already measured (perfgate.starts)
         self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
@@ -78,6 +83,15 @@ class PerfgateState:
 
     def opt(self, name: str) -> Any:
         return self.config.getoption(name)
+
+    @property
+    def settings(self) -> Settings:
+        """The options the measuring path reads, resolved once (perfgate.settings: test > option > profile)."""
+        if self._settings is None:
+            from perfgate.settings import resolve
+
+            self._settings = resolve(self.opt, self.profile, os.environ)
+        return self._settings
 
     def _log_dir(self) -> Path:
         given = self.opt("perfgate_log_dir")
@@ -190,7 +204,7 @@ class PerfgateState:
 
     @property
     def sim_stack(self) -> str:
-        return self.opt("perfgate_sim_stack") or os.environ.get("PERFGATE_SIM_STACK", "")
+        return self.settings.sim_stack
 
     # --------------------------------------------------------------- cases
 
@@ -215,8 +229,8 @@ class PerfgateState:
                 return []
             return [Case(p.name, kind, base)]
         if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
-            when = self.opt("perfgate_crosscheck")
-            if when == "off" or self.opt("perfgate_url") or (when == "auto" and p.simulated):
+            when = self.settings.crosscheck
+            if when == "off" or self.settings.url or (when == "auto" and p.simulated):
                 return []
             return [Case(p.name, kind, m) for m in modes]
         if kind in ("acceptance", "speculation-vs-baseline"):
@@ -229,7 +243,9 @@ class PerfgateState:
             for n in names:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
-        raise AssertionError(f"built-in kind {kind!r} has no cases rule")  # pragma: no cover
+        if kind == "stack-pair":  # one per mode; without --perfgate-candidate each skips, saying so
+            return [Case(p.name, kind, m) for m in modes]
+        raise AssertionError(f"built-in kind {kind} has no cases")  # pragma: no cover
 
     def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
         p = self.profile
@@ -249,7 +265,13 @@ class PerfgateState:
 
     def config_for(self, case: Case) -> ServerConfig:
         v = self.variants.get(case.variant) if case.variant else None
-        return self.profile.config(case.mode, variant=v)
+        config = self.profile.config(case.mode, variant=v)
+        if case.arm is None:
+            return config
+        cand = self.settings.candidate
+        if case.arm != "candidate" or cand is None:
+            raise ValueError(f"{case.id}: arm {case.arm!r} needs --perfgate-candidate")
+        return cand.apply(config)
 
     def session_configs(self) -> list[ServerConfig]:
         """Every config this profile can produce: each mode, and each variant in the variant modes."""
@@ -280,14 +302,13 @@ class PerfgateState:
         if self._manager is None:
             from perfgate.server_manager import ServerManager
 
-            p = self.profile
-            timeout = self.opt("perfgate_startup_timeout")
+            p, s = self.profile, self.settings
             self._manager = ServerManager(
                 engine_for=self._engine_for,
                 log_dir=self.log_dir,
-                startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
+                startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
                 on_progress=self._progress,
-                progress_every_s=float(self.opt("perfgate_progress_interval")),
+                progress_every_s=s.progress_interval_s,
             )
         return self._manager
 
@@ -295,15 +316,18 @@ class PerfgateState:
         from perfgate.engines import get_engine
 
         p = self.profile
+        arm = dict(config.engine_options)  # a stack-pair candidate's own interpreter and stack (perfgate.settings)
+        python = str(arm.get("python", "") or "")
         if config.engine == "sim":
             w = p.workload
             streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
-            return get_engine("sim", sim_stack=self.sim_stack, fault=self.opt("perfgate_sim_fault") or "",
-                              max_streams=streams)
+            sim_stack = ",".join(x for x in (self.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
+            return get_engine("sim", sim_stack=sim_stack, fault=self.settings.sim_fault, max_streams=streams,
+                              python=python)
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell
-        return get_engine("sglang", python=p.engine.python, launcher=p.engine.launcher,
+        return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
                           sglang_version=p.engine.sglang_version, spellings=spell,
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
@@ -349,25 +373,9 @@ class PerfgateState:
 
     def missing_module(self, config: ServerConfig) -> Verdict | None:
         """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
-        if config.engine != "sglang" or not config.variant:
-            return None
-        variant = self.variants.get(config.variant)
-        if not variant.requires:
-            return None
-        from perfgate.engines.sglang import importable
+        from perfgate.launch_checks import missing_module
 
-        python = self.profile.engine.python or sys.executable
-        missing = [m for m in variant.requires if not importable(m, python)]
-        if not missing:
-            return None
-        from perfgate.verdict import Verdict
-
-        names = ", ".join(missing)
-        return Verdict(outcome="fail", category="missing-dependency",
-                       message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
-                                f"would start without the {variant.backend or config.variant} backend and measure "
-                                f"the default all-reduce instead; install it next to SGLang to run this attempt "
-                                f"({self.variants.path} [variants.{config.variant}] requires)"))
+        return missing_module(self, config)
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
@@ -375,34 +383,9 @@ class PerfgateState:
 
     def flag_problem(self, config: ServerConfig) -> Verdict | None:
         """SGLang's own parser on the config's flags, before any launch (real engine only)."""
-        if config.engine != "sglang":
-            return None
-        if self._flag_results is None:
-            import time
+        from perfgate.launch_checks import flag_problem
 
-            from perfgate.preflight import check_configs
-
-            configs = {c.key: c for c in self.selected_configs.values() if c.engine == "sglang"}
-            configs.setdefault(config.key, config)
-            eng = self._engine_for(config)
-            t0 = time.monotonic()
-            self._flag_results = check_configs(configs, self.variants, version=eng.version(),
-                                               python=self.profile.engine.python or None)
-            first = next(iter(self._flag_results.values()))
-            bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
-            if first.available:
-                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang "
-                           f"{first.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
-            else:
-                self._note(f"perfgate: flags not pre-checked ({first.reason})")
-        res = self._flag_results.get(config.key)
-        if res is None or not res.available or res.ok:
-            return None
-        from perfgate.verdict import Verdict
-
-        return Verdict(outcome="fail", category="bad-flag",
-                       message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
-                                f"before launching: {res.message()}"))
+        return flag_problem(self, config)
 
     def _note(self, msg: str) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -21,6 +21,10 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
     if st._manager is not None:
         m = st._manager
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
+        from perfgate.starts import starts_line
+
+        if starts_line(st):
+            tr.write_line(starts_line(st))
     elif st.servers.attached:
         tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
     elif st.selected_configs and not worker:

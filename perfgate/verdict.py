@@ -153,6 +153,11 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
         if noisy:
             return Verdict(outcome="inconclusive", category=noisy.category,
                            message=f"{what} ({m.config_name}): {noisy.message}")
+    from perfgate.starts import paired_ratios
+
+    pairs = paired_ratios(candidate, baseline)
+    if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
+        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect)
     ratio = candidate.tok_s.median / baseline.tok_s.median
     lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
@@ -171,6 +176,31 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
     return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props,
                    indistinct=True)
+
+
+def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[float], *, confidence: float,
+                   what: str, min_effect: float) -> Verdict:
+    """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.judge.paired``): faster
+    or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided is no verdict (indistinct)."""
+    from perfgate.judge import Decision, paired
+    from perfgate.record import PAIR_DECISION, PAIR_N
+
+    assert candidate.tok_s is not None and baseline.tok_s is not None
+    j = paired(ratios, min_effect=min_effect, confidence=confidence)
+    assert j.ratio is not None and j.ci is not None
+    props: dict[str, object] = {"vs_baseline": j.ratio, "vs_baseline_ci_low": j.ci[0], "vs_baseline_ci_high": j.ci[1],
+                                PAIR_N: j.n, PAIR_DECISION: str(j.decision)}
+    desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s (medians over "
+            f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
+    if j.decision is Decision.REGRESSED:
+        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+    if j.decision is Decision.IMPROVED:
+        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+    if j.decision is Decision.SAME:
+        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                       message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
+    return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                   message=desc + f": undecided; {j.needs}")
 
 
 def lost_verdict(v: Verdict, floor: str | None) -> Verdict:

@@ -201,6 +201,7 @@ __version__ = "0.0-fake"
 uint8, bfloat16 = "uint8", "bf16"
 class _T:
     def copy_(self, other): return self
+    def random_(self, lo, hi): return self
 def empty(*a, **k): return _T()
 def empty_like(x): return _T()
 def randn(*a, **k): return _T()
@@ -224,5 +225,5 @@ def test_the_script_turns_event_times_into_bandwidth_and_flops(tmp_path, monkeyp
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     c = run_calibration()
     assert c.source == "torch"
-    assert c.hbm_gbps == pytest.approx(2 * 2**30 / 0.5e-3 / 1e9)  # 1 GiB read + 1 GiB written in 0.5 ms
+    assert c.hbm_gbps == pytest.approx(2 * 2**31 / 0.5e-3 / 1e9)  # 2 GiB read + 2 GiB written in 0.5 ms
     assert c.gemm_tflops == pytest.approx(2 * 8192**3 / 0.5e-3 / 1e12)

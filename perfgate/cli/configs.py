@@ -74,6 +74,10 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
                    help="the longest a job may run: use the fewest cells that fit it (at most --runners)")
     p.add_argument("--variants", default="baselines/variants.toml", help="the variants file")
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="the jobs run with pytest --perfgate-trials N: cost each config at N trials")
+    p.add_argument("--starts", type=int, default=None, metavar="N",
+                   help="the jobs run with pytest --perfgate-starts N: cost each config at N server starts")
     p.add_argument("--format", choices=("json", "text"), default="json",
                    help="json: a CI matrix ({'include': [...]}, GitHub Actions strategy.matrix); text: a table")
 
@@ -88,6 +92,11 @@ def _plan(args: argparse.Namespace) -> int:
     from perfgate.report.junit_read import read_report
     from perfgate.variants import load_variants
 
+    for name in ("trials", "starts"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            print(f"perfgate plan: --{name} {getattr(args, name)}: expected a whole number >= 1 (the jobs' "
+                  f"--perfgate-{name})", file=sys.stderr)
+            return EXIT_USAGE
     variants = load_variants(args.variants)
     reports = [read_report(r) for r in args.reports]
     per_label: dict[str, int] = {}
@@ -110,7 +119,10 @@ def _plan(args: argparse.Namespace) -> int:
     for spec in args.profiles:
         prof = load_profile(resolve_profile(spec, Path.cwd()))
         label = prof.name.split("/")[0]
-        costs = config_costs(prof, variants, reports)
+        from perfgate.settings import Settings
+
+        settings = Settings(trials=args.trials, starts=args.starts or prof.workload.starts)
+        costs = config_costs(prof, variants, reports, settings=settings)
         most = per_label.get(label, default)
         cells = plan(costs, most)
         if args.budget_s is not None:

@@ -42,6 +42,7 @@ class SimEngine:
     fault: str = ""  # fault injection for perfgate's own reliability tests
     teardown_grace_s: float = 5.0
     max_streams: int = 1  # the most requests the profile measures at once (sets the default speedup)
+    python: str = ""  # the server's interpreter (a stack-pair candidate's virtualenv; default: this one)
     name: str = field(default="sim", init=False)
 
     def argv_flags(self, config: ServerConfig) -> list[str]:
@@ -49,8 +50,8 @@ class SimEngine:
 
     def command(self, config: ServerConfig, *, host: str, port: int) -> list[str]:
         opts = dict(config.engine_options)
-        argv = [sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path, *self.argv_flags(config),
-                "--host", host, "--port", str(port)]
+        argv = [self.python or sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path,
+                *self.argv_flags(config), "--host", host, "--port", str(port)]
         if opts.get("sim_hardware"):
             argv += ["--sim-hardware", str(opts["sim_hardware"])]
         if opts.get("sim_startup_s") is not None:

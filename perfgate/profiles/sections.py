@@ -137,7 +137,8 @@ def workload(r: TableReader, root: Path) -> Workload:
     """``[workload]``: what is sent to the server and how often."""
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
-            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect"})
+            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect",
+            "starts"})
     prompts = resolve_path(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
     if not prompts.is_file():
         raise w.err("prompts", "an existing prompt file", str(prompts),
@@ -158,6 +159,7 @@ def workload(r: TableReader, root: Path) -> Workload:
         concurrency_sweep=tuple(sweep),
         confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
         min_effect=float(w.num("min_effect", "a fraction in [0, 0.5]", 0.02, lo=0, hi=0.5)),
+        starts=w.int_("starts", "an integer >= 1", 1, lo=1),
     )
 
 
