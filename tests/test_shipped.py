@@ -43,3 +43,21 @@ def test_the_default_simulated_profile_is_found_by_name_and_loads(tmp_path: Path
     prof = load_profile(path)
     assert prof.simulated and prof.engine.sim_hardware is not None and prof.engine.sim_hardware.is_file()
     assert prof.workload.prompts.is_file()
+
+
+def test_the_writer_refuses_the_installed_shipped_copy(tmp_path: Path, monkeypatch) -> None:
+    """--perfgate-update-baselines on the shipped default profile would write inside site-packages."""
+    import pytest
+
+    from perfgate import baseline_update
+    from perfgate.errors import ConfigError
+    from perfgate.profiles import shipped
+
+    packaged = tmp_path / "site-packages" / "perfgate" / "data" / "project"
+    prof = packaged / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+    prof.parent.mkdir(parents=True)
+    prof.write_text("schema_version = 1\n")
+    monkeypatch.setattr(shipped, "_PACKAGED", packaged)
+    with pytest.raises(ConfigError, match="copy of the profile that perfgate ships.*into your project's baselines/"):
+        baseline_update.write_profile(prof, "schema_version = 1\n# changed\n")
+    assert prof.read_text() == "schema_version = 1\n"
