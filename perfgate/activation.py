@@ -89,6 +89,12 @@ def validate_inputs(config: pytest.Config) -> None:
             st.check_hardware()
         except HardwareMismatch as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
+    if not p.simulated and not st.opt("perfgate_url"):  # every path SGLang would be handed, before any launch
+        from perfgate.profiles.paths import missing_paths
+
+        missing = missing_paths(p, vs)
+        if missing:
+            raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
 
 
 def install_sigterm() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfgate.config import ServerConfig
 from perfgate.profiles import Profile
@@ -106,7 +106,7 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
     workload's tokens at its measured rate — and only a config that never measured (a failed start) by
     its records' test times.
     """
-    by_key: dict[str, list[object]] = {}
+    by_key: dict[str, list[Any]] = {}  # perfgate.report.junit_read.Record
     for r in getattr(report, "records", ()):
         key = r.prop("config")
         if key and key in configs and r.prop("profile") in ("", profile.name):
@@ -153,7 +153,7 @@ def plan(costs: Sequence[ConfigCost], cells: int) -> list[Cell]:
     by_key = {c.key: c for c in costs}
     out = [Cell(i + 1) for i in range(cells)]
     for c in sorted(costs, key=lambda c: (-c.seconds, c.key)):
-        def cost_in(cell: Cell) -> float:
+        def cost_in(cell: Cell, c: ConfigCost = c) -> float:
             dep = by_key.get(c.needs) if c.needs else None
             extra = dep.seconds if dep is not None and dep.key not in {o.key for o in cell.owned} \
                 and dep.key not in cell.extra else 0.0
@@ -181,7 +181,7 @@ def shard_keys(costs: Sequence[ConfigCost], spec: str) -> set[str]:
     return set(cells[i].keys) if i in cells else set()
 
 
-def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str, object]:
+def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str, list[dict[str, Any]]]:
     """The CI matrix, ``{"include": [...]}`` (GitHub Actions ``strategy.matrix``; Buildkite and GitLab take
     the same list): one row per cell with its label, profile, config keys and expected seconds."""
     include = []

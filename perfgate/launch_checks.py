@@ -60,13 +60,13 @@ def flag_problem(st: PerfgateState, config: ServerConfig) -> Verdict | None:
             t0 = time.monotonic()
             st._flag_results = check_configs(configs, st.variants, version=eng.version(),
                                              python=st.profile.engine.python or None)
-            res = next(iter(st._flag_results.values()))
+            first = next(iter(st._flag_results.values()))
             bad = sum(1 for r in st._flag_results.values() if r.available and not r.ok)
-            if res.available:
+            if first.available:
                 st._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang "
-                         f"{res.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
+                         f"{first.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
             else:
-                st._note(f"perfgate: flags not pre-checked ({res.reason})")
+                st._note(f"perfgate: flags not pre-checked ({first.reason})")
     if arm_python and config.key not in st._flag_results:
         # a stack-pair candidate with its own Python: its own SGLang's parser, on its own config
         from perfgate.preflight import check_configs

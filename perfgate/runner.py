@@ -22,8 +22,8 @@ from perfgate.verdict import Verdict, apply_expectation
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
-    from perfgate.session import PerfgateState
     from perfgate.profiles import Expectation, Workload
+    from perfgate.session import PerfgateState
 
 
 @dataclass
@@ -167,7 +167,8 @@ class PerfRun(Checks):
 
     def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
         self.conclude(case, Verdict(outcome="fail", category=v.category,
-                                    message=f"the {config.name} server this record compares against failed: {v.message}"))
+                                    message=f"the {config.name} server this record compares against failed: "
+                                            f"{v.message}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,

@@ -76,7 +76,8 @@ def fallback_verdict(state: PerfgateState, config: ServerConfig, log_path: str |
     for fb in cls.fallbacks:
         if fb.backend == variant.backend:
             return Verdict(outcome="fail", category=fb.category,
-                           message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: {fb.line.strip()}")
+                           message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: "
+                                   f"{fb.line.strip()}")
     return None
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
 from perfgate.record import Case
 
 if TYPE_CHECKING:
@@ -44,9 +45,6 @@ STATE = pytest.StashKey["PerfgateState"]()
 
 def state_of(config: pytest.Config) -> PerfgateState:
     return config.stash[STATE]
-
-
-DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
 
 
 class PerfgateState:
@@ -101,7 +99,7 @@ class PerfgateState:
             return Path(given).resolve()
         wid = os.environ.get("PYTEST_XDIST_WORKER")
         if wid and hasattr(self.config, "workerinput"):
-            run = self.config.workerinput.get("perfgate_run", "run")  # type: ignore[attr-defined]
+            run = self.config.workerinput.get("perfgate_run", "run")
             return self.config.rootpath / "perfgate-logs" / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
@@ -119,7 +117,8 @@ class PerfgateState:
         from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
-        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
+        spec = (self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
+                or self.config.getini("perfgate_profile"))
         try:
             if spec:
                 path = resolve_profile(spec, root)
@@ -134,12 +133,18 @@ class PerfgateState:
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
-            if not (root / DEFAULT_SIM_PROFILE).is_file():
+            if (root / DEFAULT_SIM_PROFILE).is_file():
+                return root / DEFAULT_SIM_PROFILE
+            from perfgate.profiles.shipped import shipped_file
+
+            shipped = shipped_file(DEFAULT_SIM_PROFILE)  # the copy perfgate ships: runs from any directory
+            if shipped is None:
                 raise pytest.UsageError(
-                    f"perfgate: no profile named and no NVIDIA GPU visible, and {root} (the pytest rootdir) has no "
-                    f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
-                    f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
-            return root / DEFAULT_SIM_PROFILE
+                    f"perfgate: no profile named and no NVIDIA GPU visible, and neither {root} (the pytest rootdir) "
+                    f"nor this perfgate installation has {DEFAULT_SIM_PROFILE} to fall back to; name a profile with "
+                    f"--perfgate-profile PATH, PERFGATE_PROFILE or the perfgate_profile ini option (schema: "
+                    f"docs/profiles.md of perfgate)")
+            return shipped
         from perfgate.profiles.load import find_profiles, load_profile
         from perfgate.stack import detect_stack
 
@@ -162,9 +167,10 @@ class PerfgateState:
     def variants(self) -> VariantSet:
         if self._variants is None:
             from perfgate.errors import PerfgateError
+            from perfgate.profiles.reader import resolve_path
             from perfgate.variants import load_variants
 
-            path = self.opt("perfgate_variants_file") or (self.profile.root / "baselines" / "variants.toml")
+            path = self.opt("perfgate_variants_file") or resolve_path(self.profile.root, "baselines/variants.toml")
             try:
                 self._variants = load_variants(path)
             except PerfgateError as e:
@@ -202,7 +208,8 @@ class PerfgateState:
 
     # --------------------------------------------------------------- cases
 
-    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False, where: str = "") -> list[Case]:
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False,
+              where: str = "") -> list[Case]:
         """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
         kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
         one per variant in each of the profile's variant modes."""

@@ -18,7 +18,14 @@ from perfgate.sim.engine_loop import EngineLoop, SimRequest
 from perfgate.sim.testing import SEED_BOX, SimProcess
 from perfgate.sim.trace import TraceRecorder
 from perfgate.sim.variation import (
-    MACHINE_SD, REFERENCE, START_SD, SimSpeed, check_machine_name, machine_factor, modelled_calibration, parse_scale,
+    MACHINE_SD,
+    REFERENCE,
+    START_SD,
+    SimSpeed,
+    check_machine_name,
+    machine_factor,
+    modelled_calibration,
+    parse_scale,
     start_jitter,
 )
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.cli.registry import EXIT_OK, EXIT_USAGE, subcommand
+
+if TYPE_CHECKING:
+    from perfgate.fleet import Cell
+    from perfgate.profiles import Profile
 
 
 def _check_flags_args(p: argparse.ArgumentParser) -> None:
@@ -109,7 +114,7 @@ def _plan(args: argparse.Namespace) -> int:
             per_label[label] = count
         else:
             default = count
-    cells_by_label = {}
+    cells_by_label: dict[str, tuple[Profile, list[Cell]]] = {}
     notes = []
     for spec in args.profiles:
         prof = load_profile(resolve_profile(spec, Path.cwd()))
@@ -143,7 +148,7 @@ def _plan(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_OK
     print(f"{'label':<18} {'cell':<6} {'expected':>9}  configs")
-    for row in m["include"]:  # type: ignore[union-attr]
+    for row in m["include"]:
         print(f"{row['label']:<18} {row['cell']:<6} {row['expected_s']:>7} s  {row['names']}")
     print(f"wall {wall} s (the longest cell), runner time {total} s")
     return EXIT_OK

@@ -12,7 +12,6 @@ from perfgate.engines.argv import render_flags
 from perfgate.procs import perfgate_pythonpath
 from perfgate.sim.variation import MACHINE_ENV, SCALE_ENV, START_SEED_ENV
 
-
 # The simulated server runs every step this many times faster than its cost model says (--sim-speedup) and says
 # so on each stream; perfgate's client scales the stream's durations back, so records keep the simulated rates.
 # The client stays within 0.06 % of the server's own rate at speedup 4 up to 8 streams, but not at 64 (-0.26 %,
@@ -51,8 +50,8 @@ class SimEngine:
 
     def command(self, config: ServerConfig, *, host: str, port: int) -> list[str]:
         opts = dict(config.engine_options)
-        argv = [self.python or sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path, *self.argv_flags(config),
-                "--host", host, "--port", str(port)]
+        argv = [self.python or sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path,
+                *self.argv_flags(config), "--host", host, "--port", str(port)]
         if opts.get("sim_hardware"):
             argv += ["--sim-hardware", str(opts["sim_hardware"])]
         if opts.get("sim_startup_s") is not None:

@@ -18,7 +18,6 @@ from perfgate.config import ServerConfig
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.reader import _close
 
-
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "sim")
 CATEGORIES = tuple(c.value for c in EXPECTABLE)

@@ -21,8 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ReportError
-from perfgate.report.records import FAILING, OUTCOMES, TEXT_KEYS, UNKNOWN, Record, Report, SuiteInfo, is_machine_key, parse_number, parse_time, record_id, strip_group
-
+from perfgate.report.records import (
+    FAILING,
+    OUTCOMES,
+    TEXT_KEYS,
+    UNKNOWN,
+    Record,
+    Report,
+    SuiteInfo,
+    is_machine_key,
+    parse_number,
+    parse_time,
+    record_id,
+    strip_group,
+)
 
 _SEVERITY = {"error": 3, "fail": 2, "xpass": 2}
 

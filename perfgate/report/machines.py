@@ -15,8 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfgate.record import (
-    CALIB_GEMM_TFLOPS, CALIB_HBM_GBPS, CALIB_SOURCE, MACHINE_ECC, MACHINE_GPU_SERIAL, MACHINE_GPU_UUID,
-    MACHINE_HOST_ID, MACHINE_ID, MACHINE_MEM_CLOCK_MAX_MHZ, MACHINE_PCIE, MACHINE_POWER_LIMIT_W,
+    CALIB_GEMM_TFLOPS,
+    CALIB_HBM_GBPS,
+    CALIB_SOURCE,
+    MACHINE_ECC,
+    MACHINE_GPU_SERIAL,
+    MACHINE_GPU_UUID,
+    MACHINE_HOST_ID,
+    MACHINE_ID,
+    MACHINE_MEM_CLOCK_MAX_MHZ,
+    MACHINE_PCIE,
+    MACHINE_POWER_LIMIT_W,
     MACHINE_SM_CLOCK_MAX_MHZ,
 )
 from perfgate.report.records import UNKNOWN, Report, parse_number

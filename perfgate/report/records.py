@@ -19,7 +19,6 @@ from pathlib import Path
 from perfgate.categories import Outcome
 from perfgate.record import MACHINE_PREFIXES, MACHINE_PROPERTIES, TEXT_PROPERTIES
 
-
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 """Every outcome a record can have (the contract's ``outcome`` property values)."""
 

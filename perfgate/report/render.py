@@ -14,7 +14,6 @@ from perfgate.report.gate import GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
 
-
 FORMATS: tuple[str, ...] = ("text", "md", "json")
 
 SECTION_TITLES: dict[str, str] = {

@@ -25,8 +25,15 @@ from perfgate.sim.hardware import Hardware, load_hardware, parse_stack_overrides
 from perfgate.sim.http import ServerState, SimHTTPServer
 from perfgate.sim.log import SimLog
 from perfgate.sim.startup import RESET, YELLOW, Startup, die_sigkill, main_process_error, render_server_args
-from perfgate.sim.variation import MACHINE_ENV, REFERENCE, SCALE_ENV, START_SEED_ENV, SimSpeed, check_machine_name, \
-    parse_scale
+from perfgate.sim.variation import (
+    MACHINE_ENV,
+    REFERENCE,
+    SCALE_ENV,
+    START_SEED_ENV,
+    SimSpeed,
+    check_machine_name,
+    parse_scale,
+)
 
 SLOW_START_FACTOR = 100.0
 DEFAULT_VERSION = "0.5.23"
@@ -84,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(version, f"argument --sim-hardware: {hw_error}")
     fault = parsed.sim.get("sim_fault") or env.get("PERFGATE_SIM_FAULT") or None
     if fault is not None and fault not in SIM_FAULTS:
-        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} (choose from {', '.join(SIM_FAULTS)})")
+        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} "
+                                     f"(choose from {', '.join(SIM_FAULTS)})")
     machine = parsed.sim.get("sim_machine") or env.get(MACHINE_ENV) or REFERENCE
     bad_machine = check_machine_name(machine)
     if bad_machine:

@@ -4,8 +4,8 @@ Each iteration is either a prefill of newly admitted requests (first token) or o
 iteration advancing every running request: one token without speculation, or the accepted
 tokens of one speculative cycle (draft + verify). Durations come from the
 :class:`~perfgate.sim.behavior.LaunchPlan`, divided by the start's speed (the simulated machine,
-its start jitter and ``PERFGATE_SIM_SCALE``: :mod:`perfgate.sim.variation`); the thread sleeps until each step's deadline on a
-monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
+its start jitter and ``PERFGATE_SIM_SCALE``: :mod:`perfgate.sim.variation`); the thread sleeps until
+each step's deadline on a monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
 
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on

@@ -52,7 +52,8 @@ ALLREDUCE = {
     "torch_symm_mem": "void c10d::symmetric_memory::one_shot_all_reduce_kernel<c10::BFloat16, {n}>(c10::BFloat16**, "
                       "c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
     "flashinfer_ar_fusion": "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport"
-                            "<__nv_bfloat16, {n}, true, true>(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams)",
+                            "<__nv_bfloat16, {n}, true, true>"
+                            "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams)",
 }
 NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_{algo}_{proto}(ncclDevKernelArgsStorage<4096ul>)"
 NCCL_ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
