@@ -39,7 +39,6 @@ from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
 from perfgate.report.records import Record, Report
 
-
 PASSING = frozenset({"pass", "xpass"})
 BROKEN = frozenset({"fail", "error"})
 

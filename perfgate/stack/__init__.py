@@ -140,7 +140,8 @@ def simulated_stack(hardware_file: Path, overrides: Mapping[str, str] | None = N
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{path}: simulated hardware file not found; fix: pass an existing fixtures/sim/*.toml") from None
+        raise ConfigError(f"{path}: simulated hardware file not found; "
+                          "fix: pass an existing fixtures/sim/*.toml") from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: cannot read simulated hardware file: {e}") from None
     hw = data.get("hardware", {})
