@@ -150,13 +150,13 @@ def test_scale_0_99_measures_1_percent_slower_through_a_real_server(tmp_path) ->
             "--random-seed", "7"]
     rates = {}
     for scale in ("1.0", "0.99"):
-        env = {"PERFGATE_SIM_MACHINE": "h200-b", "PERFGATE_SIM_SCALE": scale}
+        env = {"PERFGATE_SIM_MACHINE": "h200-b", "PERFGATE_SIM_SCALE": scale, "PERFGATE_SIM_START_SEED": "7"}
         with SimProcess.start(args, log_path=tmp_path / f"sim-{scale}.log", env=env) as sim:
             sim.wait_ready()
             info = sim.get("/server_info")
             assert info["perfgate_sim_machine"] == "h200-b"
             assert info["perfgate_sim_machine_factor"] == machine_factor("h200-b")
-            assert info["perfgate_sim_start_jitter"] == start_jitter(7, "h200-b")  # seeded by --random-seed
+            assert info["perfgate_sim_start_jitter"] == start_jitter(7, "h200-b")  # seeded by PERFGATE_SIM_START_SEED
             assert info["perfgate_sim_scale"] == float(scale)
             rates[scale] = _decode_tok_s(sim)
     # a loaded machine's stalls move one reading by ~0.2 %: the ratio is 0.99 to within 0.5 %, far from 1.0

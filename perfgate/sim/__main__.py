@@ -101,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         scale = parse_scale(parsed.sim.get("sim_scale") or env.get(SCALE_ENV))
     except ValueError as e:
         return _usage_error(version, f"argument --sim-scale: {e}")
-    start_seed = parsed.sim.get("sim_start_seed") or env.get(START_SEED_ENV) or parsed.fields.get("random_seed")
+    # a GPU's state at start is not seeded by the model's --random-seed (the shipped profiles fix one): each start
+    # draws its own jitter unless PERFGATE_SIM_START_SEED / --sim-start-seed makes it reproducible
+    start_seed = parsed.sim.get("sim_start_seed") or env.get(START_SEED_ENV)
     speed = SimSpeed.for_start(machine, seed=start_seed, scale=scale)
     startup_s = float(parsed.sim.get("sim_startup_s") or 0.0)
     if fault == "slow-start":
