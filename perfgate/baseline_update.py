@@ -18,6 +18,7 @@ import pytest
 import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
+from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import Case
 from perfgate.verdict import Verdict, pct
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from perfgate.metrics import Measurement
     from perfgate.session import PerfgateState
 
-DEFAULT_TOLERANCE = 0.03
 
 
 def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.baseline_update import note_update
-from perfgate.metrics import Measurement, token_match
-from perfgate.record import Case
+from perfgate.metrics import METRICS, Measurement, token_match
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, Case
 from perfgate.verdict import (
     Verdict,
     acceptance_verdict,
@@ -62,10 +62,12 @@ class Checks:
     def floor(self, case: Case, m: Measurement) -> Verdict:
         p = self.profile
         fl = p.floors.get(case.mode)
-        if fl is not None and fl.tok_s is not None:
-            self.record("floor", fl.tok_s)
-            self.record("tolerance", fl.tolerance)
-        v = floor_verdict(m, fl, max_cv=p.workload.max_cv, where=f"{self.where()}, mode {case.mode}",
+        self.record(METRIC, "tok_s")
+        self.record(DIRECTION, METRICS["tok_s"].direction)
+        if fl is not None and fl.tok_s is not None:  # the names perf_check writes: one record contract
+            self.record(LIMIT, fl.tok_s)
+            self.record(TOLERANCE, fl.tolerance)
+        v = floor_verdict(m, fl, max_cv=p.max_cv_for(case.mode, fl), where=f"{self.where()}, mode {case.mode}",
                           update_hint=self.update_hint())
         note_update(self.state, case.mode, "tok_s", fl.tok_s if fl else None, m, v)
         return lost_verdict(v, f"the {case.mode} floor ({fl.tok_s:g} tok/s)" if fl and fl.tok_s is not None else None)

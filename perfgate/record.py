@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
+__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE",
+           "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
@@ -130,3 +131,12 @@ MACHINE_PROPERTIES: tuple[str, ...] = (
 )
 #: the prefixes of those properties (the report side reads them as text, like stack.*)
 MACHINE_PREFIXES: tuple[str, ...] = ("machine.", "calib.")
+
+
+# ------------------------------------------------------- a limit's record (built-in floors and perf_check alike)
+#: the metric a record is judged on (``tok_s`` unless it names another) and its direction (``higher``/``lower``)
+METRIC = "metric"
+DIRECTION = "direction"
+#: the stored limit the record was judged against and its tolerance
+LIMIT = "limit"
+TOLERANCE = "tolerance"

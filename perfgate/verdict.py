@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfgate.categories import Category, Outcome
 from perfgate.metrics import METRICS, MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
-from perfgate.profiles import Expectation, Floor
+from perfgate.profiles import DEFAULT_TOLERANCE, Expectation, Floor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,65 +59,52 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
 
 
 def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: str, update_hint: str) -> Verdict:
-    """Decode tok/s against ``floor * (1 - tolerance)``."""
-    if m.tok_s is None:
-        return Verdict(outcome="fail", category="crash",
-                       message=f"no successful request to measure ({m.failures} failed: {_errs(m)})")
-    noisy = _noisy(m, max_cv)
-    if noisy:
-        return noisy
-    if floor is None or floor.tok_s is None:
-        return Verdict(outcome="skip", message=f"decode {m.tok_s.median:.1f} tok/s measured; no floor for this mode in "
-                                                f"{where}; record one with {update_hint}")
-    limit = floor.tok_s * (1 - floor.tolerance)
-    got = m.tok_s.median
-    if got >= limit:
-        return Verdict(outcome="pass",
-                       message=f"decode tok/s {got:.1f} >= floor {floor.tok_s:g} × (1 − {floor.tolerance:g})")
-    return Verdict(
-        outcome="fail", category="slower-than-baseline",
-        message=(f"decode tok/s {got:.1f} < floor {floor.tok_s:g} × (1 − {floor.tolerance:g}) = {limit:.1f} "
-                 f"[{where}]; if intended, run {update_hint}"),
-    )
+    """Decode tok/s against ``floor * (1 - tolerance)``: :func:`limit_verdict` on ``tok_s``."""
+    return limit_verdict(m, "tok_s", floor.tok_s if floor is not None else None,
+                         floor.tolerance if floor is not None else DEFAULT_TOLERANCE, max_cv=max_cv, where=where,
+                         update_hint=update_hint)
 
 
-def metric_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
-                   where: str, update_hint: str) -> Verdict:
-    """Any metric of :data:`perfgate.metrics.METRICS` against its limit, in the metric's direction.
+def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
+                  where: str, update_hint: str) -> Verdict:
+    """The one judge of a limit: any metric of :data:`perfgate.metrics.METRICS` against it, in the metric's direction.
 
+    Built-in floors and a user's ``perf_check`` both come here, with the noise bar of
+    :meth:`perfgate.profiles.Profile.max_cv_for`, so the same data gives the same verdict whichever test asked.
     Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
     ``value <= ceiling x (1 + tolerance)``; too few trials or too noisy is inconclusive.
     """
     spec = METRICS[metric]
     st = m.stat(metric)
     if st is None:
-        return Verdict(outcome="fail", category="crash",
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
     if not st.noise_known:
-        return Verdict(outcome="inconclusive", category="noise-unknown",
-                       message=(f"inconclusive: noise unknown: {st.n} trial(s) give no confidence interval (it needs "
-                                f"at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} recorded without a "
-                                f"verdict"))
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
+                       message=(f"inconclusive: noise unknown: {st.n} trial(s) of {m.config_name} give no confidence "
+                                f"interval (it needs at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} is "
+                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if st.cv is not None and st.cv > max_cv:
-        return Verdict(outcome="inconclusive", category="noisy",
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
                        message=(f"inconclusive: too noisy, {metric} CV {pct(st.cv)} of {st.n} trials exceeds the "
-                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise the trials"))
+                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials"))
     got = st.median
     if limit is None:
-        return Verdict(outcome="skip",
-                       message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency {m.concurrency}; "
-                                f"no limit for it in {where}; record one with {update_hint}"))
+        return Verdict(outcome=Outcome.SKIP, message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency "
+                                                      f"{m.concurrency}; no limit for it in {where}; record one with "
+                                                      f"{update_hint}"))
     if spec.higher_is_better:
-        bound, ok, word, sign = limit * (1 - tolerance), got >= limit * (1 - tolerance), "floor", "−"
+        bound, word, sign, rel, bad = limit * (1 - tolerance), "floor", "−", ">=", "<"
+        ok = got >= bound
     else:
-        bound, ok, word, sign = limit * (1 + tolerance), got <= limit * (1 + tolerance), "ceiling", "+"
-    rel = ">=" if spec.higher_is_better else "<="
+        bound, word, sign, rel, bad = limit * (1 + tolerance), "ceiling", "+", "<=", ">"
+        ok = got <= bound
     if ok:
-        return Verdict(outcome="pass",
+        return Verdict(outcome=Outcome.PASS,
                        message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
     return Verdict(
-        outcome="fail", category="slower-than-baseline",
-        message=(f"{metric} {got:.4g} {spec.unit} beyond the {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
+        outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE,
+        message=(f"{metric} {got:.4g} {spec.unit} {bad} {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
                  f"[{where}]; if intended, run {update_hint}"),
     )
 
