@@ -315,3 +315,15 @@ def trials_to_resolve(n: int, ratio: float, ci_low: float, ci_high: float) -> in
     if gap <= 1e-9 or half <= 0:
         return None
     return max(n + 1, math.ceil(n * (half / gap) ** 2))
+
+
+def paired_ratios(candidate: Measurement, baseline: Measurement, metric: str = "tok_s") -> list[float] | None:
+    """candidate/baseline of start i with start i (both measured interleaved); None unless both have >= 2 starts."""
+    if len(candidate.starts) < 2 or len(baseline.starts) < 2:
+        return None
+    out = []
+    for c, b in zip(candidate.starts, baseline.starts):
+        cs, bs = c.stat(metric), b.stat(metric)
+        if cs is not None and bs is not None and bs.median > 0 and cs.median > 0:
+            out.append(cs.median / bs.median)
+    return out if len(out) >= 2 else None

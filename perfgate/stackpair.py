@@ -44,8 +44,7 @@ DECIDES = ("slower-than-baseline", "crash", "wrong-output")
 def stack_pair_verdict(perf: PerfRun, case: Case) -> Verdict:
     """Measure ``case``'s config on both arms, starts interleaved, and judge the paired ratio."""
     from perfgate.judge import Decision, default_min_effect, paired
-    from perfgate.metrics import token_match
-    from perfgate.starts import paired_ratios
+    from perfgate.metrics import paired_ratios, token_match
 
     st = perf.state
     cand = st.settings.candidate

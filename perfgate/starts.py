@@ -7,7 +7,7 @@ config's measurement is first needed, :func:`measure_interleaved` measures it an
 compared with (directly or through another: the connected group of :attr:`PerfgateState.compared`), start by
 start, each start a new server process, and caches one pooled :class:`~perfgate.metrics.Measurement` per
 config whose ``starts`` keep the per-start measurements (:func:`combine`). Comparisons then judge the
-per-start pairs (:func:`paired_ratios`, ``perfgate.judge.paired``); a record carries the between-start
+per-start pairs (:func:`perfgate.metrics.paired_ratios`, ``perfgate.judge.paired``); a record carries the between-start
 spread (:func:`start_properties`). pytest's item order is untouched.
 """
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from perfgate.servers import ServerFailed
     from perfgate.session import PerfgateState
 
-__all__ = ["combine", "start_stats", "start_properties", "paired_ratios", "note_comparison", "note_comparisons",
+__all__ = ["combine", "start_stats", "start_properties", "note_comparison", "note_comparisons",
            "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
 
 
@@ -74,18 +74,6 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
     if lo is not None and hi is not None:
         out[START_CI_LOW], out[START_CI_HIGH] = lo, hi
     return out
-
-
-def paired_ratios(candidate: Measurement, baseline: Measurement, metric: str = "tok_s") -> list[float] | None:
-    """candidate/baseline of start i with start i (both measured interleaved); None unless both have >= 2 starts."""
-    if len(candidate.starts) < 2 or len(baseline.starts) < 2:
-        return None
-    out = []
-    for c, b in zip(candidate.starts, baseline.starts):
-        cs, bs = c.stat(metric), b.stat(metric)
-        if cs is not None and bs is not None and bs.median > 0 and cs.median > 0:
-            out.append(cs.median / bs.median)
-    return out if len(out) >= 2 else None
 
 
 def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:

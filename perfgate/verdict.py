@@ -141,7 +141,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
         if noisy:
             return Verdict(outcome="inconclusive", category=noisy.category,
                            message=f"{what} ({m.config_name}): {noisy.message}")
-    from perfgate.starts import paired_ratios
+    from perfgate.metrics import paired_ratios
 
     pairs = paired_ratios(candidate, baseline)
     if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
