@@ -318,7 +318,7 @@ mem-fraction-static = 0.80
     # the floor exists, so it passed here before: no verdict on it now is a failure (lost verdict), not green
     r.assert_outcomes(skipped=1, failed=1)
     r.stdout.fnmatch_lines([
-        "*NOT updated * [[]floors.baseline[]] tok_s: too noisy, CV *",
+        "*NOT updated * [[]floors.baseline[]] tok_s: too noisy, tok_s CV *",
         "*nothing measured to write*",
         "*SKIPPED*inconclusive: confounded: nccl-fewer-channels differs from the baseline in*mem-fraction-static*",
     ])
