@@ -280,7 +280,7 @@ class PerfgateState:
             w = p.workload
             streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
             return get_engine("sim", sim_stack=self.sim_stack, fault=self.opt("perfgate_sim_fault") or "",
-                              max_streams=streams)
+                              max_streams=streams, real_time=self.opt("perfgate_crosscheck") == "on")
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell

@@ -22,10 +22,12 @@ DEFAULT_SIM_SPEEDUP = 4.0
 SPEEDUP_MAX_STREAMS = 8
 
 
-def sim_speedup(max_streams: int = 1) -> float:
-    """The speedup for a simulated profile measuring at most ``max_streams`` requests at once."""
+def sim_speedup(max_streams: int = 1, *, real_time: bool = False) -> float:
+    """The speedup for a simulated profile measuring at most ``max_streams`` requests at once; ``real_time``: a
+    client other than perfgate's measures it too (SGLang's own, for the cross-check), which cannot read the
+    simulator's clock lead, so only PERFGATE_SIM_SPEEDUP can speed it up."""
     raw = os.environ.get("PERFGATE_SIM_SPEEDUP", "")
-    default = DEFAULT_SIM_SPEEDUP if max_streams <= SPEEDUP_MAX_STREAMS else 1.0
+    default = DEFAULT_SIM_SPEEDUP if max_streams <= SPEEDUP_MAX_STREAMS and not real_time else 1.0
     try:
         s = float(raw) if raw.strip() else default
     except ValueError:
@@ -41,6 +43,7 @@ class SimEngine:
     fault: str = ""  # fault injection for perfgate's own reliability tests
     teardown_grace_s: float = 5.0
     max_streams: int = 1  # the most requests the profile measures at once (sets the default speedup)
+    real_time: bool = False  # SGLang's own benchmark measures it too (--perfgate-crosscheck on): no default speedup
     name: str = field(default="sim", init=False)
 
     def argv_flags(self, config: ServerConfig) -> list[str]:
@@ -58,7 +61,7 @@ class SimEngine:
             argv += ["--sim-stack", self.sim_stack]
         if self.fault:
             argv += ["--sim-fault", self.fault]
-        speedup = sim_speedup(self.max_streams)
+        speedup = sim_speedup(self.max_streams, real_time=self.real_time)
         if speedup != 1.0:
             argv += ["--sim-speedup", f"{speedup:g}"]
         return argv
