@@ -43,7 +43,7 @@ class GenerationBase(HandlerBase):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         eng = self.state.engine
-        if eng is not None and eng.speedup != 1.0:  # perfgate's client scales this stream's durations back by it
+        if eng is not None and eng.speedup != 1.0:  # perfgate's client adds the lead its clock gains (AHEAD_KEY)
             self.send_header(SPEEDUP_HEADER, repr(eng.speedup))
             if req is not None:
                 self.send_header(AHEAD_HEADER, repr(req.created_ahead))
