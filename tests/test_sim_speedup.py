@@ -16,6 +16,7 @@ room for a loaded one.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +33,11 @@ from perfgate.workload import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
-TOLERANCE = 0.002  # within 0.2 % on every metric
-TRIALS = 3  # per workload; each metric is the median over trials, as in a record
+# The records themselves agree within 0.25 % over their full workloads (docs/measurement.md); these workloads are
+# shorter and this machine may be shared, so a few hundred microseconds of someone else's load in one trial move
+# a median by more than that. Multiplying durations by the speed-up, as before, was 1.5-6 % off on TTFT.
+TOLERANCE = 0.005
+ROUNDS = 3  # per workload and speed-up; each metric is the median over rounds, as over trials in a record
 # (mode, streams, requests, tokens): the shapes of the records, shortened
 WORKLOADS = {"baseline": [(1, 5, 24), (4, 8, 16)], "eagle3": [(1, 5, 32)]}
 METRICS = {1: ("tok_s", "ttft_ms", "itl_ms", "accept_len"), 4: ("ttft_ms", "output_tok_s", "tok_s", "itl_ms")}
@@ -48,20 +52,33 @@ def _measure(sim: SimProcess, streams: int, requests: int, tokens: int, prompts:
     return compute_trial(outs, wall)
 
 
-def _trials(mode: str, speedup: float, tmp: Path) -> Iterator[tuple[tuple[int, int, int], list[Trial]]]:
+@contextlib.contextmanager
+def _sim(mode: str, speedup: float, tmp: Path) -> Iterator[SimProcess]:
     prof = load_profile(PROFILE)
     config = prof.config(mode)
     flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
     if speedup != 1.0:
         flags += ["--sim-speedup", f"{speedup:g}"]
-    hardware = ROOT / str(prof.engine.sim_hardware)
-    prompts = load_prompts(prof.workload.prompts)
-    with SimProcess.start(flags, log_path=tmp / f"{mode}-{speedup:g}.log", hardware=hardware,
+    with SimProcess.start(flags, log_path=tmp / f"{mode}-{speedup:g}.log", hardware=ROOT / str(prof.engine.sim_hardware),
                           model_path=config.model_path) as sim:
         sim.wait_ready()
-        run_batch(f"http://127.0.0.1:{sim.port}", [GenRequest(input_ids=prompts[-1], max_new_tokens=4)])  # warm-up
-        for shape in WORKLOADS[mode]:
-            yield shape, [_measure(sim, *shape, prompts) for _ in range(TRIALS)]
+        yield sim
+
+
+def _rounds(mode: str, tmp: Path) -> dict[float, dict[tuple[int, int, int], list[Trial]]]:
+    """Both servers up at once, measured in turn (slow, fast) for ROUNDS rounds: a burst of load from elsewhere
+    on the machine falls on both sides alike, and on one round of each at most."""
+    prompts = load_prompts(load_profile(PROFILE).workload.prompts)
+    speeds = (1.0, DEFAULT_SIM_SPEEDUP)
+    out: dict[float, dict[tuple[int, int, int], list[Trial]]] = {s: {w: [] for w in WORKLOADS[mode]} for s in speeds}
+    with _sim(mode, speeds[0], tmp) as slow, _sim(mode, speeds[1], tmp) as fast:
+        for sim in (slow, fast):  # warm-up: the first connection and the first request of each server
+            run_batch(f"http://127.0.0.1:{sim.port}", [GenRequest(input_ids=prompts[-1], max_new_tokens=4)])
+        for _ in range(ROUNDS):
+            for shape in WORKLOADS[mode]:
+                for speed, sim in zip(speeds, (slow, fast)):
+                    out[speed][shape].append(_measure(sim, *shape, prompts))
+    return out
 
 
 def _median(xs: list[float | None]) -> float | None:
@@ -71,8 +88,8 @@ def _median(xs: list[float | None]) -> float | None:
 
 @pytest.mark.parametrize("mode", sorted(WORKLOADS))
 def test_the_default_speedup_measures_what_real_time_measures(mode, tmp_path):
-    fast = dict(_trials(mode, DEFAULT_SIM_SPEEDUP, tmp_path))
-    slow = dict(_trials(mode, 1.0, tmp_path))
+    got = _rounds(mode, tmp_path)
+    slow, fast = got[1.0], got[DEFAULT_SIM_SPEEDUP]
     rows, worst = [], 0.0
     for shape, trials in slow.items():
         for metric in METRICS[shape[0]]:
