@@ -43,24 +43,24 @@ from perfgate.sim.testing import SimProcess  # noqa: E402
 FLAGS = ["--tp-size", "8", "--cuda-graph-max-bs-decode", "128", "--random-seed", "7"]
 WARMUP_TOKENS = 8
 
-# argv: url n c out_len; prints {"cpu_s", "tokens", "failed", "wall_s"} of the measured requests only
+# argv: url n c out_len warmup_tokens; prints {"cpu_s", "tokens", "failed", "wall_s"} of the measured requests only
 _COMMON = """
 import json, sys, time
-url, n, c, out_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+url, n, c, out_len, warm_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 prompts = [list(range(1000 + i * 200, 1128 + i * 200)) for i in range(n)]
 warm = list(range(500, 628))
 """
 
 PERFGATE_CLIENT = _COMMON + """
 from perfgate.client import GenRequest, run_batch
-run_batch(url, [GenRequest(input_ids=tuple(warm), max_new_tokens=%d)], concurrency=1, timeout_s=600)
+run_batch(url, [GenRequest(input_ids=tuple(warm), max_new_tokens=warm_len)], concurrency=1, timeout_s=600)
 reqs = [GenRequest(input_ids=tuple(p), max_new_tokens=out_len) for p in prompts]
 cpu0, t0 = time.process_time(), time.perf_counter()
 outs, _ = run_batch(url, reqs, concurrency=c, timeout_s=600)
 cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
 print(json.dumps({"cpu_s": cpu, "wall_s": wall, "tokens": sum(o.completion_tokens for o in outs if o.success),
                   "failed": sum(not o.success for o in outs)}))
-""" % WARMUP_TOKENS
+"""
 
 # SGLang 0.5.17's bench_serving request function for --backend sglang, with the globals its CLI would set
 # (its defaults: greedy, ignore_eos, streaming, no logprobs), driven as its benchmark() drives it
@@ -82,13 +82,13 @@ async def batch(ps, k, limit):
         async with sem:
             return await bs.async_request_sglang_generate(request_func_input=inp(p, k), pbar=None)
     return await asyncio.gather(*[asyncio.create_task(one(p)) for p in ps])
-asyncio.run(batch([warm], %d, 1))
+asyncio.run(batch([warm], warm_len, 1))
 cpu0, t0 = time.process_time(), time.perf_counter()
 outs = asyncio.run(batch(prompts, out_len, c))
 cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
 print(json.dumps({"cpu_s": cpu, "wall_s": wall, "tokens": sum(o.output_len for o in outs if o.success),
                   "failed": sum(not o.success for o in outs)}))
-""" % WARMUP_TOKENS
+"""
 
 CLIENTS = {"perfgate": PERFGATE_CLIENT, "sglang": SGLANG_CLIENT}
 
@@ -108,7 +108,7 @@ class Cell:
 
 def measure(client: str, url: str, n: int, c: int, out_len: int, env: dict[str, str]) -> float:
     """One subprocess, one client: µs of its own CPU per token over the measured requests."""
-    argv = [sys.executable, "-c", CLIENTS[client], url, str(n), str(c), str(out_len)]
+    argv = [sys.executable, "-c", CLIENTS[client], url, str(n), str(c), str(out_len), str(WARMUP_TOKENS)]
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise SystemExit(f"the {client} client failed ({r.returncode}):\n{r.stderr[-3000:]}")

@@ -17,7 +17,7 @@ perfgate's built-in tests::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +109,8 @@ class Measure:
         for k in ("concurrency", "max_new_tokens", "trials", "requests_per_trial"):
             if k in given and (not isinstance(given[k], int) or isinstance(given[k], bool) or given[k] < 1):
                 raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
-        w = replace(w, **given) if given else w
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.settings)
+        w = perf.state.settings.workload(w, **given)
         m = perf.measure(server.case, workload=None if not given else w)
         perf.record("concurrency", m.concurrency)
         for name in METRICS:
@@ -163,6 +164,10 @@ class Check:
                 perf.record(f"{metric}_ci_high", stat.ci_high)
             if stat.cv is not None:
                 perf.record(f"{metric}_cv", stat.cv)
+        from perfgate.starts import start_properties
+
+        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
+            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
         if lim is not None:
             perf.record("limit", lim)
             perf.record("tolerance", tol)

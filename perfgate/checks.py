@@ -24,7 +24,10 @@ from perfgate.verdict import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from perfgate.config import ServerConfig
+    from perfgate.profiles import Expectation
     from perfgate.session import PerfgateState
 
 __all__ = ["Checks"]
@@ -38,7 +41,8 @@ class Checks:
     def record(self, name: str, value: object) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
-    def conclude(self, case: Case, v: Verdict, **kw: Any) -> None:  # pragma: no cover - PerfRun's
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
     def _identity(self, case: Case, config: ServerConfig | None = None) -> None:  # pragma: no cover - PerfRun's
@@ -52,7 +56,8 @@ class Checks:
         return str(self.state.profile.path)
 
     def update_hint(self) -> str:
-        return f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+        return (f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} "
+                f"--perfgate-update-baselines`")
 
     def floor(self, case: Case, m: Measurement) -> Verdict:
         p = self.profile
@@ -87,6 +92,12 @@ class Checks:
         for k, val in v.properties.items():
             self.record(k, val)
         return v
+
+    def stack_pair(self, case: Case) -> Verdict:
+        """The current stack against ``--perfgate-candidate`` on this box, starts interleaved (perfgate.stackpair)."""
+        from perfgate.stackpair import stack_pair_verdict
+
+        return stack_pair_verdict(self, case)  # type: ignore[arg-type]  # Checks is PerfRun's
 
     def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
         """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
@@ -151,8 +162,8 @@ class Checks:
         if why is None:
             return v
         return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
-                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, but {why}; "
-                               f"measured: {v.message}")
+                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
+                               f"but {why}; measured: {v.message}")
 
     def preflight(self, case: Case) -> None:
         """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's

@@ -196,6 +196,21 @@ class Measurement:
     ttft_ms_p99: Stat | None = None
     itl_ms_p99: Stat | None = None
     concurrency: int = 1  # requests in flight while it was measured
+    #: with --perfgate-starts N > 1: one measurement per server start, in start order (this one pools their
+    #: trials, its medians are the medians over starts: perfgate.starts.combine); () for one start
+    starts: tuple[Measurement, ...] = ()
+
+    def start_values(self, metric: str) -> tuple[float, ...]:
+        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start)."""
+        if not self.starts:
+            s = self.stat(metric)
+            return () if s is None else (s.median,)
+        out = []
+        for m in self.starts:
+            s = m.stat(metric)
+            if s is not None:
+                out.append(s.median)
+        return tuple(out)
 
     def stat(self, metric: str) -> Stat | None:
         """The statistics of one of :data:`METRICS` (``None`` when nothing was measured)."""

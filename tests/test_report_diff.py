@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfgate.cli import main
-from perfgate.report.diff import classify_transition, compare_throughput, diff
+from perfgate.report.diff import Judging, classify_transition, compare_metric, diff
 from perfgate.report.junit_read import read_report
+from perfgate.report.noise import bands_from_reports
 from perfgate.report.records import OUTCOMES, Record, Report
 from perfgate.report.render import render_diff
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
@@ -83,7 +84,7 @@ def test_outcome_changes_are_symmetric(tmp_path: Path, pair: tuple[list[Case], l
     assert fwd == back
     assert {r.key for r in ab.new} == {r.key for r in ba.gone}
     assert {r.key for r in ab.regressed} == {r.key for r in ba.improved}
-    assert {r.key for r in ab.unknown_noise} == {r.key for r in ba.unknown_noise}
+    assert {r.key for r in ab.undecided} == {r.key for r in ba.undecided}
 
 
 @_hsettings
@@ -117,34 +118,50 @@ def _rec(tmp_path: Path, name: str, **kw: object) -> Report:
     return read_report(write_report(tmp_path / f"{name}.xml", [perf_case("baseline", **kw)]))  # type: ignore[arg-type]
 
 
-def test_ci_overlap_is_within_noise_and_separation_counts(tmp_path: Path) -> None:
-    old = _rec(tmp_path, "o", tok_s=89.5, spread=1.0).records[0]
-    overlapping = _rec(tmp_path, "n1", tok_s=88.0, spread=1.0).records[0]  # [87, 89] vs [88.5, 90.5]
-    separated = _rec(tmp_path, "n2", tok_s=86.0, spread=1.0).records[0]  # [85, 87]
-    higher = _rec(tmp_path, "n3", tok_s=93.0, spread=1.0).records[0]
-    assert compare_throughput(old, overlapping).verdict == "within-noise"  # type: ignore[union-attr]
-    tp = compare_throughput(old, separated)
-    assert tp is not None and tp.verdict == "regressed" and tp.basis == "ci"
-    assert compare_throughput(old, higher).verdict == "improved"  # type: ignore[union-attr]
+def _on(tmp_path: Path, name: str, machine: str = "", **kw: object) -> Record:
+    extra = dict(kw.pop("extra", {}) or {})  # type: ignore[call-overload]
+    if machine:
+        extra["machine.id"] = machine
+    kw.setdefault("n", 5)
+    return _rec(tmp_path, name, extra=extra, **kw).records[0]
 
 
-def test_cv_fallback_uses_two_sigma_of_combined_cv(tmp_path: Path) -> None:
-    old = _rec(tmp_path, "o", tok_s=100.0, cv=0.03).records[0]
-    # threshold = 2 * sqrt(0.03² + 0.04²) * 100 = 10
-    small = _rec(tmp_path, "n1", tok_s=91.0, cv=0.04).records[0]
-    big = _rec(tmp_path, "n2", tok_s=89.0, cv=0.04).records[0]
-    tp_small, tp_big = compare_throughput(old, small), compare_throughput(old, big)
-    assert tp_small is not None and tp_small.verdict == "within-noise" and tp_small.basis == "cv"
-    assert tp_small.threshold is not None and abs(tp_small.threshold - 10.0) < 1e-9
-    assert tp_big is not None and tp_big.verdict == "regressed"
+def test_one_machine_single_starts_judged_against_the_start_prior(tmp_path: Path) -> None:
+    """Two single-start reports of one machine: a 5 % drop blocks, a 0.05 % one is the same (issue 22)."""
+    old = _on(tmp_path, "o", "m1", tok_s=210.44, spread=0.05)
+    drop5 = compare_metric(old, _on(tmp_path, "a", "m1", tok_s=199.9, spread=0.05))
+    tiny = compare_metric(old, _on(tmp_path, "b", "m1", tok_s=210.34, spread=0.05))
+    assert drop5 is not None and drop5.verdict == "regressed" and drop5.machines == "same"
+    assert drop5.judgement is not None and drop5.judgement.level == "starts" and drop5.judgement.noise_source == "prior"
+    assert tiny is not None and tiny.verdict == "same"
 
 
-def test_no_noise_information_is_unknown_noise(tmp_path: Path) -> None:
+def test_other_or_unidentified_machines_are_judged_against_the_machine_spread(tmp_path: Path) -> None:
+    """The four H200s (205.5-212.7 tok/s): a difference inside their spread is undecided, never regressed."""
+    a = _on(tmp_path, "a", "machine-a", tok_s=210.45, spread=0.05)
+    c = _on(tmp_path, "c", "machine-c", tok_s=205.46, spread=0.05)
+    tp = compare_metric(a, c)
+    assert tp is not None and tp.verdict == "undecided" and tp.machines == "different"
+    assert "paired run" in tp.needs
+    unidentified = compare_metric(_on(tmp_path, "x", tok_s=210.45, spread=0.05), _on(tmp_path, "y", tok_s=208.5, spread=0.05))
+    assert unidentified is not None and unidentified.verdict == "undecided" and unidentified.machines == "unknown"
+    big = compare_metric(a, _on(tmp_path, "d", "machine-d", tok_s=180.0, spread=0.05))
+    assert big is not None and big.verdict == "regressed"
+
+
+def test_trial_noise_is_added_to_the_start_noise(tmp_path: Path) -> None:
+    """A record whose trials are noisy cannot be called regressed on the start prior alone."""
+    old = _on(tmp_path, "o", "m1", tok_s=100.0, spread=5.0)
+    tp = compare_metric(old, _on(tmp_path, "n", "m1", tok_s=97.0, spread=5.0))
+    assert tp is not None and tp.verdict == "undecided" and "starts per side" in tp.needs
+
+
+def test_no_noise_information_is_undecided(tmp_path: Path) -> None:
     old = _rec(tmp_path, "o", tok_s=100.0).records[0]
     new = _rec(tmp_path, "n", tok_s=50.0).records[0]
-    tp = compare_throughput(old, new)
-    assert tp is not None and tp.verdict == "unknown-noise" and tp.basis == "none"
-    same = compare_throughput(old, old)
+    tp = compare_metric(old, new)
+    assert tp is not None and tp.verdict == "undecided" and "3 trials" in tp.needs
+    same = compare_metric(old, old)
     assert same is not None and same.verdict == "unchanged"
 
 
@@ -152,11 +169,58 @@ def test_one_trial_is_no_evidence_of_a_regression(tmp_path: Path) -> None:
     """`--perfgate-trials 1` once wrote a zero-width CI and the gate called a 0.03 % change 'regressed'."""
     old = _rec(tmp_path, "o", tok_s=89.50, spread=0.0, cv=0.0, n=1).records[0]
     new = _rec(tmp_path, "n", tok_s=89.47, spread=0.0, cv=0.0, n=1).records[0]
-    tp = compare_throughput(old, new)
-    assert tp is not None and tp.verdict == "unknown-noise" and tp.basis == "none"
-    three = _rec(tmp_path, "t", tok_s=80.0, spread=0.5, n=3).records[0]
-    assert compare_throughput(old, three).verdict == "unknown-noise"  # type: ignore[union-attr]
-    assert compare_throughput(three, _rec(tmp_path, "u", tok_s=70.0, spread=0.5, n=3).records[0]).verdict == "regressed"  # type: ignore[union-attr]
+    tp = compare_metric(old, new)
+    assert tp is not None and tp.verdict == "undecided"
+    three = _on(tmp_path, "t", "m", tok_s=80.0, spread=0.5, n=3)
+    assert compare_metric(old, three).verdict == "undecided"  # type: ignore[union-attr]
+    assert compare_metric(three, _on(tmp_path, "u", "m", tok_s=70.0, spread=0.5, n=3)).verdict == "regressed"  # type: ignore[union-attr]
+
+
+def test_a_changed_config_is_not_comparable(tmp_path: Path) -> None:
+    old = _on(tmp_path, "o", "m1", tok_s=100.0, spread=0.1)
+    new = _on(tmp_path, "n", "m1", tok_s=50.0, spread=0.1, config="ffffeeee00")
+    tp = compare_metric(old, new)
+    assert tp is not None and tp.verdict == "not-comparable" and tp.judgement is None
+
+
+def test_repeated_starts_are_the_noise_when_both_sides_have_them(tmp_path: Path) -> None:
+    def starts(name: str, vals: list[float]) -> Record:
+        return _on(tmp_path, name, "m1", tok_s=sorted(vals)[len(vals) // 2], spread=0.02,
+                   extra={"start_values": ",".join(map(str, vals)), "n_starts": str(len(vals))})
+
+    old = starts("o", [210.40, 210.46, 210.43])
+    tp = compare_metric(old, starts("n", [208.2, 208.1, 208.3]))  # -1.1 %, starts agree within 0.05 %
+    assert tp is not None and tp.verdict == "regressed" and tp.judgement is not None
+    assert tp.judgement.noise_source == "starts" and tp.judgement.n == 3
+    wobbly = compare_metric(old, starts("w", [205.0, 212.0, 209.0]))
+    assert wobbly is not None and wobbly.verdict == "undecided"
+
+
+def test_history_gives_the_machine_band(tmp_path: Path) -> None:
+    """Reports of many machines teach the band between machines; a wider fleet makes a drop undecided."""
+    hist = [_rec(tmp_path, f"h{i}", tok_s=v, spread=0.05, n=5, extra={"machine.id": f"m{i}"})
+            for i, v in enumerate([200.0, 210.0, 220.0, 190.0])]
+    bands = bands_from_reports(hist)
+    (band,) = bands.values()
+    assert band.machines == 4 and band.machine_cv is not None and band.machine_cv > 0.04
+    a, b = _on(tmp_path, "a", "mA", tok_s=210.0, spread=0.05), _on(tmp_path, "b", "mB", tok_s=190.0, spread=0.05)
+    assert compare_metric(a, b).verdict == "regressed"  # type: ignore[union-attr]  # prior: 1.6 % between machines
+    learnt = compare_metric(a, b, Judging(bands=bands))
+    assert learnt is not None and learnt.verdict == "undecided" and learnt.judgement is not None
+    assert learnt.judgement.noise_source == "history"
+
+
+@_hsettings
+@given(old=st.floats(50, 500), rel=st.floats(-0.2, 0.2), spread=st.floats(0.0005, 0.02),
+       machines=st.sampled_from([("m", "m"), ("m", "n"), ("", "")]))
+def test_decisions_mirror_when_the_sides_swap(tmp_path: Path, old: float, rel: float, spread: float,
+                                               machines: tuple[str, str]) -> None:
+    a = _on(tmp_path, "a", machines[0], tok_s=old, spread=old * spread)
+    b = _on(tmp_path, "b", machines[1], tok_s=old * (1 + rel), spread=old * (1 + rel) * spread)
+    ab, ba = compare_metric(a, b), compare_metric(b, a)
+    assert ab is not None and ba is not None
+    mirror = {"regressed": "improved", "improved": "regressed"}
+    assert ba.verdict == mirror.get(ab.verdict, ab.verdict)
 
 
 def test_transitions() -> None:
@@ -236,13 +300,13 @@ def test_a_latency_that_rises_is_the_regression(tmp_path: Path) -> None:
     """A user's record judged on ttft_ms (metric property): up beyond noise is regressed, down improved."""
     def rec(name: str, v: float) -> Record:
         extra = {"metric": "ttft_ms", "direction": "lower", "ttft_ms": str(v), "ttft_ms_ci_low": str(v - 1),
-                 "ttft_ms_ci_high": str(v + 1), "n": "5"}
+                 "ttft_ms_ci_high": str(v + 1), "n": "5", "machine.id": "m1"}
         return read_report(write_report(tmp_path / f"{name}.xml", [perf_case("baseline", kind="latency",
                                                                               extra=extra)])).records[0]
 
     old = rec("o", 100.0)
     up, down, same = rec("u", 120.0), rec("d", 80.0), rec("s", 100.5)
-    assert compare_throughput(old, up).verdict == "regressed"  # type: ignore[union-attr]
-    assert compare_throughput(old, down).verdict == "improved"  # type: ignore[union-attr]
-    assert compare_throughput(old, same).verdict == "within-noise"  # type: ignore[union-attr]
-    assert compare_throughput(old, up).metric == "ttft_ms"  # type: ignore[union-attr]
+    assert compare_metric(old, up).verdict == "regressed"  # type: ignore[union-attr]
+    assert compare_metric(old, down).verdict == "improved"  # type: ignore[union-attr]
+    assert compare_metric(old, same).verdict == "same"  # type: ignore[union-attr]
+    assert compare_metric(old, up).metric == "ttft_ms"  # type: ignore[union-attr]

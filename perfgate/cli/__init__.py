@@ -4,7 +4,8 @@ Each subcommand is a :class:`~perfgate.cli.registry.Subcommand` in the registry
 (:mod:`perfgate.cli.registry`; add one with its ``subcommand`` decorator: a name, a help line, a
 function that adds its arguments and a function that runs it and returns the exit code). The
 subcommands, by group: :mod:`~perfgate.cli.compare` (diff, gate), :mod:`~perfgate.cli.present`
-(history, plot, report, merge), :mod:`~perfgate.cli.configs` (check-flags, plan). This package
+(history, plot, report, merge), :mod:`~perfgate.cli.configs` (check-flags, plan), :mod:`~perfgate.cli.floors`
+(floors). This package
 is the only place that sees an argparse ``Namespace``: the run functions translate it into
 library calls. ``python -m perfgate.cli`` runs :func:`main`.
 
@@ -19,14 +20,12 @@ import sys
 from collections.abc import Sequence
 
 from perfgate import __version__
-from perfgate.cli import compare
-from perfgate.cli import present
-from perfgate.cli import configs
+from perfgate.cli import compare, configs, floors, present
 from perfgate.cli.registry import EXIT_USAGE, SUBCOMMANDS
 from perfgate.errors import PerfgateError
 
 #: the subcommand modules: importing one registers its subcommands, so this order is --help's
-GROUPS = (compare, present, configs)
+GROUPS = (compare, present, configs, floors)
 
 
 def build_parser() -> argparse.ArgumentParser:

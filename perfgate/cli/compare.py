@@ -12,16 +12,35 @@ from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand
 def _diff_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", metavar="OLD.xml", help="report of the current stack")
     p.add_argument("new", metavar="NEW.xml", help="report of the candidate stack")
+    p.add_argument("--history", action="append", metavar="PATH",
+                   help="reports (a file, a directory of *.xml, or a glob) whose spread is each record's noise band "
+                        "between starts and machines (repeatable; adds to gate.history); without history, and where "
+                        "the reports carry no repeated starts, the documented priors stand in")
+    p.add_argument("--min-effect", type=float, metavar="X",
+                   help="the practical floor of a change for every metric, a fraction (overrides gate.min_effect; "
+                        "default 0.005 for throughput, 0.02 for latencies)")
     format_args(p)
 
 
-@subcommand("diff", "compare two JUnit reports: outcomes, tok/s beyond noise, stack changes", _diff_args)
+def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list:
+    from perfgate.report.gate import history_paths
+    from perfgate.report.junit_read import read_reports
+
+    paths = history_paths(policy_history, base=base) + history_paths(args.history or [])
+    return read_reports(paths)
+
+
+@subcommand("diff", "compare two JUnit reports: outcomes, numbers judged against the noise they cross, stack "
+                    "changes", _diff_args)
 def _run_diff(args: argparse.Namespace) -> int:
     from perfgate.report.diff import diff
+    from perfgate.report.gate import GatePolicy, judging_for
     from perfgate.report.junit_read import read_report
     from perfgate.report.render import render_diff
 
-    d = diff(read_report(args.old), read_report(args.new))
+    policy = GatePolicy().with_overrides(min_effect=(("default", args.min_effect),) if args.min_effect is not None
+                                         else None)
+    d = diff(read_report(args.old), read_report(args.new), judging_for(policy, _history(args)))
     emit(render_diff(d, args.format), args.output)
     return EXIT_OK
 
@@ -37,7 +56,8 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--block-on",
         metavar="LIST",
-        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict,unjudged "
+        help="comma-separated: newly-broken,regressed,unblocked,gone,changed,new-failing,lost-verdict,unjudged,"
+             "undecided "
              "(overrides gate.block_on)",
     )
     p.add_argument("--min-ratio", type=float, metavar="X", help="overrides gate.min_ratio")
@@ -86,8 +106,11 @@ def _run_gate(args: argparse.Namespace) -> int:
         allow_mixed_engines=args.allow_mixed_engines,
         allow_hardware_mismatch=args.allow_hardware_mismatch,
         ignore=tuple(policy.ignore) + tuple(args.ignore) if args.ignore else None,
+        min_effect=(("default", args.min_effect),) if args.min_effect is not None else None,
     )
-    d, result = run_gate(read_report(args.old), read_report(args.new), policy)
+    base = Path(policy.source).parent if policy.source.endswith("pyproject.toml") else None
+    history = _history(args, policy.history, base)
+    d, result = run_gate(read_report(args.old), read_report(args.new), policy, history)
     emit(render_diff(d, args.format, result), args.output)
     print(f"perfgate gate: exit {int(result.exit_code)}: {result.message}", file=sys.stderr)
     return int(result.exit_code)

@@ -19,6 +19,9 @@ def _history_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-rel-step", type=float, default=0.01, metavar="X", help="smallest relative step (default 0.01)"
     )
+    p.add_argument("--bands", action="store_true",
+                   help="print each record's noise band instead: the spread between starts on one machine and "
+                        "between machines that `perfgate gate --history` would judge with")
 
 
 @subcommand("history", "table of outcome and tok/s per record across reports, with sustained steps", _history_args)
@@ -29,6 +32,12 @@ def _run_history(args: argparse.Namespace) -> int:
 
     if args.min_segment < 1:
         raise usage_error("--min-segment must be >= 1")
+    if args.bands:
+        from perfgate.report.noise import bands_from_reports
+
+        bands = bands_from_reports(read_reports(args.reports))
+        emit("".join(b.describe() + "\n" for _, b in sorted(bands.items())), args.output)
+        return EXIT_OK
     h = build_history(
         read_reports(args.reports),
         min_segment=args.min_segment,

@@ -11,7 +11,6 @@ from typing import Any
 
 from perfgate.client.stream import AHEAD_HEADER, RequestOutput, StreamState, _lead
 
-
 CONNECT_TIMEOUT_S = 10.0
 DRAIN_S = 1.0  # after [DONE], how long to wait for the response's end before dropping the connection
 _BUF = 1 << 16

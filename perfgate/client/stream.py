@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-
 Clock = Callable[[], float]
 
 
@@ -355,7 +354,7 @@ def _ahead(buf: Any, p: int, e: int) -> float | None:
     """The AHEAD_KEY of the payload buf[p:e] (bytes or text), read from its end; None when it has none."""
     if isinstance(buf, str):
         i = buf.rfind('"perfgate_sim_ahead_s"', p, e)
-        m = _AHEAD.match(buf, i, e) if i >= 0 else None
+        m: re.Match[str] | re.Match[bytes] | None = _AHEAD.match(buf, i, e) if i >= 0 else None
     else:
         i = buf.rfind(b'"perfgate_sim_ahead_s"', p, e)
         m = _AHEAD_B.match(buf, i, e) if i >= 0 else None

@@ -18,7 +18,6 @@ from perfgate.config import ServerConfig
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.reader import _close
 
-
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "sim")
 CATEGORIES = tuple(c.value for c in EXPECTABLE)
@@ -97,6 +96,8 @@ class Workload:
     confidence: float = 0.95
     #: smallest ratio difference from 1 that counts as faster or slower (beyond statistical noise)
     min_effect: float = 0.02
+    #: server starts per config (--perfgate-starts overrides): the trials are measured on each start
+    starts: int = 1
 
     @property
     def per_trial(self) -> int:

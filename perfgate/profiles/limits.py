@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from perfgate.profiles import MICRO_TIMINGS, Floor, MicroFloor, MicroSpec, Mode
-from perfgate.profiles.reader import _close, TableReader
+from perfgate.profiles.reader import TableReader, _close
 
 
 def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floor:
@@ -18,8 +18,8 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floo
     limits = {}
     for name, metric in METRICS.items():
         if name != "tok_s" and name in f.data:
-            limits[name] = float(f.num(name, f"{metric.unit} > 0 ({'a floor' if metric.higher_is_better else 'a ceiling'})",
-                                       lo=1e-9))
+            kind = "a floor" if metric.higher_is_better else "a ceiling"
+            limits[name] = float(f.num(name, f"{metric.unit} > 0 ({kind})", lo=1e-9))
     return Floor(
         mode=mode,
         tok_s=f.num("tok_s", "tok/s > 0", None, lo=1e-9),

@@ -7,39 +7,47 @@ Sections:
 - *changed*: every other outcome change (``pass`` → ``xfail``, ``fail`` → ``pass``, ...), and
   the same outcome with another failure category (``xfail(cuda-graph-capture)`` → ``xfail(oom)``),
 - *regressed* / *improved*: decode throughput (``tok_s``), or the metric a record names (``metric``:
-  a user's ``ttft_ms``, a latency, regresses when it rises), moved beyond noise,
-- *unknown noise*: ``tok_s`` moved but neither report recorded a CI or a CV,
+  a user's ``ttft_ms``, a latency, regresses when it rises), moved beyond the noise it crosses and beyond
+  the metric's practical floor (``min_effect``),
+- *undecided*: it moved, but the noise it crosses could hide it (it says what would decide it),
+- *not comparable*: the record's server config changed (its ``config`` hash), so its numbers are not a
+  regression or an improvement of the same thing,
 - *new* / *gone*: records present on one side only,
-- the stack fingerprint of each side and the keys that changed.
+- the stack fingerprint of each side and the keys that changed,
+- the machine of each side (:func:`perfgate.report.machines.compare_machines`: same, different, unknown).
 
-"Beyond noise" uses what the reports recorded, never a fixed percentage:
-
-1. both sides have ``tok_s_ci_low``/``tok_s_ci_high``: a change counts when the two
-   bootstrap CIs of the median do not overlap;
-2. else both sides have ``cv``: a change counts when
-   ``|new - old| > 2 * sqrt(cv_old**2 + cv_new**2) * max(old, new)``
-   (``max`` makes A→B and B→A agree; for a drop it is ``old``);
-3. else the change is reported as *unknown noise* and never blocks; so is any record measured with
-   fewer than ``perfgate.metrics.MIN_TRIALS`` trials (its ``n``), whatever interval it carries.
+Every numeric comparison is one call of :mod:`perfgate.judge`, at the level the two records cross: the same
+machine (both carry one ``machine.id``) is judged against the noise between server starts, anything else
+against the noise between machines. That noise comes, in this order, from the records' own repeated starts
+(``start_values``, ``--perfgate-starts``), from a history of reports (:mod:`perfgate.report.noise`), or from
+the documented priors of :mod:`perfgate.judge` (and says so). A record's within-start interval (its trials)
+is added to it but never decides alone; a record measured with fewer than ``perfgate.metrics.MIN_TRIALS``
+trials, or with no interval at all, is *undecided*.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from perfgate.judge import Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.metrics import METRICS
+from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
+from perfgate.report.machines import MachineMatch, compare_machines
+from perfgate.report.noise import Band, start_values
 from perfgate.report.records import Record, Report
-
 
 PASSING = frozenset({"pass", "xpass"})
 BROKEN = frozenset({"fail", "error"})
 
-# verdicts of a throughput comparison
-REGRESSED = "regressed"
-IMPROVED = "improved"
-WITHIN_NOISE = "within-noise"
-UNKNOWN_NOISE = "unknown-noise"
+# verdicts of a metric comparison: the judge's decisions, and "unchanged" for identical figures
+REGRESSED = Decision.REGRESSED.value
+IMPROVED = Decision.IMPROVED.value
+SAME = Decision.SAME.value
+UNDECIDED = Decision.UNDECIDED.value
+NOT_COMPARABLE = Decision.NOT_COMPARABLE.value
 UNCHANGED = "unchanged"
 
 # transitions of a record
@@ -50,21 +58,43 @@ T_CHANGED = "changed"
 T_NEW = "new"
 T_GONE = "gone"
 
+_Z95 = statistics.NormalDist().inv_cdf(0.975)
+
 
 @dataclass(frozen=True, kw_only=True)
-class ThroughputChange:
-    """Old → new decode tok/s of one record and whether the move is beyond noise."""
+class Judging:
+    """How a diff judges numbers: the practical floor per metric, the confidence, and noise bands from history.
+
+    ``min_effect`` maps a metric name (or ``"default"``) to a fraction; a metric it does not name takes
+    :func:`perfgate.judge.default_min_effect`. ``bands`` maps a record id to its :class:`~perfgate.report.noise.Band`.
+    """
+
+    min_effect: Mapping[str, float] = field(default_factory=dict)
+    confidence: float = 0.95
+    bands: Mapping[str, Band] = field(default_factory=dict)
+
+    def min_effect_for(self, metric: str, higher_is_better: bool) -> float:
+        if metric in self.min_effect:
+            return self.min_effect[metric]
+        if "default" in self.min_effect:
+            return self.min_effect["default"]
+        return default_min_effect(metric, higher_is_better=higher_is_better)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricChange:
+    """Old → new of one record's metric and the judge's decision on it."""
 
     old: float
     new: float
-    verdict: str
-    # "ci" (non-overlapping CIs), "cv" (2·sqrt(cv_old²+cv_new²)), or "none"
-    basis: str
+    verdict: str  # a Decision's text, or "unchanged"
+    judgement: Judgement | None = None  # None: identical figures, or the configs differ
     old_ci: tuple[float, float] | None = None
     new_ci: tuple[float, float] | None = None
-    threshold: float | None = None
     metric: str = "tok_s"  # what moved (a record of a user's test may be judged on a latency)
     higher_is_better: bool = True
+    machines: str = "unknown"  # "same" | "different" | "unknown": the level the comparison crossed
+    why: str = ""  # why it has no judgement (config changed), or the judgement's detail
 
     @property
     def ratio(self) -> float | None:
@@ -79,41 +109,84 @@ class ThroughputChange:
             return self.ratio
         return self.old / self.new if self.new else None
 
+    @property
+    def needs(self) -> str:
+        return self.judgement.needs if self.judgement else ""
 
-def compare_throughput(old: Record, new: Record) -> ThroughputChange | None:
-    """Compare the records' metric (``tok_s`` unless the record names another, e.g. a user's ``ttft_ms``)
-    in its direction; ``None`` unless both have it. A latency that rises is a regression."""
+
+def same_machine(old: Record, new: Record) -> bool | None:
+    """Both records name one machine (True), two (False), or either names none (None: unidentified)."""
+    a, b = old.prop(MACHINE_ID), new.prop(MACHINE_ID)
+    if not a or not b or "unknown" in (a, b):
+        return None
+    return a == b
+
+
+def within_start_cv(r: Record, metric: str) -> float | None:
+    """The relative sd of one start's figure from its trials (its CI, else its CV over sqrt(n)); None: unknown."""
+    if r.noise_unknown:
+        return None
+    x = r.num(metric)
+    if not x:
+        return None
+    ci = r.metric_ci(metric)
+    if ci is not None:
+        return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
+    cv = r.num("cv" if metric == "tok_s" else f"{metric}_cv")
+    n = r.num("n")
+    if cv is not None and n:
+        return cv * math.sqrt(math.pi / 2) / math.sqrt(n)  # the median's sd is ~1.25 x the mean's
+    return None
+
+
+def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> MetricChange | None:
+    """Judge the records' metric (``tok_s`` unless the record names another, e.g. a user's ``ttft_ms``) in its
+    direction; ``None`` unless both have it."""
+    judging = judging or Judging()
     metric = new.metric or old.metric
     a, b = old.num(metric), new.num(metric)
     if a is None or b is None:
         return None
     up = METRICS[metric].higher_is_better if metric in METRICS else new.prop("direction", "higher") != "lower"
     old_ci, new_ci = old.metric_ci(metric), new.metric_ci(metric)
-    if a == b:
-        return ThroughputChange(old=a, new=b, verdict=UNCHANGED, basis="none", old_ci=old_ci, new_ci=new_ci,
-                                metric=metric, higher_is_better=up)
-    worse, better = (REGRESSED, IMPROVED) if up else (IMPROVED, REGRESSED)
-    if old_ci is not None and new_ci is not None:
-        if new_ci[1] < old_ci[0]:
-            verdict = worse
-        elif new_ci[0] > old_ci[1]:
-            verdict = better
-        else:
-            verdict = WITHIN_NOISE
-        return ThroughputChange(old=a, new=b, verdict=verdict, basis="ci", old_ci=old_ci, new_ci=new_ci, metric=metric, higher_is_better=up)
-    cv_key = "cv" if metric == "tok_s" else f"{metric}_cv"
-    cv_a, cv_b = old.num(cv_key), new.num(cv_key)
-    if cv_a is not None and cv_b is not None and not old.noise_unknown and not new.noise_unknown:
-        threshold = 2.0 * math.sqrt(cv_a**2 + cv_b**2) * max(abs(a), abs(b))
-        if abs(b - a) > threshold:
-            verdict = worse if b < a else better
-        else:
-            verdict = WITHIN_NOISE
-        return ThroughputChange(
-            old=a, new=b, verdict=verdict, basis="cv", old_ci=old_ci, new_ci=new_ci, threshold=threshold, metric=metric, higher_is_better=up
-        )
-    return ThroughputChange(old=a, new=b, verdict=UNKNOWN_NOISE, basis="none", old_ci=old_ci, new_ci=new_ci,
-                            metric=metric, higher_is_better=up)
+    sm = same_machine(old, new)
+    machines = {True: "same", False: "different", None: "unknown"}[sm]
+    base = dict(old=a, new=b, old_ci=old_ci, new_ci=new_ci, metric=metric, higher_is_better=up, machines=machines)
+    if old.config and new.config and old.config != new.config:
+        return MetricChange(verdict=NOT_COMPARABLE, why=f"config {old.config} → {new.config}: another server "
+                            "config, so not a change of the same thing", **base)  # type: ignore[arg-type]
+    if a == b and start_values(old, metric) == start_values(new, metric):
+        return MetricChange(verdict=UNCHANGED, **base)  # type: ignore[arg-type]
+    va, vb = start_values(old, metric), start_values(new, metric)
+    wa, wb = within_start_cv(old, metric), within_start_cv(new, metric)
+    min_effect = judging.min_effect_for(metric, up)
+    if min(a, b) <= 0 or ((wa is None or wb is None) and (len(va) < 2 or len(vb) < 2)):
+        j = Judgement(decision=Decision.UNDECIDED, ratio=b / a if a else None, ci=None, level=Level.TRIALS,
+                      noise_cv=None, noise_source="none", min_effect=min_effect, n=min(len(va), len(vb)),
+                      detail="the trials' noise is unknown (no interval, or fewer trials than an interval needs)",
+                      needs="record it with at least 3 trials (and its interval) on both sides")
+        return MetricChange(verdict=j.decision.value, judgement=j, why=j.detail, **base)  # type: ignore[arg-type]
+    within = math.sqrt(((wa or 0.0) ** 2 + (wb or 0.0) ** 2) / 2)
+    band = judging.bands.get(old.id) or judging.bands.get(new.id)
+    if sm:
+        cv, source = (band.start_cv, "history") if band and band.start_cv is not None else (None, "prior")
+        if cv is not None:
+            cv = math.hypot(cv, within)
+        elif len(va) < 2 or len(vb) < 2:
+            from perfgate.judge import PRIOR_START_CV
+
+            cv = math.hypot(PRIOR_START_CV, within)
+        j = unpaired(va, vb, level=Level.STARTS, higher_is_better=up, min_effect=min_effect,
+                     confidence=judging.confidence, band_cv=cv, band_source=source)
+    else:
+        cv, source = (band.machine_cv, "history") if band and band.machine_cv is not None else (None, "prior")
+        start = band.start_cv if band and band.start_cv is not None else None
+        from perfgate.judge import PRIOR_START_CV
+
+        j = unpaired(va, vb, level=Level.MACHINES, higher_is_better=up, min_effect=min_effect,
+                     confidence=judging.confidence, band_cv=cv, band_source=source,
+                     start_cv=math.hypot(start if start is not None else PRIOR_START_CV, within))
+    return MetricChange(verdict=j.decision.value, judgement=j, why=j.detail, **base)  # type: ignore[arg-type]
 
 
 def classify_transition(old: str | None, new: str | None) -> str:
@@ -141,7 +214,7 @@ class RecordDiff:
     old: Record | None
     new: Record | None
     transition: str
-    throughput: ThroughputChange | None = None
+    throughput: MetricChange | None = None
 
     @property
     def old_outcome(self) -> str | None:
@@ -182,7 +255,7 @@ class RecordDiff:
     @property
     def is_noteworthy(self) -> bool:
         """Whether this record appears in any section of the diff."""
-        return self.outcome_changed or self.verdict in (REGRESSED, IMPROVED, UNKNOWN_NOISE)
+        return self.outcome_changed or self.verdict in (REGRESSED, IMPROVED, UNDECIDED, NOT_COMPARABLE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +282,9 @@ class Diff:
     stack_changes: tuple[StackChange, ...]
     records: tuple[RecordDiff, ...]
     notes: tuple[str, ...] = ()
+    machines: MachineMatch | None = None  # the machines the reports were measured on (perfgate.report.machines)
+    old_machine: tuple[tuple[str, str], ...] = ()  # machine.* and calib.* of each side
+    new_machine: tuple[tuple[str, str], ...] = ()
 
     def _where(self, transition: str) -> tuple[RecordDiff, ...]:
         return tuple(r for r in self.records if r.transition == transition)
@@ -251,8 +327,12 @@ class Diff:
         return self._verdict(IMPROVED)
 
     @property
-    def unknown_noise(self) -> tuple[RecordDiff, ...]:
-        return self._verdict(UNKNOWN_NOISE)
+    def undecided(self) -> tuple[RecordDiff, ...]:
+        return self._verdict(UNDECIDED)
+
+    @property
+    def not_comparable(self) -> tuple[RecordDiff, ...]:
+        return self._verdict(NOT_COMPARABLE)
 
     @property
     def outcome_changes(self) -> tuple[RecordDiff, ...]:
@@ -268,7 +348,8 @@ class Diff:
             "regressed": self.regressed,
             "improved": self.improved,
             "changed": self.changed,
-            "unknown-noise": self.unknown_noise,
+            "undecided": self.undecided,
+            "not-comparable": self.not_comparable,
             "new": self.new,
             "gone": self.gone,
         }
@@ -290,8 +371,8 @@ def stack_changes(old: dict[str, str], new: dict[str, str]) -> tuple[StackChange
     return tuple(out)
 
 
-def diff(old: Report, new: Report) -> Diff:
-    """Compare two reports record by record (matched by record key)."""
+def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
+    """Compare two reports record by record (matched by record key), numbers judged by ``judging``."""
     keys = sorted(set(old.by_key) | set(new.by_key))
     rows = []
     for k in keys:
@@ -299,7 +380,7 @@ def diff(old: Report, new: Report) -> Diff:
         transition = classify_transition(o.outcome if o else None, n.outcome if n else None)
         if transition == T_UNCHANGED and o and n and o.category != n.category:
             transition = T_CHANGED  # same outcome, another reason: xfail(cuda-graph-capture) -> xfail(oom)
-        tp = compare_throughput(o, n) if o and n else None
+        tp = compare_metric(o, n, judging) if o and n else None
         rows.append(RecordDiff(key=k, old=o, new=n, transition=transition, throughput=tp))
     notes = list(old.notes) + list(new.notes)
     if old.engine and new.engine and old.engine != new.engine:
@@ -317,4 +398,7 @@ def diff(old: Report, new: Report) -> Diff:
         stack_changes=stack_changes(os_, ns),
         records=tuple(rows),
         notes=tuple(notes),
+        machines=compare_machines(old, new),
+        old_machine=tuple(old.machine.items()),
+        new_machine=tuple(new.machine.items()),
     )

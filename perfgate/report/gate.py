@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from pathlib import Path
 
 from perfgate.errors import ConfigError, ReportError
-from perfgate.report.diff import REGRESSED, Diff, RecordDiff, diff
+from perfgate.report.diff import REGRESSED, UNDECIDED, Diff, Judging, RecordDiff, diff
+from perfgate.report.noise import bands_from_reports
 from perfgate.report.records import Report
 
 if sys.version_info >= (3, 11):
@@ -61,6 +63,7 @@ BLOCK_ON_CHOICES: tuple[str, ...] = (
     "new-failing",  # a record only in NEW that fails or errors
     "lost-verdict",  # pass/xpass -> inconclusive: it had a verdict and has none now (noisy, too few trials, ...)
     "unjudged",  # a record only in NEW: no baseline record to judge it against (never a silent pass)
+    "undecided",  # moved, but within the noise it crosses (another machine, too few starts): off by default
 )
 """Values allowed in ``gate.block_on``."""
 
@@ -83,6 +86,11 @@ class GatePolicy:
     allow_mixed_engines: bool = False
     # comparing reports of different hardware (GPU, count, SM, interconnect) is a usage error unless this is true
     allow_hardware_mismatch: bool = False
+    # the practical floor of a change, per metric name ("default" for the rest); a metric it does not name
+    # takes perfgate.judge.default_min_effect (0.5 % throughput, 2 % latency)
+    min_effect: tuple[tuple[str, float], ...] = ()
+    # reports (files, directories, globs) whose spread gives each record's noise band (perfgate.report.noise)
+    history: tuple[str, ...] = ()
     source: str = field(default="defaults", compare=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +100,10 @@ class GatePolicy:
                 f"gate.block_on: unknown value(s) {sorted(unknown)} [{self.source}]; "
                 f"choose from {list(BLOCK_ON_CHOICES)}"
             )
+        for metric, x in self.min_effect:
+            if not (0.0 <= x < 1.0):
+                raise ConfigError(f"gate.min_effect.{metric} must be a fraction in [0, 1), found {x} [{self.source}]; "
+                                  "e.g. 0.005 for 0.5 %")
         if not (0.0 < self.min_ratio <= 1.0):
             raise ConfigError(
                 f"gate.min_ratio must be in (0, 1], found {self.min_ratio} [{self.source}]; "
@@ -111,7 +123,22 @@ class GatePolicy:
         return replace(self, **kw, source=f"command line {flags}")  # type: ignore[arg-type]
 
 
-_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines", "allow_hardware_mismatch"}
+_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines",
+                "allow_hardware_mismatch", "min_effect", "history"}
+
+
+def parse_min_effect(v: object, *, source: str) -> tuple[tuple[str, float], ...]:
+    """``gate.min_effect``: one fraction for every metric, or a table by metric
+    (``{tok_s = 0.005, ttft_ms = 0.02, default = 0.01}``)."""
+    if isinstance(v, bool):
+        raise ConfigError(f"{source}: gate.min_effect must be a number or a table of numbers, "
+                          f"found {v!r}")
+    if isinstance(v, (int, float)):
+        return (("default", float(v)),)
+    if isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):
+        return tuple((str(k), float(x)) for k, x in v.items())
+    raise ConfigError(f"{source}: gate.min_effect must be a number (0.005) or a table of numbers by metric "
+                      f"({{tok_s = 0.005, ttft_ms = 0.02}}), found {v!r}")
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:
@@ -149,6 +176,15 @@ def policy_from_mapping(table: dict[str, object], *, source: str) -> GatePolicy:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError(f"{source}: gate.min_ratio must be a number, found {v!r}")
         kw["min_ratio"] = float(v)
+    if "min_effect" in table:
+        kw["min_effect"] = parse_min_effect(table["min_effect"], source=source)
+    if "history" in table:
+        v = table["history"]
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError(f"{source}: gate.history must be a path, a glob or a list of them, found {v!r}")
+        kw["history"] = tuple(v)
     if "ignore" in table:
         v = table["ignore"]
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -204,10 +240,9 @@ class GateResult:
 
 def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput
-    if rule == "regressed" and tp is not None:
-        ratio = tp.ratio
+    if rule in ("regressed", "undecided") and tp is not None:
         what = "tok/s" if tp.metric == "tok_s" else tp.metric
-        return f"{what} {tp.old:g} → {tp.new:g}" + (f" (×{ratio:.3f}, {tp.basis})" if ratio is not None else "")
+        return f"{what} {tp.old:g} → {tp.new:g}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
     return f"{o} → {n}"
@@ -255,6 +290,8 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
             ratio = tp.goodness  # new/old for throughput, old/new for a latency
             if ratio is None or ratio < policy.min_ratio:
                 add(blocking, r, "regressed")
+        if tp is not None and tp.verdict == UNDECIDED and "undecided" in on:
+            add(blocking, r, "undecided")
 
     if blocking:
         code = ExitCode.BLOCKED
@@ -305,8 +342,36 @@ def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
         )
 
 
-def run_gate(old: Report, new: Report, policy: GatePolicy) -> tuple[Diff, GateResult]:
-    """Check the inputs, diff them and apply the policy."""
+def judging_for(policy: GatePolicy, history: Sequence[Report] = ()) -> Judging:
+    """What the diff judges numbers with under this policy: its min_effect table and the history's bands."""
+    return Judging(min_effect=dict(policy.min_effect), bands=bands_from_reports(history) if history else {})
+
+
+def history_paths(specs: Sequence[str], *, base: Path | None = None) -> list[Path]:
+    """The report files named by ``gate.history`` / ``--history``: files, directories (every ``*.xml`` below)
+    and globs, relative to ``base`` (the pyproject's folder) when not absolute."""
+    out: list[Path] = []
+    for spec in specs:
+        p = Path(spec)
+        if not p.is_absolute() and base is not None:
+            p = base / p
+        if p.is_dir():
+            out += sorted(p.rglob("*.xml"))
+        elif any(c in spec for c in "*?["):
+            root = Path(p.anchor) if p.is_absolute() else (base or Path.cwd())
+            pattern = str(p.relative_to(p.anchor)) if p.is_absolute() else spec
+            out += sorted(root.glob(pattern))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise ConfigError(f"gate.history: {spec!r} is no report file, directory or glob that matches anything "
+                              f"(looked at {p}); fix the path, or leave history out to use the documented priors")
+    return out
+
+
+def run_gate(old: Report, new: Report, policy: GatePolicy, history: Sequence[Report] = ()) -> tuple[Diff, GateResult]:
+    """Check the inputs, diff them (numbers judged with the policy's min_effect and the history's noise
+    bands) and apply the policy."""
     check_comparable(old, new, policy)
-    d = diff(old, new)
+    d = diff(old, new, judging_for(policy, history))
     return d, evaluate(d, policy)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from perfgate.report.diff import Diff, RecordDiff, ThroughputChange
+from perfgate.report.diff import Diff, MetricChange, RecordDiff
 from perfgate.report.gate import GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
-
 
 FORMATS: tuple[str, ...] = ("text", "md", "json")
 
@@ -24,7 +23,8 @@ SECTION_TITLES: dict[str, str] = {
     "regressed": "Regressed beyond noise (tok/s, or the record's metric in its direction)",
     "improved": "Improved beyond noise (tok/s, or the record's metric in its direction)",
     "changed": "Other outcome changes",
-    "unknown-noise": "Throughput moved, noise unknown (no CI or CV recorded; not blocking)",
+    "undecided": "Moved, undecided: the noise it crosses could hide it (not blocking; what would decide it)",
+    "not-comparable": "Not comparable: the record's server config changed (not blocking)",
     "new": "New records",
     "gone": "Gone records",
 }
@@ -44,19 +44,20 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def _ratio(tp: ThroughputChange | None) -> str:
+def _ratio(tp: MetricChange | None) -> str:
     if tp is None or tp.ratio is None:
         return "—"
     return f"{(tp.ratio - 1) * 100:+.1f}%"
 
 
-def _noise(tp: ThroughputChange | None) -> str:
+def _noise(tp: MetricChange | None) -> str:
     if tp is None:
         return ""
-    if tp.verdict == "unchanged":
-        return "unchanged"
-    basis = {"ci": "CI", "cv": "CV", "none": ""}[tp.basis]
-    return f"{tp.verdict} ({basis})" if basis else tp.verdict
+    if tp.verdict in ("unchanged", "not-comparable") or tp.judgement is None:
+        return tp.verdict
+    j = tp.judgement
+    level = {"starts": "same machine", "machines": f"{tp.machines} machines", "trials": "trials"}[j.level.value]
+    return f"{tp.verdict} ({level}, {j.noise_source})"
 
 
 def _outcome(r: Record | None) -> str:
@@ -136,6 +137,11 @@ def _stack_change_line(d: Diff) -> str:
     return "; ".join(f"{c.key.removeprefix('stack.')} {c.old} → {c.new}" for c in d.stack_changes)
 
 
+def _machine_line(d: Diff) -> str:
+    """``same machine <id>``, ``different machines ...: gpu_uuid A vs B, ...`` or why it is unknown."""
+    return d.machines.describe() if d.machines is not None else "machine unknown"
+
+
 def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
     """Terminal rendering: header, stack, summary, sections, then every record."""
     out = [
@@ -151,6 +157,7 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
     rows = _stack_rows(d)
     if rows:
         out.append(text_table(["key", "old", "new", ""], rows))
+    out.append("Machine: " + _machine_line(d))
     out.append("")
     out.append("Summary: " + _summary(d))
     for name, recs in d.sections().items():
@@ -159,12 +166,24 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
         out.append("")
         out.append(f"{SECTION_TITLES[name]}: {len(recs)}")
         out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+        out.extend(_judged_lines(recs))
     if gate is not None:
         out.extend(_gate_text(gate))
     out.append("")
     out.append(f"All records: {len(d.records)}")
     out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
     return "\n".join(out) + "\n"
+
+
+def _judged_lines(recs: Sequence[RecordDiff]) -> list[str]:
+    """What the judge saw for each judged record: the ratio, its interval, the level and what would decide it."""
+    out = []
+    for r in recs:
+        tp = r.throughput
+        if tp is None or tp.verdict in ("unchanged",) or not tp.why:
+            continue
+        out.append(f"    {r.key}: {tp.why}" + (f"; {tp.needs}" if tp.needs else ""))
+    return out
 
 
 def _gate_text(gate: GateResult) -> list[str]:
@@ -203,6 +222,8 @@ def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
     else:
         out.append("**Stack:** unchanged")
     out.append("")
+    out.append("**Machine:** " + _md_escape(_machine_line(d)))
+    out.append("")
     out.append("**Summary:** " + _summary(d))
     for name, recs in d.sections().items():
         if not recs:
@@ -239,7 +260,7 @@ def _record_json(r: Record | None) -> dict[str, object] | None:
 def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
     """The diff (and gate decision) as plain JSON-able data."""
 
-    def tp_json(tp: ThroughputChange | None) -> dict[str, object] | None:
+    def tp_json(tp: MetricChange | None) -> dict[str, object] | None:
         if tp is None:
             return None
         return {
@@ -247,16 +268,31 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "new": tp.new,
             "ratio": tp.ratio,
             "verdict": tp.verdict,
-            "basis": tp.basis,
+            "metric": tp.metric,
+            "machines": tp.machines,
+            "level": tp.judgement.level.value if tp.judgement else None,
+            "noise_source": tp.judgement.noise_source if tp.judgement else None,
+            "noise_cv": tp.judgement.noise_cv if tp.judgement else None,
+            "ratio_ci": list(tp.judgement.ci) if tp.judgement and tp.judgement.ci else None,
+            "min_effect": tp.judgement.min_effect if tp.judgement else None,
+            "detail": tp.why,
+            "needs": tp.needs,
             "old_ci": list(tp.old_ci) if tp.old_ci else None,
             "new_ci": list(tp.new_ci) if tp.new_ci else None,
-            "threshold": tp.threshold,
         }
 
     data: dict[str, object] = {
-        "old": {"path": d.old_path, "label": d.old_label, "engine": d.old_engine, "stack": dict(d.old_stack)},
-        "new": {"path": d.new_path, "label": d.new_label, "engine": d.new_engine, "stack": dict(d.new_stack)},
+        "old": {"path": d.old_path, "label": d.old_label, "engine": d.old_engine, "stack": dict(d.old_stack),
+                "machine": dict(d.old_machine)},
+        "new": {"path": d.new_path, "label": d.new_label, "engine": d.new_engine, "stack": dict(d.new_stack),
+                "machine": dict(d.new_machine)},
         "stack_changes": [{"key": c.key, "old": c.old, "new": c.new} for c in d.stack_changes],
+        "machines": None if d.machines is None else {
+            "same": d.machines.same, "old_id": d.machines.old_id or None, "new_id": d.machines.new_id or None,
+            "differences": [{"key": k, "old": a, "new": b} for k, a, b in d.machines.differences],
+            "hbm_ratio": d.machines.hbm_ratio, "gemm_ratio": d.machines.gemm_ratio,
+            "summary": d.machines.describe(),
+        },
         "sections": {k: [r.key for r in v] for k, v in d.sections().items()},
         "records": [
             {

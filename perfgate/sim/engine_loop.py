@@ -3,21 +3,19 @@
 Each iteration is either a prefill of newly admitted requests (first token) or one decode
 iteration advancing every running request: one token without speculation, or the accepted
 tokens of one speculative cycle (draft + verify). Durations come from the
-:class:`~perfgate.sim.behavior.LaunchPlan`; the thread sleeps until each step's deadline on a
-monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
+:class:`~perfgate.sim.behavior.LaunchPlan`, divided by the start's speed (the simulated machine,
+its start jitter and ``PERFGATE_SIM_SCALE``: :mod:`perfgate.sim.variation`); the thread sleeps until
+each step's deadline on a monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
 
 Admission follows the schedule, not the thread: a step takes the requests that *arrived* (stamped
-under the engine's lock) by its scheduled start, and a start from idle is scheduled at the first
-arrival. Which requests share a prefill is then a function of the arrival times alone, never of
-when the engine thread got the GIL back (it used to take whatever had been queued by the time it
-woke: four requests sent at once were prefilled as 1+3, 2+2, 3+1 or 4 by chance, and since
-requests admitted together finish together, that split repeated through the whole batch).
+under the engine's lock) by its scheduled start; a start from idle is scheduled at the first arrival.
+What shares a prefill is a function of the arrival times alone, never of when the engine thread got
+the GIL back (four requests sent at once used to be prefilled as 1+3, 2+2, 3+1 or 4 by chance).
 
-``--sim-speedup s`` sleeps 1/s of every step. The simulated clock then runs ahead of the wall
-clock (:meth:`EngineLoop.ahead`): by (s - 1) x the step's sleep at each step's deadline, a step
-function, so that real time spent outside a step's end (a client's reaction, the HTTP layer) counts
-once, as it would at speed-up 1. The HTTP layer reports it (the receipt's and each chunk's) and
-perfgate's client adds the difference to the durations it measures.
+``--sim-speedup s`` sleeps 1/s of every step; the simulated clock's lead on the wall clock
+(:meth:`EngineLoop.ahead`) grows by the rest at each step's deadline, so wall time outside the steps
+(a client's reaction, the HTTP layer) counts once. The HTTP layer reports the lead and perfgate's
+client adds what it gained to the durations it measures.
 
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
@@ -133,7 +131,7 @@ class EngineLoop:
     """The scheduler thread; submit requests, read their ``events`` queue for progress."""
 
     def __init__(self, plan: LaunchPlan, log: Callable[[str], None], *, seed: int | None = None,
-                 speedup: float = 1.0, fault: str | None = None, fault_after: int = 3,
+                 speedup: float = 1.0, speed: float = 1.0, fault: str | None = None, fault_after: int = 3,
                  on_crash: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -143,6 +141,9 @@ class EngineLoop:
         self._log = log
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 30)
         self.speedup = max(1e-6, speedup)
+        # the simulated machine's speed on this start (perfgate.sim.variation.SimSpeed.speed): every modelled
+        # step takes 1/speed as long; unlike the speedup, the client does not scale it back
+        self.speed = max(1e-6, speed)
         self.fault = fault
         self.fault_after = max(0, fault_after)
         self.on_crash = on_crash
@@ -283,7 +284,7 @@ class EngineLoop:
                 r.cached_tokens = self._cache.match_and_insert(r.input_ids) if self.radix else 0
                 compute += len(r.input_ids) - r.cached_tokens
                 cached_total += r.cached_tokens
-        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speedup
+        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speed / self.speedup
         self._step(dur)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "
@@ -308,7 +309,7 @@ class EngineLoop:
 
     def _decode(self, batch: list[SimRequest], queued: int) -> None:
         plan = self.plan
-        dur = plan.step_s(len(batch)) / self.speedup
+        dur = plan.step_s(len(batch)) / self.speed / self.speedup
         self._step(dur)
         spec = plan.spec
         emitted = 0
