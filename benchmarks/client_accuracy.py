@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--sim-speedup", type=float, default=1.0,
-                    help="run the simulator this many times faster (the client scales durations back; default 1)")
+                    help="run the simulator this many times faster (the client adds its clock lead back; default 1)")
     a = ap.parse_args(argv)
     os.environ["PERFGATE_SIM_SPEEDUP"] = f"{a.sim_speedup:g}"  # read by the sim engine when it starts the server
     levels = [int(x) for x in a.levels.split(",") if x.strip()]

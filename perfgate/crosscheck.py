@@ -281,7 +281,9 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
 
 def _sim_speedup(url: str) -> float:
     """perfgate's simulated server run with --sim-speedup s (its /server_info says so): SGLang's client saw every
-    duration s times short, so its figures are scaled back to simulated time, as perfgate's client scales its own."""
+    duration about s times short, so its figures are scaled back by s (approximately: its own delays get scaled too;
+    perfgate's client reads the simulator's clock lead instead, and --perfgate-crosscheck on runs the simulator at
+    real time unless PERFGATE_SIM_SPEEDUP says otherwise)."""
     from perfgate.client import get_json
 
     info = get_json(url.rstrip("/"), "/server_info") or {}

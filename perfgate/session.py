@@ -323,7 +323,7 @@ class PerfgateState:
             streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
             sim_stack = ",".join(x for x in (self.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
             return get_engine("sim", sim_stack=sim_stack, fault=self.settings.sim_fault, max_streams=streams,
-                              python=python)
+                              python=python, real_time=self.settings.crosscheck == "on")
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell

@@ -49,3 +49,19 @@ def test_sim_command_passes_the_same_sglang_flags():
     assert "--sim-hardware" in argv and argv[argv.index("--sim-stack") + 1] == "flashinfer=0.8.0"
     env = eng.environment(cfg, {})
     assert str(ROOT) in env["PYTHONPATH"].split(":")
+
+
+def test_sim_speedup_defaults_to_4_where_perfgate_alone_measures_and_real_time_otherwise(monkeypatch):
+    """Up to 8 streams perfgate's client keeps a sped-up simulator exact; SGLang's own client (the cross-check)
+    cannot read its clock lead, so with it the default is real time. PERFGATE_SIM_SPEEDUP overrides both."""
+    cfg = load_profile(ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml").config("baseline")
+    monkeypatch.delenv("PERFGATE_SIM_SPEEDUP", raising=False)
+
+    def speedup(**kw):
+        argv = SimEngine(**kw).command(cfg, host="127.0.0.1", port=5)
+        return float(argv[argv.index("--sim-speedup") + 1]) if "--sim-speedup" in argv else 1.0
+
+    assert speedup() == 4.0 and speedup(max_streams=8) == 4.0
+    assert speedup(max_streams=64) == 1.0 and speedup(real_time=True) == 1.0
+    monkeypatch.setenv("PERFGATE_SIM_SPEEDUP", "2")
+    assert speedup(real_time=True) == 2.0 and speedup(max_streams=64) == 2.0

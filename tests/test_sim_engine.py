@@ -145,3 +145,55 @@ def test_prefix_cache_and_flush():
         assert third.cached_tokens == 0
     finally:
         eng.stop()
+
+
+def test_a_burst_is_split_by_its_arrival_times_not_by_when_the_engine_thread_woke():
+    """Four requests 0.5 ms apart, the engine thread waking only after all four are queued (as when it waits for
+    the GIL): the first arrival starts a prefill alone, at its arrival, and the other three share the next one.
+    The engine used to take all four, or whatever had been queued when it woke: the latency record's bimodal TTFT."""
+    plan = simulate_launch(SEED_BOX, TP8, {})
+    clock = VirtualClock()
+    lines: list[str] = []
+    eng = EngineLoop(plan, lines.append, clock=clock.time, sleep=clock.sleep)
+    reqs = [SimRequest(input_ids=[i, i + 1, 9], max_new_tokens=2) for i in range(4)]
+    for r in reqs:
+        eng.submit(r)
+        clock.sleep(0.0005)
+    eng.start()
+    try:
+        for r in reqs:
+            while r.events.get(timeout=10) < r.max_new_tokens:
+                pass
+    finally:
+        eng.stop()
+    prefills = [ln.split(", ")[1] for ln in lines if ln.startswith("Prefill batch")]
+    assert prefills == ["#new-seq: 1", "#new-seq: 3"]
+    first = plan.prefill_ms(3) / 1000
+    assert reqs[0].first_token_at - reqs[0].created == pytest.approx(first, abs=1e-9)  # from its arrival, not the wake
+    for r in reqs[1:]:
+        assert r.first_token_at - reqs[0].created == pytest.approx(first + plan.prefill_ms(9) / 1000, abs=1e-9)
+
+
+def test_a_sped_up_engine_gains_its_clock_lead_at_each_step_end():
+    """--sim-speedup 4: each step sleeps a quarter of its simulated time; at its deadline the simulated clock's lead
+    grows by the other three quarters, so wall time + lead gained is the cost model's time, step by step."""
+    plan = simulate_launch(SEED_BOX, TP8, {})
+    clock = VirtualClock()
+    eng = EngineLoop(plan, lambda s: None, clock=clock.time, sleep=clock.sleep, speedup=4.0)
+    r = SimRequest(input_ids=[1, 2, 3], max_new_tokens=3)
+    assert eng.ahead() == 0.0
+    eng.submit(r)
+    eng.start()
+    try:
+        while r.events.get(timeout=10) < r.max_new_tokens:
+            pass
+    finally:
+        eng.stop()
+    prefill, step = plan.prefill_ms(3) / 1000, plan.step_s(1)
+    assert r.created_ahead == 0.0
+    assert r.aheads[1] == pytest.approx(0.75 * prefill) and r.first_token_ahead == r.aheads[1]
+    assert r.aheads[3] == pytest.approx(0.75 * (prefill + 2 * step)) and r.finished_ahead == r.aheads[3]
+    sim_ttft = r.first_token_at - r.created + r.first_token_ahead - r.created_ahead
+    sim_decode = r.finished_at - r.first_token_at + r.finished_ahead - r.first_token_ahead
+    assert sim_ttft == pytest.approx(prefill, abs=1e-9) and sim_decode == pytest.approx(2 * step, abs=1e-9)
+    assert eng.ahead() == pytest.approx(r.aheads[3])  # idle: the lead stays where the last step left it

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -312,16 +313,35 @@ def test_http_errors_and_cut_streams_are_outputs():
     assert not out.success and "bad status line" in out.error
 
 
-def test_a_sped_up_simulator_stream_is_timed_in_simulated_time():
-    """--sim-speedup s: the simulator's header says so, and the stream's durations are scaled back by s."""
-    body = _chunk([1]) + _chunk([1, 2]) + _chunk([1, 2, 3]) + b"data: [DONE]\n\n"
-    def reads(resp):  # one read per event
+def test_a_sped_up_simulator_stream_adds_the_lead_its_clock_gained():
+    """--sim-speedup s: the simulator says how far its clock was ahead of the wall clock when the request arrived
+    (header) and at each chunk's tokens (meta_info); each arrival moves on by the lead gained since the request
+    arrived, so only what the server simulated is scaled: the client's own time (here 1 s per read) counts once."""
+    def body(aheads):
+        return (_chunk([1], {"perfgate_sim_ahead_s": aheads[0]}) + _chunk([1, 2], {"perfgate_sim_ahead_s": aheads[1]})
+                + _chunk([1, 2, 3], {"perfgate_sim_ahead_s": aheads[2]}) + b"data: [DONE]\n\n")
+
+    def reads(resp):  # one read per event: arrivals at 1, 2, 3 and 4 s on the scripted clock
         return [resp.find(x) for x in (b"[1, 2]", b"[1, 2, 3]", b"[DONE]")]
 
-    resp = _http_chunked(body, [], False)
+    resp = _http_chunked(body([10.5, 12.0, 12.0]), [], False)
     plain, _ = _read(resp, reads(resp))
-    resp = resp.replace(b"\r\n\r\n", b"\r\nX-Perfgate-Sim-Speedup: 4.0\r\n\r\n", 1)
-    fast, _ = _read(resp, reads(resp))
-    assert plain.success and fast.success
-    assert fast.ttft_s == 4 * plain.ttft_s and fast.latency_s == 4 * plain.latency_s
-    assert fast.itl_s == tuple(4 * x for x in plain.itl_s) and fast.decode_tok_s == plain.decode_tok_s / 4
+    assert plain.success and plain.ttft_s == 1.0 and plain.latency_s == 4.0  # a real server: no header, no lead
+    for crlf in (False, True):  # SGLang's framing (read in place) and the general path (\r\n line ends)
+        raw = body([10.5, 12.0, 12.0])
+        resp = _http_chunked(raw.replace(b"\n", b"\r\n") if crlf else raw, [], False)
+        resp = resp.replace(b"\r\n\r\n", b"\r\nX-Perfgate-Sim-Speedup: 4.0\r\nX-Perfgate-Sim-Ahead: 10.0\r\n\r\n", 1)
+        fast, _ = _read(resp, reads(resp))
+        assert fast.success, fast.error
+        assert fast.ttft_s == pytest.approx(1.5)  # 1 s of wall time + 0.5 s the simulated clock gained
+        assert fast.itl_s == pytest.approx((2.5, 1.0))  # gains 1.5 s, then none
+        assert fast.last_token_s == pytest.approx(5.0) and fast.latency_s == pytest.approx(6.0)
+        assert fast.decode_tok_s == pytest.approx(2 / 3.5)
+    # a chunk without the key keeps the lead gained so far; a lead that is not a number is no lead
+    resp = _http_chunked(_chunk([1], {"perfgate_sim_ahead_s": 10.5}) + _chunk([1, 2]) + b"data: [DONE]\n\n", [], False)
+    resp = resp.replace(b"\r\n\r\n", b"\r\nX-Perfgate-Sim-Ahead: 10.0\r\n\r\n", 1)
+    out, _ = _read(resp, [resp.find(b"[1, 2]"), resp.find(b"[DONE]")])
+    assert out.ttft_s == pytest.approx(1.5) and out.itl_s == pytest.approx((1.0,))
+    resp = resp.replace(b"X-Perfgate-Sim-Ahead: 10.0", b"X-Perfgate-Sim-Ahead: soon")
+    out, _ = _read(resp, [resp.find(b"[1, 2]"), resp.find(b"[DONE]")])
+    assert out.ttft_s == 1.0 and out.itl_s == (1.0,)

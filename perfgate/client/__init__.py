@@ -12,7 +12,15 @@ carries several tokens. So tokens are counted from ``completion_tokens``, never 
 
 from perfgate.client.batch import run_batch
 from perfgate.client.blocking import flush_cache, get_json, stream_generate
-from perfgate.client.stream import SPEEDUP_HEADER, GenRequest, RequestOutput, SSEParser, StreamState
+from perfgate.client.stream import (
+                                    AHEAD_HEADER,
+                                    AHEAD_KEY,
+                                    SPEEDUP_HEADER,
+                                    GenRequest,
+                                    RequestOutput,
+                                    SSEParser,
+                                    StreamState,
+)
 
-__all__ = ["GenRequest", "RequestOutput", "SSEParser", "StreamState", "SPEEDUP_HEADER", "run_batch",
-           "stream_generate", "get_json", "flush_cache"]
+__all__ = ["GenRequest", "RequestOutput", "SSEParser", "StreamState", "SPEEDUP_HEADER", "AHEAD_HEADER", "AHEAD_KEY",
+           "run_batch", "stream_generate", "get_json", "flush_cache"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from perfgate.client.stream import SPEEDUP_HEADER, GenRequest, RequestOutput, StreamState, _speedup, _stalled
+from perfgate.client.stream import AHEAD_HEADER, GenRequest, RequestOutput, StreamState, _lead, _stalled
 
 Clock = Callable[[], float]
 
@@ -37,7 +37,7 @@ def stream_generate(
                              timeout=(10.0, timeout_s))
             if resp.status_code != 200:
                 return state.failed(f"HTTP {resp.status_code}: {resp.text[:500]}")
-            state.scale = _speedup(resp.headers.get(SPEEDUP_HEADER))
+            state.ahead0 = _lead(resp.headers.get(AHEAD_HEADER))
             source: Iterator[bytes] = resp.iter_content(chunk_size=None)
         else:
             source = iter(chunks)

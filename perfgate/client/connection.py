@@ -9,13 +9,13 @@ import re
 import time
 from typing import Any
 
-from perfgate.client.stream import SPEEDUP_HEADER, RequestOutput, StreamState, _speedup
+from perfgate.client.stream import AHEAD_HEADER, RequestOutput, StreamState, _lead
 
 CONNECT_TIMEOUT_S = 10.0
 DRAIN_S = 1.0  # after [DONE], how long to wait for the response's end before dropping the connection
 _BUF = 1 << 16
 _MAX_HEAD = 1 << 16
-_SPEEDUP_KEY = SPEEDUP_HEADER.lower().encode()
+_AHEAD_KEY = AHEAD_HEADER.lower().encode()
 _STATUS = re.compile(rb"HTTP/1\.([01]) (\d{3})")
 
 
@@ -232,8 +232,8 @@ class _Connection(asyncio.BufferedProtocol):
             if sep:
                 headers[k.strip().lower()] = v.strip()
         self._status = status
-        if self._state is not None and _SPEEDUP_KEY in headers:
-            self._state.scale = _speedup(headers[_SPEEDUP_KEY].decode("latin-1"))
+        if self._state is not None and _AHEAD_KEY in headers:  # perfgate's sped-up simulator (StreamState.ahead0)
+            self._state.ahead0 = _lead(headers[_AHEAD_KEY].decode("latin-1"))
         conn_hdr = headers.get(b"connection", b"").lower()
         self._keep_alive = m.group(1) == b"1" and b"close" not in conn_hdr or b"keep-alive" in conn_hdr
         if b"chunked" in headers.get(b"transfer-encoding", b"").lower():

@@ -144,9 +144,13 @@ class StreamState:
         self.stalled = False
         self.incremental: bool | None = None  # learnt at the second token-bearing chunk
         self.ids: list[int] = []  # incremental streams only: the output ids so far
-        # perfgate's simulated server run with --sim-speedup s says so (SPEEDUP_HEADER): its steps take 1/s of
-        # their simulated time, so this stream's durations are scaled back by s (a real server never sends it)
-        self.scale = 1.0
+        # perfgate's simulated server run with --sim-speedup s sleeps 1/s of each step, and says how far its clock
+        # was ahead of the wall clock when the request arrived (AHEAD_HEADER) and at each chunk's tokens (AHEAD_KEY
+        # in meta_info). Every arrival time is moved on by the lead gained since the request arrived (``shift``), so
+        # the durations are in simulated time and only what the server simulated is scaled: the client's, the
+        # network's and the server's own time count once. A real server sends neither (ahead0 stays None).
+        self.ahead0: float | None = None
+        self.shift = 0.0
 
     @property
     def last_data(self) -> str:
@@ -230,6 +234,11 @@ class StreamState:
     def _tokens(self, ntok: int, buf: Any, p: int, e: int, now: float) -> bool:
         """A payload buf[p:e] that says ``ntok`` tokens so far, arrived at ``now``."""
         if ntok > self.last_tokens:
+            if self.ahead0 is not None:
+                lead = _ahead(buf, p, e)
+                if lead is not None:
+                    self.shift = lead - self.ahead0
+                now += self.shift
             if self.last_tokens and self.incremental is None and not self._learn_mode(buf[p:e], ntok):
                 return False
             if self.incremental and not self._append_ids(buf[p:e]):
@@ -298,13 +307,12 @@ class StreamState:
         meta = obj.get("meta_info") or {} if isinstance(obj, dict) else {}
         ids = self.ids if self.incremental else (obj.get("output_ids") if isinstance(obj, dict) else None)
         verify = meta.get("spec_verify_ct")
-        s = self.scale
         return RequestOutput(
             success=True,
-            ttft_s=self.ttft * s,
-            latency_s=(end - self.start) * s,
-            last_token_s=(self.last_t - self.start) * s,
-            itl_s=tuple(x * s for x in self.itl) if s != 1.0 else tuple(self.itl),
+            ttft_s=self.ttft,
+            latency_s=end + self.shift - self.start,
+            last_token_s=self.last_t - self.start,
+            itl_s=tuple(self.itl),
             completion_tokens=self.last_tokens,
             first_chunk_tokens=self.first_chunk_tokens,
             prompt_tokens=_int(meta.get("prompt_tokens")),
@@ -325,16 +333,32 @@ def _ids(payload: str) -> list[int] | None:
     return [int(x) for x in ids] if isinstance(ids, list) else None
 
 
-SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"  # perfgate.sim.http.generation's, read here without importing the simulator
+# perfgate.sim.http.generation's names, read here without importing the simulator
+SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"
+AHEAD_HEADER = "X-Perfgate-Sim-Ahead"
+AHEAD_KEY = "perfgate_sim_ahead_s"
+_AHEAD = re.compile(r'"perfgate_sim_ahead_s"\s*:\s*([0-9.eE+-]+)')
+_AHEAD_B = re.compile(rb'"perfgate_sim_ahead_s"\s*:\s*([0-9.eE+-]+)')
 
 
-def _speedup(value: Any) -> float:
-    """The simulator's announced speedup (1.0 when absent or not a positive number)."""
+def _lead(value: Any) -> float | None:
+    """A simulated clock's lead in seconds (AHEAD_HEADER's value); None when absent or not a finite number >= 0."""
     try:
         s = float(value)
     except (TypeError, ValueError):
-        return 1.0
-    return s if s > 0 and s == s and s != float("inf") else 1.0
+        return None
+    return s if 0 <= s < float("inf") else None
+
+
+def _ahead(buf: Any, p: int, e: int) -> float | None:
+    """The AHEAD_KEY of the payload buf[p:e] (bytes or text), read from its end; None when it has none."""
+    if isinstance(buf, str):
+        i = buf.rfind('"perfgate_sim_ahead_s"', p, e)
+        m: re.Match[str] | re.Match[bytes] | None = _AHEAD.match(buf, i, e) if i >= 0 else None
+    else:
+        i = buf.rfind(b'"perfgate_sim_ahead_s"', p, e)
+        m = _AHEAD_B.match(buf, i, e) if i >= 0 else None
+    return _lead(m.group(1)) if m else None
 
 
 _COMPLETION = re.compile(r'"completion_tokens"\s*:\s*(\d+)')

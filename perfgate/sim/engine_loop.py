@@ -7,6 +7,16 @@ tokens of one speculative cycle (draft + verify). Durations come from the
 its start jitter and ``PERFGATE_SIM_SCALE``: :mod:`perfgate.sim.variation`); the thread sleeps until
 each step's deadline on a monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
 
+Admission follows the schedule, not the thread: a step takes the requests that *arrived* (stamped
+under the engine's lock) by its scheduled start; a start from idle is scheduled at the first arrival.
+What shares a prefill is a function of the arrival times alone, never of when the engine thread got
+the GIL back (four requests sent at once used to be prefilled as 1+3, 2+2, 3+1 or 4 by chance).
+
+``--sim-speedup s`` sleeps 1/s of every step; the simulated clock's lead on the wall clock
+(:meth:`EngineLoop.ahead`) grows by the rest at each step's deadline, so wall time outside the steps
+(a client's reaction, the HTTP layer) counts once. The HTTP layer reports the lead and perfgate's
+client adds what it gained to the durations it measures.
+
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
 (speculative configs then diverge after token 10). The simulated model never emits EOS:
@@ -16,6 +26,7 @@ every request runs to ``max_new_tokens`` (finish reason ``length``).
 from __future__ import annotations
 
 import hashlib
+import math
 import queue
 import random
 import threading
@@ -68,6 +79,11 @@ class SimRequest:
     created: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     finished_at: float | None = None
+    # the engine's clock lead (EngineLoop.ahead) at arrival and at each emission (by tokens produced so far)
+    created_ahead: float = 0.0
+    first_token_ahead: float = 0.0
+    finished_ahead: float = 0.0
+    aheads: dict[int, float] = field(default_factory=dict)
     rng: random.Random | None = None
     events: queue.Queue[int] = field(default_factory=queue.Queue)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -75,6 +91,11 @@ class SimRequest:
     def snapshot(self) -> tuple[list[int], bool]:
         with self.lock:
             return list(self.output_ids), self.finished
+
+    def ahead_at(self, produced: int) -> float:
+        """The engine's clock lead when the ``produced``-th token was emitted (at arrival before any)."""
+        with self.lock:
+            return self.aheads.get(produced, self.created_ahead)
 
 
 class _PrefixCache:
@@ -139,6 +160,9 @@ class EngineLoop:
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
         self._deadline = clock()
+        # the simulated clock's lead on the wall clock (--sim-speedup): (lead before the current step, the step's
+        # deadline, what the step adds at its deadline); replaced whole, so other threads read it without a lock
+        self._lead: tuple[float, float, float] = (0.0, math.inf, 0.0)
         # statistics (server_info / metrics)
         self.decode_steps = 0
         self.last_gen_throughput = 0.0
@@ -147,6 +171,7 @@ class EngineLoop:
         self._pending_tokens = self._pending_verify = 0
         self._window_tokens = 0
         self._window_start = clock()
+        self._window_ahead = 0.0
         self.prompt_tokens_total = self.generation_tokens_total = self.requests_total = 0
         # /start_profile: told of every step this loop runs (perfgate.sim.trace.TraceRecorder)
         self.on_step: Callable[[str, int, int], None] | None = None
@@ -160,10 +185,24 @@ class EngineLoop:
             self._stop = True
             self._cond.notify_all()
 
+    def ahead(self, t: float | None = None) -> float:
+        """Seconds the simulated clock is ahead of the wall clock at ``t`` (default: now); 0 at speed-up 1.
+
+        Each step's sleep is 1/s of its simulated duration; at the step's deadline the lead grows by the
+        rest. Wall time plus the lead gained is simulated time, so a duration measured on the wall clock
+        becomes simulated by adding the lead gained over it.
+        """
+        before, deadline, gain = self._lead
+        if t is None:
+            t = self._clock()
+        return before + gain if t >= deadline else before
+
     def submit(self, req: SimRequest) -> SimRequest:
         req.digest = prompt_digest(req.input_ids)
-        req.created = self._clock()
         with self._cond:
+            # stamped under the lock: once the engine holds it, every request that arrived before is queued
+            req.created = self._clock()
+            req.created_ahead = self.ahead(req.created)
             n = self._prompt_seen.get(req.digest, 0)
             self._prompt_seen[req.digest] = n + 1
             req.rng = random.Random(f"{self.seed}:{req.digest.hex()}:{n}")
@@ -207,26 +246,34 @@ class EngineLoop:
     def _run(self) -> None:
         while True:
             with self._cond:
-                idle = False
                 while not self._stop and not self._waiting and not self._running:
-                    idle = True
                     self._cond.wait(0.5)
                 if self._stop:
                     return
                 self._running = [r for r in self._running if not r.aborted]
+                self._deadline = max(self._deadline, self._clock() - MAX_CATCH_UP_S)
+                if not self._running and self._waiting:  # idle until the first arrival: the schedule starts there
+                    self._deadline = max(self._deadline, self._waiting[0].created)
+                # the step starting at the deadline takes what had arrived by then, whenever this thread woke
                 new: list[SimRequest] = []
-                while self._waiting and len(self._running) + len(new) < self.max_running:
+                while (self._waiting and self._waiting[0].created <= self._deadline
+                       and len(self._running) + len(new) < self.max_running):
                     new.append(self._waiting.popleft())
                 batch = list(self._running)
                 queued = len(self._waiting)
-            now = self._clock()
-            if idle:
-                self._deadline = now
-            self._deadline = max(self._deadline, now - MAX_CATCH_UP_S)
             if new:
                 self._prefill(new, len(batch), queued)
             elif batch:
                 self._decode(batch, queued)
+
+    def _step(self, dur: float) -> None:
+        """One step of ``dur`` wall seconds on the deadline schedule; the simulated clock gains the rest."""
+        self._deadline += dur
+        before = self._lead[0]
+        gain = dur * (self.speedup - 1.0)
+        self._lead = (before, self._deadline, gain)
+        self._sleep_until(self._deadline)
+        self._lead = (before + gain, math.inf, 0.0)
 
     def _prefill(self, new: list[SimRequest], running: int, queued: int) -> None:
         compute = 0
@@ -238,8 +285,7 @@ class EngineLoop:
                 compute += len(r.input_ids) - r.cached_tokens
                 cached_total += r.cached_tokens
         dur = self.plan.prefill_ms(compute) / 1000.0 / self.speed / self.speedup
-        self._deadline += dur
-        self._sleep_until(self._deadline)
+        self._step(dur)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "
                   f"#pending-token: 0, cuda graph: False, input throughput (token/s): "
@@ -254,6 +300,7 @@ class EngineLoop:
             self.requests_total += 1
             self.prompt_tokens_total += len(r.input_ids)
             r.first_token_at = now
+            r.first_token_ahead = self._lead[0]
             self._emit(r, 1)
             if not r.finished and not r.hung:
                 keep.append(r)
@@ -263,8 +310,7 @@ class EngineLoop:
     def _decode(self, batch: list[SimRequest], queued: int) -> None:
         plan = self.plan
         dur = plan.step_s(len(batch)) / self.speed / self.speedup
-        self._deadline += dur
-        self._sleep_until(self._deadline)
+        self._step(dur)
         spec = plan.spec
         emitted = 0
         for r in batch:
@@ -312,10 +358,12 @@ class EngineLoop:
                 if wrong and pos >= WRONG_OUTPUT_AFTER:
                     tok = (tok + 1) % self.vocab
                 r.output_ids.append(tok)
-            if len(r.output_ids) >= r.max_new_tokens:
+            produced = len(r.output_ids)
+            r.aheads[produced] = lead = self._lead[0]
+            if produced >= r.max_new_tokens:
                 r.finished = True
                 r.finished_at = self._clock()
-            produced = len(r.output_ids)
+                r.finished_ahead = lead
         if not r.internal and self.fault in ("crash-mid-stream", "hang-mid-stream") and produced >= self.fault_after:
             if self.fault == "crash-mid-stream" and self.on_crash is not None:
                 self.on_crash()
@@ -331,9 +379,10 @@ class EngineLoop:
 
     def _decode_log(self, running: int, queued: int, tokens: int) -> None:
         now = self._clock()
-        span = max(1e-9, (now - self._window_start) * self.speedup)  # simulated time, as without --sim-speedup
+        lead = self.ahead(now)
+        span = max(1e-9, now - self._window_start + lead - self._window_ahead)  # simulated time, as at speed-up 1
         self.last_gen_throughput = self._window_tokens / span
-        self._window_tokens, self._window_start = 0, now
+        self._window_tokens, self._window_start, self._window_ahead = 0, now, lead
         spec_part = ""
         if self.plan.spec is not None and self._pending_verify:
             self._acc_tokens += self._pending_tokens

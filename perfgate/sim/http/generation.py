@@ -20,9 +20,15 @@ from typing import Any
 from perfgate.sim.engine_loop import SimRequest
 from perfgate.sim.http.base import ClientGone, HandlerBase, error
 
-# --sim-speedup s runs every simulated step s times faster; each stream says so in this header (a real SGLang never
-# sends it) and the durations the server reports itself (meta_info) are in simulated time, as without the speedup
+# --sim-speedup s runs every simulated step s times faster; each stream says so in SPEEDUP_HEADER (a real SGLang never
+# sends it), with AHEAD_HEADER: how far the simulated clock was ahead of the wall clock when the request arrived
+# (EngineLoop.ahead), and each /generate chunk's meta_info carries AHEAD_KEY, the lead at its tokens' emission.
+# perfgate's client adds the lead gained over each duration it measures: only what the server simulated is scaled,
+# its own and the network's time count once. The durations the server reports itself (meta_info) are in
+# simulated time too, as without the speedup.
 SPEEDUP_HEADER = "X-Perfgate-Sim-Speedup"
+AHEAD_HEADER = "X-Perfgate-Sim-Ahead"
+AHEAD_KEY = "perfgate_sim_ahead_s"
 
 
 class GenerationBase(HandlerBase):
@@ -31,14 +37,16 @@ class GenerationBase(HandlerBase):
     _batch_of_one = False  # set per /generate request (a batch of one prompt, as bench_one_batch_server sends)
 
     # ------------------------------------------------------------------ SSE over chunked encoding
-    def _start_stream(self) -> None:
+    def _start_stream(self, req: SimRequest | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         eng = self.state.engine
-        if eng is not None and eng.speedup != 1.0:  # perfgate's client scales this stream's durations back by it
+        if eng is not None and eng.speedup != 1.0:  # perfgate's client adds the lead its clock gains (AHEAD_KEY)
             self.send_header(SPEEDUP_HEADER, repr(eng.speedup))
+            if req is not None:
+                self.send_header(AHEAD_HEADER, repr(req.created_ahead))
         self.end_headers()
 
 

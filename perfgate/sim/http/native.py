@@ -10,7 +10,7 @@ from typing import Any
 
 from perfgate.sim.engine_loop import SimRequest
 from perfgate.sim.http.base import ClientGone, error
-from perfgate.sim.http.generation import GenerationBase
+from perfgate.sim.http.generation import AHEAD_KEY, GenerationBase
 from perfgate.versions import version_at_least
 
 
@@ -28,10 +28,10 @@ class NativeGenerate(GenerationBase):
             "reasoning_tokens": 0,
             "cached_tokens": req.cached_tokens,
         }
-        s = self._engine().speedup  # durations in simulated time: the server's clock runs s times fast
         if final:
             end = req.finished_at or time.monotonic()
-            m["e2e_latency"] = (end - req.created) * s
+            # durations in simulated time: wall time plus the lead the simulated clock gained (--sim-speedup)
+            m["e2e_latency"] = end - req.created + req.finished_ahead - req.created_ahead
             spec = self.state.plan.spec
             if spec is not None and req.verify_ct > 0:
                 m["spec_verify_ct"] = req.verify_ct
@@ -40,10 +40,13 @@ class NativeGenerate(GenerationBase):
                 m["spec_num_correct_drafts"] = req.correct_drafts
                 m["spec_num_proposed_drafts"] = req.proposed_drafts
         if self.state.args.get("enable_metrics") and req.first_token_at is not None:
-            m["first_token_latency"] = (req.first_token_at - req.created) * s
+            m["first_token_latency"] = req.first_token_at - req.created + req.first_token_ahead - req.created_ahead
             m["queue_time"] = 0.0
             if final and req.finished_at is not None and produced > 1:
-                m["decode_throughput"] = (produced - 1) / max(1e-9, (req.finished_at - req.first_token_at) * s)
+                span = req.finished_at - req.first_token_at + req.finished_ahead - req.first_token_ahead
+                m["decode_throughput"] = (produced - 1) / max(1e-9, span)
+        if self._engine().speedup != 1.0:  # the clock lead at this chunk's tokens: perfgate's client adds its gain
+            m[AHEAD_KEY] = req.ahead_at(produced)
         return m
 
     def _generate(self) -> None:
@@ -78,7 +81,7 @@ class NativeGenerate(GenerationBase):
                     return
                 self._json(200, out)
                 return
-            self._start_stream()
+            self._start_stream(req)
             malformed_sent = False
             # SGLang's output streamer with --stream-interval k > 1: 0.5.17 sends when the output length is
             # 1 mod k; 0.5.23 sends the first token at once, then whenever k or more are unsent (a speculative

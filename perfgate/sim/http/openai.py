@@ -44,7 +44,7 @@ class OpenAICompletions(GenerationBase):
                                  "finish_reason": "length", "matched_stop": None}],
                     "usage": usage(produced), "metadata": {"weight_version": "default"}})
                 return
-            self._start_stream()
+            self._start_stream(req)
             sent = 0
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             while True:
