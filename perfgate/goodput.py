@@ -49,7 +49,10 @@ class Slo:
 
     bounds: tuple[Bound, ...]
     attainment: float = 0.99  # the share of requests that must be good
-    max_send_lag_ms: float = 10.0  # a sender later than this at p99 fell behind its schedule: inconclusive
+    # a sender later at p99 than both of these fell behind its schedule (inconclusive): ms, and a share of the
+    # schedule's mean gap between requests (jitter well inside a gap does not change the load offered)
+    max_send_lag_ms: float = 10.0
+    max_send_lag_gap: float = 0.1
     arrival: str = "poisson"
     requests: int = 32  # per trial of a level (each trial replays the same seeded schedule)
     duration_s: float | None = None  # and no send after this many seconds of a trial
@@ -109,6 +112,7 @@ class LoadTrial:
     values: dict[str, float]  # per bound key: that percentile over the trial's requests
     missed: dict[str, int]  # per bound key (and "errors"): requests that missed it
     wall_s: float
+    p99: dict[str, float] = field(default_factory=dict)  # <metric>_p99 of every REQUEST_METRICS, bound or not
 
 
 def load_trial(outputs: Sequence[RequestOutput], wall_s: float, slo: Slo, offered_rps: float) -> LoadTrial:
@@ -143,6 +147,7 @@ def load_trial(outputs: Sequence[RequestOutput], wall_s: float, slo: Slo, offere
         values=values,
         missed=missed,
         wall_s=wall_s,
+        p99={f"{k}_p99": percentile(xs, 99) for k, xs in sorted(pooled.items())},
     )
 
 
@@ -159,6 +164,13 @@ class LoadLevel:
     goodput: Stat | None  # good requests per second across trials
     send_lag_ms_p99: float | None  # the worst trial's
     values: dict[str, float] = field(default_factory=dict)  # per bound key: median over trials
+    p99: dict[str, float] = field(default_factory=dict)  # every metric's p99, median over trials
+
+
+def max_lag_ms(slo: Slo, rate: float) -> float:
+    """The send lag p99 beyond which a sender at ``rate`` fell behind: the larger of ``max_send_lag_ms`` and
+    ``max_send_lag_gap`` x the mean gap between requests."""
+    return max(slo.max_send_lag_ms, slo.max_send_lag_gap * 1000.0 / rate if rate > 0 else 0.0)
 
 
 def judge_level(rate: float, trials: Sequence[LoadTrial], slo: Slo) -> LoadLevel:
@@ -174,12 +186,15 @@ def judge_level(rate: float, trials: Sequence[LoadTrial], slo: Slo) -> LoadLevel
             missed[k] = missed.get(k, 0) + c
     limiting = max(missed, key=lambda k: (missed[k], k)) if missed else ""
     good = stat([t.goodput_rps for t in trials if t.goodput_rps is not None])
+    p99 = {k: statistics.median(xs) for k in sorted({k for t in trials for k in t.p99})
+           if (xs := [t.p99[k] for t in trials if k in t.p99])}
     base = dict(rate=rate, trials=tuple(trials), limiting=limiting, attainment=att, goodput=good,
-                send_lag_ms_p99=lag, values=values)
-    if lag is not None and lag > slo.max_send_lag_ms:
+                send_lag_ms_p99=lag, values=values, p99=p99)
+    bound = max_lag_ms(slo, rate)
+    if lag is not None and lag > bound:
         return LoadLevel(meets=None, why=(f"the sender fell behind its schedule at {rate:g} req/s: send lag p99 "
-                                          f"{lag:.1f} ms > {slo.max_send_lag_ms:g} ms (the client's limit on this "
-                                          f"machine, not the server's)"), **base)
+                                          f"{lag:.1f} ms > {bound:.3g} ms (the client's limit on this machine, not "
+                                          f"the server's)"), **base)
     if len(trials) < MIN_TRIALS:
         return LoadLevel(meets=None, why=(f"noise unknown: {len(trials)} trial(s) at {rate:g} req/s (it needs at "
                                           f"least {MIN_TRIALS})"), **base)

@@ -54,9 +54,9 @@ def test_a_level_meets_misses_or_is_inconclusive():
     slow = [out(ttft=0.7, intended=i * 0.5, sent=i * 0.5) for i in range(10)]
     lv = level_of([slow] * 3)
     assert lv.meets is False and lv.limiting == "ttft_ms_p99" and "ttft_ms_p99 700 ms > 500" in lv.why
-    late = [out(intended=i * 0.5, sent=i * 0.5 + 0.05) for i in range(10)]
+    late = [out(intended=i * 0.5, sent=i * 0.5 + 0.08) for i in range(10)]
     lv = level_of([late] * 3)
-    assert lv.meets is None and "fell behind its schedule" in lv.why and lv.send_lag_ms_p99 == pytest.approx(50)
+    assert lv.meets is None and "fell behind its schedule" in lv.why and lv.send_lag_ms_p99 == pytest.approx(80)
     assert level_of([good] * 2).meets is None  # noise unknown
 
 
@@ -92,3 +92,13 @@ def test_an_inconclusive_level_stops_the_search():
                          attainment=1.0, goodput=None, send_lag_ms_p99=99.0)
     s = search(f, SLO)
     assert s.inconclusive is not None and s.inconclusive.rate == 4.0 and s.best is not None and s.best.rate == 2.0
+
+
+def test_the_lag_bound_is_the_larger_of_ms_and_a_share_of_the_gap():
+    from perfgate.goodput import max_lag_ms
+
+    slo = Slo(bounds=SLO.bounds, max_send_lag_ms=10.0, max_send_lag_gap=0.1)
+    assert max_lag_ms(slo, 1.0) == 100.0 and max_lag_ms(slo, 100.0) == 10.0
+    jitter = [out(intended=i, sent=i + 0.05) for i in range(10)]  # 50 ms late, a gap of 1 s
+    assert judge_level(1.0, [load_trial(jitter, 10.0, slo, 1.0)] * 3, slo).meets is True
+    assert judge_level(20.0, [load_trial(jitter, 10.0, slo, 20.0)] * 3, slo).meets is None
