@@ -143,21 +143,34 @@ class Measure:
 
         perf = self._perf
         loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
-        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf))
+        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf), trials=_shared_trials(perf))
 
     def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
         unknown = set(overrides) - set(MEASURE_KEYS)
         if unknown:
             raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
-        w = self._perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
-        given = {"max_new_tokens": _shared_tokens(self._perf),
+        perf = self._perf
+        w = perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
+        trials = perf.state.profile.slo.get(server.mode)
+        given = {"max_new_tokens": _shared_tokens(perf), **({"trials": trials.trials} if trials and trials.trials else {}),
                  **{k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}}
         return replace(w, **given)
 
 
 def _shared_tokens(perf: PerfRun) -> int:
+    """Tokens per request under load, the same in every mode: the baseline's ``[slo] max_new_tokens``, else the
+    most any mode's workload asks."""
     p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    if slo is not None and slo.max_new_tokens:
+        return int(slo.max_new_tokens)
     return max(p.workload_for(m).max_new_tokens for m in p.modes)
+
+
+def _shared_trials(perf: PerfRun) -> int | None:
+    p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    return slo.trials if slo is not None else None
 
 
 class Check:
@@ -240,7 +253,8 @@ class Check:
         base_mode = perf.state.profile.baseline_mode()
         if case.mode == base_mode or not perf.state.profile.modes[case.mode].speculative:
             return conclude_crossover(perf, case, m, None)
-        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf))
+        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
         return conclude_crossover(perf, case, base, m)
 
 

@@ -5,7 +5,9 @@ Nothing here touches a clock, a socket or a file (as :mod:`perfgate.metrics`). T
 per-request metrics (:data:`REQUEST_METRICS`), each at a percentile: ``ttft_ms_p99 = 500`` says 99 % of a
 level's requests get their first token within 500 ms. A request is *good* when it succeeded and its own
 values are within every bound (its own ``q``-th percentile inter-token latency for ``itl_ms``);
-*attainment* is the share of sent requests that are good; *goodput* is good requests per second. A level
+*attainment* is the share of sent requests that are good; *goodput* is good requests per second of the
+schedule (attainment x the rate achieved, the send times' span: the tail after the last send is not part of
+the rate served). A level
 meets the SLOs when every bound holds at its percentile over the level's requests and the attainment
 reaches the required one (vLLM's ``--goodput``, GuideLLM's SLO objectives).
 """
@@ -62,6 +64,8 @@ class Slo:
     resolution: float = 0.1  # ...then bisects until the bracket is this narrow (relative)
     max_levels: int = 12
     crossover_levels: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # closed-loop streams of the crossover record
+    max_new_tokens: int | None = None  # tokens per request under load (default: the most any mode's workload asks)
+    trials: int | None = None  # trials per level (default: the workload's)
 
     def describe(self) -> str:
         return ", ".join(f"{b.key} <= {b.limit_ms:g}" for b in self.bounds) + f", attainment >= {self.attainment:g}"
@@ -106,7 +110,7 @@ class LoadTrial:
     failures: int
     good: int
     attainment: float
-    goodput_rps: float | None  # good requests / wall time (first send to last response)
+    goodput_rps: float | None  # attainment x achieved_rps: good requests per second of the schedule sent
     send_lag_ms_p99: float | None
     output_tok_s: float | None
     values: dict[str, float]  # per bound key: that percentile over the trial's requests
@@ -141,7 +145,9 @@ def load_trial(outputs: Sequence[RequestOutput], wall_s: float, slo: Slo, offere
         failures=n - len(ok),
         good=good,
         attainment=good / n if n else 0.0,
-        goodput_rps=good / wall_s if wall_s > 0 else None,
+        # per second of the schedule, not of the run: the run's last requests' tail (no arrivals, the batch
+        # draining) is no part of the rate served (vLLM divides by the run's duration, tail included)
+        goodput_rps=(good / n) * ((len(sent) - 1) / span) if span > 0 and n else None,
         send_lag_ms_p99=percentile(lags, 99) if lags else None,
         output_tok_s=sum(o.completion_tokens for o in ok) / wall_s if ok and wall_s > 0 else None,
         values=values,

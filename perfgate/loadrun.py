@@ -152,7 +152,8 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     return Goodput(mode=case.mode, slo=slo, search=found, trials=rates.trials, time_scale=rates.scale)
 
 
-def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new_tokens: int | None = None) -> Levels:
+def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new_tokens: int | None = None,
+                   trials: int | None = None) -> Levels:
     """Closed-loop measurements of the case's config at each of ``loads`` streams (2 x streams requests a
     trial, at least 4), each cached per workload like any ``measure(...)``; ``case`` may be another mode's
     (the crossover record measures the baseline's levels, cached when the baseline's record measured them)."""
@@ -160,6 +161,6 @@ def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new
     ms = []
     for c in loads:
         w = replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
-                    max_new_tokens=max_new_tokens or w0.max_new_tokens)
+                    max_new_tokens=max_new_tokens or w0.max_new_tokens, trials=trials or w0.trials)
         ms.append(perf.measure(case, primary=False, workload=w))
     return Levels(mode=case.mode, loads=tuple(loads), measurements=tuple(ms))

@@ -37,7 +37,7 @@ def test_a_trial_counts_good_requests_attainment_goodput_rate_and_lag():
                                                                           out(ok=False, intended=4.5, sent=4.501)]
     t = load_trial(outs, 5.0, SLO, offered_rps=2.0)
     assert (t.requests, t.good, t.failures) == (10, 8, 1)
-    assert t.attainment == 0.8 and t.goodput_rps == pytest.approx(8 / 5.0)
+    assert t.attainment == 0.8 and t.goodput_rps == pytest.approx(0.8 * 9 / (4.501 - 0.002))  # per second sent
     assert t.achieved_rps == pytest.approx(9 / (4.501 - 0.002))
     assert t.send_lag_ms_p99 == pytest.approx(2.0, abs=1e-6)
     assert t.missed == {"ttft_ms_p99": 1, "errors": 1}

@@ -14,6 +14,8 @@ ttft_ms_p99 = 500
 itl_ms_p99 = 50
 attainment = 0.95
 rate_start = 2
+max_new_tokens = 32
+trials = 3
 [slo.eagle3]
 itl_ms_p99 = 80
 e2e_ms_p99_9 = 9000
@@ -27,7 +29,7 @@ def test_slo_per_mode_with_overrides(project):
     assert {b.key: b.limit_ms for b in spec.bounds} == {"ttft_ms_p99": 500, "itl_ms_p99": 80, "e2e_ms_p99_9": 9000}
     assert [b.percentile for b in spec.bounds if b.metric == "e2e_ms"] == [99.9]
     assert base.attainment == spec.attainment == 0.95 and base.rate_start == 2.0 and base.arrival == "poisson"
-    assert base.crossover_levels == (1, 2, 4, 8, 16, 32, 64)
+    assert base.crossover_levels == (1, 2, 4, 8, 16, 32, 64) and base.max_new_tokens == 32 and base.trials == 3
 
 
 def test_no_slo_table_means_no_slos(project):
@@ -47,6 +49,7 @@ def test_a_floor_on_goodput_and_crossover_is_read(project):
     ("[slo]\nttft_ms_p99 = 5\nattainment = 1.5\n", "slo.attainment", "a fraction"),
     ("[slo]\nttft_ms_p99 = 5\narrival = \"bursty\"\n", "slo.arrival", "constant, poisson"),
     ("[slo]\nttft_ms_p99 = 5\nrequests = 2.0\n", "slo.requests", "write requests = 2"),
+    ("[slo]\nttft_ms_p99 = 5\ntrials = 0\n", "slo.trials", "an integer >= 1"),
     ("[slo]\nttft_ms_p99 = 5\ncrossover_levels = [4, 2]\n", "slo.crossover_levels", "increasing"),
     ("[slo]\nttft_ms_p99 = 5\nrate_start = 8\nrate_max = 4\n", "slo.rate_max", "rate_start"),
     ("[slo]\nttft_ms_p99 = 5\n[slo.eagle]\nitl_ms_p99 = 5\n", "slo.eagle", "did you mean 'eagle3'"),

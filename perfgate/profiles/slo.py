@@ -22,8 +22,9 @@ from perfgate.profiles.reader import TableReader, _close
 
 _BOUND = re.compile(r"^(?P<metric>[a-z0-9]+_ms)(?:_p(?P<q>\d+(?:_\d+)?))?$")
 #: the keys of ``[slo]`` that are not bounds
-SETTINGS = frozenset({"attainment", "max_send_lag_ms", "arrival", "requests", "duration_s", "seed", "rate_start",
-                      "rate_max", "resolution", "max_levels", "crossover_levels"})
+SETTINGS = frozenset({"attainment", "max_send_lag_ms", "max_send_lag_gap", "arrival", "requests", "duration_s", "seed", "rate_start",
+                      "rate_max", "resolution", "max_levels", "crossover_levels", "max_new_tokens",
+                      "trials"})
 
 
 def slo(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Any]:
@@ -93,6 +94,8 @@ def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
         bounds=tuple(bounds),
         attainment=float(t.num("attainment", "a fraction in (0, 1]", 0.99, lo=1e-6, hi=1.0)),
         max_send_lag_ms=float(t.num("max_send_lag_ms", "milliseconds > 0", 10.0, lo=1e-6)),
+        max_send_lag_gap=float(t.num("max_send_lag_gap", "a fraction of the mean gap between requests, in [0, 1]",
+                                     0.1, lo=0, hi=1)),
         arrival=arrival,
         requests=t.int_("requests", "an integer >= 4 (requests per trial of a level)", 32, lo=4),
         duration_s=float(dur) if dur is not None else None,
@@ -103,4 +106,6 @@ def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
                                lo=1e-3, hi=1.0)),
         max_levels=t.int_("max_levels", "an integer >= 2", 12, lo=2),
         crossover_levels=tuple(levels),
+        max_new_tokens=t.int_("max_new_tokens", "an integer >= 2 (tokens per request under load)", None, lo=2),
+        trials=t.int_("trials", "an integer >= 1 (trials per level)", None, lo=1),
     )
