@@ -102,15 +102,21 @@ def crossover(loads: Sequence[int], base: Sequence[Sequence[float]], spec: Seque
                      ci_high=percentile(draws, 100 - a), wins=tuple(c for c, r in zip(loads, ratios) if r > 1))
 
 
-def predicted(points: Sequence[Point], accept_len: float | None) -> tuple[str, float | None]:
+def predicted(points: Sequence[Point], accept_len: float | None, *, base_cap: int | None = None,
+              spec_cap: int | None = None) -> tuple[str, float | None]:
     """The cost model's crossover from decode step times: at each level the speculative cycle
     (``accept_len`` / its per-request decode rate) against the break-even cycle at the baseline's rate;
-    speculation pays while its cycle is the shorter. ``("unknown", None)`` without the numbers."""
+    speculation pays while its cycle is the shorter. ``base_cap`` / ``spec_cap``: the most requests each server
+    runs at once (SGLang's ``max_running_requests``; the rest wait): at ``c`` streams ``min(c, cap)`` decode.
+    ``("unknown", None)`` without the numbers."""
     loads, ratios = [], []
     for p in points:
         if not accept_len or not p.base_decode_tok_s or not p.spec_decode_tok_s:
             return "unknown", None
+        nb = min(p.load, base_cap) if base_cap else p.load
+        ns = min(p.load, spec_cap) if spec_cap else p.load
         cycle = 1000.0 * accept_len / p.spec_decode_tok_s
-        ratios.append(breakeven_cycle_ms(p.base_decode_tok_s, accept_len) / cycle)
+        # the break-even cycle of one running request when ns of them must match nb of the baseline's
+        ratios.append(breakeven_cycle_ms(p.base_decode_tok_s * nb / ns, accept_len) / cycle)
         loads.append(p.load)
     return crossing(loads, ratios) if loads else ("unknown", None)

@@ -163,7 +163,25 @@ def crossover_of(base: Levels, spec: Levels) -> tuple[Crossover, tuple[str, floa
                for b, s in zip(base.measurements, spec.measurements)]
     x = crossover(base.loads, [b for b, _ in samples], [s for _, s in samples], points=pts)
     acc = [m.accept_len for m in spec.measurements if m.accept_len]
-    return x, predicted(pts, statistics.median(acc) if acc else None)
+    return x, predicted(pts, statistics.median(acc) if acc else None, base_cap=max_running(base.measurements),
+                        spec_cap=max_running(spec.measurements))
+
+
+def max_running(ms: tuple[Measurement, ...]) -> int | None:
+    """SGLang's ``max_running_requests`` from the server log's start-up line (the simulator prints it too)."""
+    import re
+
+    for m in ms:
+        if not m.log_path:
+            continue
+        try:
+            with open(m.log_path, errors="replace") as f:
+                found = re.findall(r"\bmax_running_requests=(\d+)", f.read(1 << 22))
+        except OSError:
+            continue
+        if found:
+            return int(found[-1])
+    return None
 
 
 def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | None) -> None:

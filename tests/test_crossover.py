@@ -60,3 +60,24 @@ def test_the_cost_model_predicts_from_decode_step_times():
     res, x = predicted(pts, 2.0)
     assert res == "at" and 2 < x < 4
     assert predicted(pts, None) == ("unknown", None)
+
+
+def test_the_prediction_counts_only_the_requests_a_server_runs_at_once():
+    # both modes decode at the same per-request pace scaled by acceptance: speculation pays while every stream
+    # runs; past the speculative server's cap of 48 its extra streams wait, and it stops paying between 48 and 64
+    pts = [Point(load=c, base_tok_s=1, spec_tok_s=1, ratio=1, base_decode_tok_s=100.0, spec_decode_tok_s=130.0)
+           for c in (16, 32, 48, 64)]
+    assert predicted(pts, 2.0)[0] == "always"
+    res, x = predicted(pts, 2.0, base_cap=4096, spec_cap=48)
+    assert res == "at" and 48 < x < 64
+
+
+def test_max_running_is_read_from_the_server_log(tmp_path):
+    from perfgate.loadcheck import max_running
+    from perfgate.metrics import summarize
+
+    log = tmp_path / "s.log"
+    log.write_text("server_args=ServerArgs(max_running_requests=None)\nmax_total_num_tokens=741945, "
+                   "chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=8192\n")
+    m = summarize(config_key="k", config_name="n", trials=[], log_path=str(log))
+    assert max_running((m,)) == 48 and max_running((summarize(config_key="k", config_name="n", trials=[]),)) is None
