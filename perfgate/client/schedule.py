@@ -91,8 +91,7 @@ async def _run_open(url: str, reqs: list[GenRequest], offsets: list[float], time
     live: dict[asyncio.Task[Any], StreamState] = {}
     t0 = time.perf_counter()
 
-    async def one(i: int, r: GenRequest) -> None:
-        state = StreamState(time.perf_counter())  # a request's time includes opening its connection
+    async def one(i: int, r: GenRequest, state: StreamState) -> None:
         intended, sent = offsets[i], (state.start - t0) * scale
         conn: _Connection | None = None
         while idle and conn is None:
@@ -120,7 +119,9 @@ async def _run_open(url: str, reqs: list[GenRequest], offsets: list[float], time
             due = t0 + offsets[i] / scale
             while (delay := due - time.perf_counter()) > 0:  # uvloop's timers round to 1 ms: never send early
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(one(i, r)))
+            # the request's clock starts here, when the sender issues it: the loop's turn before its task runs,
+            # and opening its connection, count in its latencies (as in run_batch), not in the send lag
+            tasks.append(asyncio.ensure_future(one(i, r, StreamState(time.perf_counter()))))
         await asyncio.gather(*tasks)
     finally:
         dog.cancel()
