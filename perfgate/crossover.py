@@ -49,7 +49,7 @@ class Crossover:
     points: tuple[Point, ...]
     result: str
     load: float | None
-    ci_low: float | None  # in loads; the range's lowest level stands for "never", its highest for "always"
+    ci_low: float | None  # in loads, as ``value``: 0 stands for "never", the highest level for "always"
     ci_high: float | None
     wins: tuple[int, ...]  # the levels where speculation beat the baseline
 
@@ -86,13 +86,13 @@ def crossover(loads: Sequence[int], base: Sequence[Sequence[float]], spec: Seque
     ratios = [statistics.median(s) / statistics.median(b) for b, s in zip(base, spec)]
     result, load = crossing(loads, ratios)
     rng = random.Random(seed)
-    lo_s, hi_s = float(loads[0]), float(loads[-1])
+    hi_s = float(loads[-1])
     draws = []
     for _ in range(resamples):
         rs = [statistics.median(rng.choices(s, k=len(s))) / statistics.median(rng.choices(b, k=len(b)))
               for b, s in zip(base, spec)]
         res, x = crossing(loads, rs)
-        draws.append(x if res == "at" and x is not None else (lo_s if res == "never" else hi_s))
+        draws.append(x if res == "at" and x is not None else (0.0 if res == "never" else hi_s))
     draws.sort()
     a = (1 - confidence) / 2 * 100
     pts = tuple(points) if points is not None else tuple(

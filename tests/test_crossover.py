@@ -45,7 +45,7 @@ def test_the_ci_comes_from_the_trials_and_contains_the_estimate():
     assert x.ci_low <= x.load <= x.ci_high and x.ci_high - x.ci_low < x.load
     assert x.value == x.load
     never = crossover(LOADS, base, [[t * 0.5 for t in b] for b in base])
-    assert never.result == "never" and never.value == 0.0 and never.ci_low == never.ci_high == 1.0
+    assert never.result == "never" and never.value == 0.0 and never.ci_low == never.ci_high == 0.0
     always = crossover(LOADS, base, [[t * 2 for t in b] for b in base])
     assert always.result == "always" and always.value == 64.0 and always.ci_high == 64.0
     with pytest.raises(ValueError, match="trials of both modes"):
