@@ -17,6 +17,8 @@ rate_start = 4
 rate_max = 8
 max_levels = 3
 crossover_levels = [1, 2]
+[expectations.crossover]
+eagle3 = { expect = "xfail", category = "slower-than-baseline", reason = "verify is all-reduce bound at 1 and 2 streams" }
 """
 
 
@@ -41,10 +43,11 @@ def test_goodput_and_crossover_records_carry_their_numbers_and_meet_their_floors
     base = props(cs["test_speculation_crossover[m:baseline]"])
     assert base["outcome"] == "pass" and [lv["load"] for lv in json.loads(base["crossover_levels"])] == [1, 2]
     x = props(cs["test_speculation_crossover[m:eagle3]"])
-    # the seed box's EAGLE-3 is slower than plain decoding at 1 and 2 streams: it never pays there, below the floor
+    # the seed box's EAGLE-3 is slower than plain decoding at 1 and 2 streams: it never pays there, below the floor,
+    # which the profile's expectation says (strict: the record must fail for that reason)
     assert x["crossover_result"] == "never" and float(x["crossover"]) == 0 and x["crossover_wins"] == ""
-    assert x["outcome"] == "fail" and x["category"] == "slower-than-baseline" and x["limit"] == "1"
+    assert x["outcome"] == "xfail" and x["category"] == "slower-than-baseline" and x["limit"] == "1"
     pts = json.loads(x["crossover_levels"])
     assert [p["load"] for p in pts] == [1, 2] and all(p["ratio"] < 1 for p in pts)
     assert x["crossover_predicted_result"] in ("never", "at", "always")
-    r.stdout.fnmatch_lines(["*(goodput goodput_rps)*", "*(crossover crossover)*fail slower-than-baseline 0*"])
+    r.stdout.fnmatch_lines(["*(goodput goodput_rps)*", "*(crossover crossover)*xfail slower-than-baseline 0*"])
