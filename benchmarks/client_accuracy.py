@@ -103,8 +103,9 @@ def table(rows: list[Row]) -> str:
             "| client CPU µs/token |")
     out = [head, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r.concurrency} | {r.requests} | {r.true_tok_s:.2f} | {r.server_tok_s:.2f} ({r.model_gap_pct:+.2f} %) "
-                   f"| {r.decode_tok_s:.2f} | {r.client_error_pct:+.3f} | {r.error_pct:+.2f} | {r.lag_ms:.2f} "
+        out.append(f"| {r.concurrency} | {r.requests} | {r.true_tok_s:.2f} "
+                   f"| {r.server_tok_s:.2f} ({r.model_gap_pct:+.2f} %) | {r.decode_tok_s:.2f} "
+                   f"| {r.client_error_pct:+.3f} | {r.error_pct:+.2f} | {r.lag_ms:.2f} "
                    f"| {r.output_tok_s:.1f} | {r.cpu_us_per_token:.0f} |"
                    + (f" {r.failures} failed" if r.failures else ""))
     return "\n".join(out)
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"concurrency {c}: done", file=sys.stderr)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"perfgate client accuracy vs the simulated seed box ({PROFILE.relative_to(ROOT)}, mode "
-          f"{config.mode}), {a.max_new_tokens} new tokens per request, 128-token prompts, sim speedup {a.sim_speedup:g}")
+          f"{config.mode}), {a.max_new_tokens} new tokens per request, 128-token prompts, "
+          f"sim speedup {a.sim_speedup:g}")
     print(f"{stamp}; {platform.node()}: {os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, "
           f"Python {platform.python_version()}; client and simulator on the same machine")
     print()

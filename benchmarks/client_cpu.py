@@ -8,9 +8,10 @@ N = max(16, 2c) requests, ``--max-concurrency c``) from one simulated SGLang ser
 baseline, with a tokenizer: SGLang's client counts text). Each runs in its own subprocess twice: the
 workload, and the same N requests for one token each. The difference of their CPU
 (``getrusage(RUSAGE_CHILDREN)``) over the difference of their tokens is the client's CPU per token of
-the streaming phase: start-up (imports, connections, the dataset) and per-request costs cancel. SGLang's client is ``python -m sglang.benchmark.serving --backend
-sglang --dataset-name random-ids`` (its installed client-side imports suffice: no GPU). Not a unit
-test: its figures depend on the machine (docs/measurement.md).
+the streaming phase: start-up (imports, connections, the dataset) and per-request costs cancel.
+SGLang's client is ``python -m sglang.benchmark.serving --backend sglang --dataset-name random-ids``
+(its installed client-side imports suffice: no GPU). Not a unit test: its figures depend on the machine
+(docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from perfgate.client import GenRequest, run_batch
 url, n, c, out_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 reqs = [GenRequest(input_ids=tuple(range(1000 + i * 200, 1128 + i * 200)), max_new_tokens=out_len) for i in range(n)]
 outs, wall = run_batch(url, reqs, concurrency=c, timeout_s=600)
-print(json.dumps({"tokens": sum(o.completion_tokens for o in outs if o.success), "failed": sum(not o.success for o in outs)}))
+print(json.dumps({"tokens": sum(o.completion_tokens for o in outs if o.success),
+                  "failed": sum(not o.success for o in outs)}))
 """
 
 

@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
 # ci/stack-gate.sh — gate a software-stack upgrade on a GPU box.
 #
-# Runs perfgate's suite once under the current stack and once under the candidate stack
-# (two virtual environments built from two requirements/lock files), one after the other on
-# the same GPUs, then compares the two JUnit reports with `perfgate gate`.
+# Two virtual environments are built from two requirements/lock files (current, candidate), then:
+#
+#   PERFGATE_GATE_MODE=paired (recommended: docs/gate.md, "The paired run")
+#     one pytest session in the current venv measures each config under both stacks on these GPUs,
+#     server starts interleaved (current 1, candidate 1, current 2, ...; PERFGATE_STARTS each,
+#     default 3), and the stack-pair records decide from the candidate/current ratio of each start
+#     pair: the machine's own offset cancels. Writes paired.xml.
+#   PERFGATE_GATE_MODE=reports (the default; the history of reports)
+#     runs the suite once under the current stack and once under the candidate stack, one after
+#     the other on the same GPUs, then compares the two JUnit reports with `perfgate gate`.
 #
 # Usage:
 #   ci/stack-gate.sh CURRENT.lock CANDIDATE.lock
 #
-# Exit codes (those of `perfgate gate`, see docs/gate.md):
-#   0  no regression            1  regression or newly broken record
-#   3  unblocked records: update their expectations
+# Exit codes (reports: those of `perfgate gate`, see docs/gate.md; paired: pytest's, mapped):
+#   0  no regression (paired: every stack-pair record passed or is undecided)
+#   1  regression or newly broken record (paired: a stack-pair record failed)
+#   3  unblocked records: update their expectations (reports only)
 #   2  usage error, a venv could not be built, or a run produced no usable report
 #
 # Environment (all optional):
+#   PERFGATE_GATE_MODE       reports (default) or paired
 #   PERFGATE_OUT             output folder (default: perfgate-out); gets current.xml,
 #                            candidate.xml, *.freeze.txt, *.pytest.log, diff.md, diff.json, gate.txt
-#   PERFGATE_PYTEST_ARGS     what to run (default: "perftests/"), e.g. "perftests/ -m baseline"
+#                            (paired: paired.xml, paired.pytest.log, *.freeze.txt)
+#   PERFGATE_PYTEST_ARGS     what to run (default: "perftests/"; paired: "perftests/ -m stack_pair"),
+#                            e.g. "perftests/ -m baseline"
+#   PERFGATE_STARTS          paired: server starts per config and stack (default 3)
 #   PERFGATE_VENV_CURRENT    use this existing venv for the current stack instead of building one
 #   PERFGATE_VENV_CANDIDATE  the same for the candidate stack
 #   PERFGATE_NO_GATE=1       only produce the two reports (fan-out jobs: merge, then gate later)
@@ -52,7 +64,12 @@ OUT="${PERFGATE_OUT:-perfgate-out}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 PYTHON="${PYTHON:-python3}"
-read -r -a PYTEST_ARGS <<<"${PERFGATE_PYTEST_ARGS:-perftests/}"
+MODE="${PERFGATE_GATE_MODE:-reports}"
+case "$MODE" in
+  reports) read -r -a PYTEST_ARGS <<<"${PERFGATE_PYTEST_ARGS:-perftests/}" ;;
+  paired) read -r -a PYTEST_ARGS <<<"${PERFGATE_PYTEST_ARGS:-perftests/ -m stack_pair}" ;;
+  *) printf '[stack-gate] PERFGATE_GATE_MODE=%s: expected reports or paired\n' "$MODE" >&2; exit 2 ;;
+esac
 
 log() { printf '[stack-gate] %s\n' "$*" >&2; }
 
@@ -94,6 +111,33 @@ run_suite() {
 
 VENV_CURRENT="$(build_venv current "$CURRENT_LOCK" "${PERFGATE_VENV_CURRENT:-}")" || exit 2
 VENV_CANDIDATE="$(build_venv candidate "$CANDIDATE_LOCK" "${PERFGATE_VENV_CANDIDATE:-}")" || exit 2
+
+# paired: one session in the current venv; the candidate venv's python serves the candidate arm
+run_paired() {
+  local cur="$1" cand="$2" rc=0 xml="$OUT/paired.xml"
+  rm -f "$xml"
+  "$cur/bin/python" -m pip freeze >"$OUT/current.freeze.txt" 2>/dev/null || true
+  "$cand/bin/python" -m pip freeze >"$OUT/candidate.freeze.txt" 2>/dev/null || true
+  local starts="${PERFGATE_STARTS:-3}"
+  log "paired run on these GPUs, $starts start(s) per config and stack: pytest ${PYTEST_ARGS[*]}"
+  "$cur/bin/python" -m pytest "${PYTEST_ARGS[@]}" --perfgate-candidate "python=$cand/bin/python" \
+    --perfgate-starts "$starts" --junitxml="$xml" -p no:cacheprovider >"$OUT/paired.pytest.log" 2>&1 || rc=$?
+  tail -n 5 "$OUT/paired.pytest.log" >&2 || true
+  [[ "$rc" == 0 || "$rc" == 1 ]] && [[ ! -s "$xml" ]] && { log "paired: pytest wrote no report at $xml"; return 2; }
+  case "$rc" in
+    0) log "paired gate: OK (every stack-pair record passed, or is undecided: see $OUT/paired.pytest.log)" ;;
+    1) log "paired gate: BLOCKED — a stack-pair record failed (slower beyond noise, or broke) on the candidate" ;;
+    5) log "paired: pytest selected no tests (no stack-pair record in ${PYTEST_ARGS[*]}?)"; return 2 ;;
+    *) log "paired: pytest exited $rc (interrupted, internal or usage error); see $OUT/paired.pytest.log"; return 2 ;;
+  esac
+  return "$rc"
+}
+
+if [[ "$MODE" == "paired" ]]; then
+  rc=0
+  run_paired "$VENV_CURRENT" "$VENV_CANDIDATE" || rc=$?
+  exit "$rc"
+fi
 
 # one stack at a time on the same GPUs: the suite tears its servers down before it exits
 run_suite current "$VENV_CURRENT" || exit 2

@@ -1,6 +1,7 @@
 """Switching perfgate on for a session: when (a profile named, or a collected test using a perfgate fixture),
 and what it does then: inputs validated with the file, key and fix; GPUs partitioned under xdist; SIGTERM made
-a clean end; the JUnit file kept current; the stack and ``perfgate.*`` on the JUnit suite."""
+a clean end; the JUnit file kept current; the stack, the machine (perfgate.fingerprint) and ``perfgate.*`` on
+the JUnit suite."""
 
 from __future__ import annotations
 
@@ -76,6 +77,11 @@ def validate_inputs(config: pytest.Config) -> None:
                 f"or pick one of those")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
+        from perfgate.fingerprint import sim_variation_problem
+
+        bad = sim_variation_problem()  # PERFGATE_SIM_MACHINE, PERFGATE_SIM_SCALE
+        if bad:
+            raise pytest.UsageError(f"perfgate: {bad}")
     else:  # a profile for other hardware is refused here, not once per test
         from perfgate.errors import HardwareMismatch
 
@@ -83,6 +89,12 @@ def validate_inputs(config: pytest.Config) -> None:
             st.check_hardware()
         except HardwareMismatch as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
+    if not p.simulated and not st.opt("perfgate_url"):  # every path SGLang would be handed, before any launch
+        from perfgate.profiles.paths import missing_paths
+
+        missing = missing_paths(p, vs)
+        if missing:
+            raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
 
 
 def install_sigterm() -> None:
@@ -110,6 +122,7 @@ def add_suite_properties(config: pytest.Config) -> None:
     st = state_of(config)
     if hasattr(config, "workerinput") or not st.active:
         return
+    _ = st.fingerprint  # the machine and its calibration, at session start (before any server)
     try:
         from _pytest.junitxml import xml_key
     except ImportError:  # pragma: no cover
@@ -134,4 +147,5 @@ def suite_properties(st: PerfgateState) -> dict[str, str]:
         "perfgate.started_at": st.started_at,
     }
     props.update(st.stack.as_properties())
+    props.update(st.fingerprint.as_properties())
     return props

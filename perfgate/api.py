@@ -17,11 +17,13 @@ perfgate's built-in tests::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.metrics import METRICS, Measurement
+from perfgate.profiles import DEFAULT_TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
@@ -111,7 +113,8 @@ class Measure:
         for k in ("concurrency", "max_new_tokens", "trials", "requests_per_trial"):
             if k in given and (not isinstance(given[k], int) or isinstance(given[k], bool) or given[k] < 1):
                 raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
-        w = replace(w, **given) if given else w
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.settings)
+        w = perf.state.settings.workload(w, **given)
         m = perf.measure(server.case, workload=None if not given else w)
         perf.record("concurrency", m.concurrency)
         for name in METRICS:
@@ -191,7 +194,7 @@ class Check:
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
         from perfgate.loadrun import Goodput, Levels
-        from perfgate.verdict import lost_verdict, metric_verdict
+        from perfgate.verdict import limit_verdict, lost_verdict
 
         if isinstance(m, (Goodput, Levels)):
             return self._load(m, metric)
@@ -208,11 +211,11 @@ class Check:
             at = floors.at(m.concurrency) or at
         stored = at.limit(metric) if at is not None else None
         lim = limit if limit is not None else stored
-        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else 0.03)
+        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else DEFAULT_TOLERANCE)
         spec = METRICS[metric]
         stat = m.stat(metric)
-        perf.record("metric", metric)
-        perf.record("direction", spec.direction)
+        perf.record(METRIC, metric)
+        perf.record(DIRECTION, spec.direction)
         if stat is not None:
             perf.record(metric, stat.median)
             if stat.ci_low is not None and stat.ci_high is not None:
@@ -220,13 +223,17 @@ class Check:
                 perf.record(f"{metric}_ci_high", stat.ci_high)
             if stat.cv is not None:
                 perf.record(f"{metric}_cv", stat.cv)
+        from perfgate.starts import start_properties
+
+        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
+            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
         if lim is not None:
-            perf.record("limit", lim)
-            perf.record("tolerance", tol)
+            perf.record(LIMIT, lim)
+            perf.record(TOLERANCE, tol)
         where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
             case.mode).concurrency else "]")
-        max_cv = at.max_cv if at is not None and at.max_cv is not None else p.workload_for(case.mode).max_cv
-        v = metric_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
+        max_cv = p.max_cv_for(case.mode, at)
+        v = limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
                            update_hint=f"a `{metric} = <value>` line there, or --perfgate-update-baselines")
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
             from perfgate.baseline_update import note_update

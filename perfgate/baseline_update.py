@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
+from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import Case
 from perfgate.verdict import Verdict, pct
 
@@ -24,13 +26,12 @@ if TYPE_CHECKING:
     from perfgate.metrics import Measurement
     from perfgate.session import PerfgateState
 
-DEFAULT_TOLERANCE = 0.03
 
 
 def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],
                   meta: Mapping[str, Mapping[str, object]]) -> Path:
     """Set ``[floors.<mode>] <key> = new`` (``[floors.<mode>.c<N>]`` for ``<mode>.c<N>``) and its ``measured``
-    table (comments are kept)."""
+    table (comments are kept), through :func:`write_profile`."""
     from perfgate.profiles.load import load_profile
 
     path = Path(path)
@@ -82,13 +83,60 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
             del measured[k]  # stale facts of an older measurement
         for k, v in values.items():
             measured[k] = v
-    path.write_text(tomlkit.dumps(doc))
+    return write_profile(path, tomlkit.dumps(doc))
+
+
+def write_profile(path: Path, text: str) -> Path:
+    """Replace the profile at ``path`` with ``text``, only if ``text`` loads as a profile there: it is written
+    next to it first (same folder, so ``extends`` and relative paths resolve as they will), loaded, and then
+    moved over the original in one step. A text that would not load leaves the file as it was and raises
+    :class:`~perfgate.errors.ConfigError`. Every profile writer goes through here (``--perfgate-update-baselines``,
+    ``scripts/micro_floors.py --update``)."""
+    import os
+
+    from perfgate.profiles.load import load_profile
+    from perfgate.profiles.shipped import is_shipped_copy
+
+    path = Path(path)
+    if is_shipped_copy(path):
+        raise ConfigError(f"{path} is the copy of the profile that perfgate ships, inside the installation: copy it "
+                          f"(and the profile it extends) into your project's baselines/ and run again")
+    tmp = path.with_name(f".{path.name}.perfgate-update.tmp")
+    tmp.write_text(text)
     try:
-        load_profile(path)
+        load_profile(tmp)
     except PerfgateError as e:
-        path.write_text(original)
+        tmp.unlink(missing_ok=True)
         raise ConfigError(f"updating {path} would break it ({e}); the file was left as it was") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
     return path
+
+
+# ----------------------------------------------------------------------------- at session finish
+
+#: what writing the updates came to, (line, colour) each, for the terminal summary to print
+REPORT = pytest.StashKey["list[tuple[str, str]]"]()
+
+
+def finish(state: PerfgateState) -> list[tuple[str, str]]:
+    """--perfgate-update-baselines, at session finish: write every limit noted during the run (the xdist
+    workers' included, shipped to the controller when each ends) into the profile, once, whatever plugins are
+    active; return what was written and refused, one line each with its colour (``""``, ``yellow``, ``red``)."""
+    st = state
+    path = st.profile.path
+    lines = [(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", "yellow")
+             for mode, key, why in st.update_refused]
+    if not st.updates:
+        return [*lines, ("perfgate: --perfgate-update-baselines: nothing measured to write", "")]
+    try:
+        write_updates(path, st.updates, st.update_meta)
+    except (PerfgateError, OSError) as e:
+        return [*lines, (f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", "red")]
+    return [*lines, *((f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}",
+                       "") for mode, key, old, new in st.updates)]
 
 
 # ----------------------------------------------------------------------------- during the run
@@ -145,4 +193,7 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
         **({"concurrency": m.concurrency} if table != mode else {}),
         **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
         **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
+        # the machine it was measured on: a floor of one machine is not a fleet's (perfgate floors)
+        "machine": st.fingerprint.machine.id,
+        **({"hbm_gbps": st.fingerprint.calibration.hbm_gbps} if st.fingerprint.calibration.hbm_gbps else {}),
     })

@@ -21,6 +21,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -45,7 +46,7 @@ class Capture:
     wall_s: float
 
 
-def start_body(output_dir: str | Path, profile_id: str, num_steps: int) -> dict[str, object]:
+def start_body(output_dir: str | Path, profile_id: str, num_steps: int) -> dict[str, Any]:
     """The JSON body of ``POST /start_profile`` (fields of SGLang's ``ProfileReq``)."""
     return {
         "output_dir": str(output_dir),

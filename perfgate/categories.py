@@ -1,4 +1,5 @@
-"""Why a record failed (Category) and what it came to (Outcome): the two vocabularies of a record.
+"""Why a record failed (Category) and what it came to (Outcome): the two vocabularies of a record; and the
+communication backend a server variant must exercise (Backend).
 
 Both are ``str`` enums: a member *is* its text (``Category.OOM == "oom"``), so records, profiles and
 reports keep plain strings, while code names the members and a typo is an AttributeError, not a silently
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Category", "Outcome", "EXPECTABLE", "FROM_LOG"]
+__all__ = ["Backend", "Category", "Outcome", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
 
 
 class _Text(str, Enum):
@@ -69,3 +70,28 @@ FROM_LOG: tuple[Category, ...] = (
 )
 #: the categories an expectation (xfail) may name
 EXPECTABLE: tuple[Category, ...] = (*FROM_LOG, Category.WRONG_OUTPUT, Category.SLOWER_THAN_BASELINE, Category.FALLBACK)
+
+
+class Backend(_Text):
+    """The communication backend a server variant must exercise: ``backend`` in ``baselines/variants.toml``
+    (checked at load: an unknown one is an error naming these), the backend a fallback warning in the log
+    names (:mod:`perfgate.classify.rules`) and the all-reduce family a trace's kernels show
+    (:mod:`perfgate.trace`). The micro tier's backends (``perfgate.allreduce.BACKENDS``) are another list:
+    ways of running one all-reduce outside a server."""
+
+    NCCL = "nccl"
+    CUSTOM_AR = "custom_ar"  # SGLang's custom all-reduce (IPC buffers, P2P)
+    QUICK_AR = "quick_ar"  # ROCm quick all-reduce
+    PCIE_IPC = "pcie_ipc"  # FlashInfer's PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)
+    TORCH_SYMM_MEM = "torch_symm_mem"
+    MSCCLPP = "mscclpp"
+    FLASHINFER_AR_FUSION = "flashinfer_ar_fusion"  # FlashInfer's all-reduce + RMSNorm fusion
+    DEEPEP = "deepep"  # MoE all-to-all
+    FLASHINFER_A2A = "flashinfer_a2a"  # MoE all-to-all
+
+
+#: the all-reduce backends whose kernels a trace tells apart (perfgate.trace's families)
+TRACE_FAMILIES: frozenset[Backend] = frozenset({
+    Backend.NCCL, Backend.CUSTOM_AR, Backend.FLASHINFER_AR_FUSION, Backend.PCIE_IPC, Backend.TORCH_SYMM_MEM,
+    Backend.MSCCLPP,
+})

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.baseline_update import note_update
-from perfgate.metrics import Measurement, token_match
-from perfgate.record import Case
+from perfgate.metrics import METRICS, Measurement, token_match
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, Case
 from perfgate.verdict import (
     Verdict,
     acceptance_verdict,
@@ -24,7 +24,10 @@ from perfgate.verdict import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from perfgate.config import ServerConfig
+    from perfgate.profiles import Expectation
     from perfgate.session import PerfgateState
 
 __all__ = ["Checks"]
@@ -38,7 +41,8 @@ class Checks:
     def record(self, name: str, value: object) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
-    def conclude(self, case: Case, v: Verdict, **kw: Any) -> None:  # pragma: no cover - PerfRun's
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
     def _identity(self, case: Case, config: ServerConfig | None = None) -> None:  # pragma: no cover - PerfRun's
@@ -52,15 +56,18 @@ class Checks:
         return str(self.state.profile.path)
 
     def update_hint(self) -> str:
-        return f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+        return (f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} "
+                f"--perfgate-update-baselines`")
 
     def floor(self, case: Case, m: Measurement) -> Verdict:
         p = self.profile
         fl = p.floors.get(case.mode)
-        if fl is not None and fl.tok_s is not None:
-            self.record("floor", fl.tok_s)
-            self.record("tolerance", fl.tolerance)
-        v = floor_verdict(m, fl, max_cv=p.workload.max_cv, where=f"{self.where()}, mode {case.mode}",
+        self.record(METRIC, "tok_s")
+        self.record(DIRECTION, METRICS["tok_s"].direction)
+        if fl is not None and fl.tok_s is not None:  # the names perf_check writes: one record contract
+            self.record(LIMIT, fl.tok_s)
+            self.record(TOLERANCE, fl.tolerance)
+        v = floor_verdict(m, fl, max_cv=p.max_cv_for(case.mode, fl), where=f"{self.where()}, mode {case.mode}",
                           update_hint=self.update_hint())
         note_update(self.state, case.mode, "tok_s", fl.tok_s if fl else None, m, v)
         return lost_verdict(v, f"the {case.mode} floor ({fl.tok_s:g} tok/s)" if fl and fl.tok_s is not None else None)
@@ -87,6 +94,12 @@ class Checks:
         for k, val in v.properties.items():
             self.record(k, val)
         return v
+
+    def stack_pair(self, case: Case) -> Verdict:
+        """The current stack against ``--perfgate-candidate`` on this box, starts interleaved (perfgate.stackpair)."""
+        from perfgate.stackpair import stack_pair_verdict
+
+        return stack_pair_verdict(self, case)  # type: ignore[arg-type]  # Checks is PerfRun's
 
     def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
         """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
@@ -151,8 +164,8 @@ class Checks:
         if why is None:
             return v
         return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
-                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, but {why}; "
-                               f"measured: {v.message}")
+                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
+                               f"but {why}; measured: {v.message}")
 
     def preflight(self, case: Case) -> None:
         """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from perfgate.activation import activate_late
@@ -12,8 +14,24 @@ from perfgate.session import PERF_FIXTURES, RUN_ORDER, PerfgateState, state_of
 __all__ = ["parametrize", "order_items", "select_cell"]
 
 
+#: a usage error met while parametrizing: pytest would make it a collection error of that module (exit 2, a
+#: traceback); kept here and raised again when collection ends, so the run ends as a usage error (exit 4) with
+#: one message, whichever directory the test is in
+_USAGE = pytest.StashKey[pytest.UsageError]()
+
+
 def parametrize(metafunc: pytest.Metafunc) -> None:
     """``perf_server`` / ``perf_case`` tests get one parameter per record of their kind (``Case.id`` as the id)."""
+    from perfgate.errors import PerfgateError
+
+    try:
+        _parametrize(metafunc)
+    except (pytest.UsageError, PerfgateError) as e:
+        err = e if isinstance(e, pytest.UsageError) else pytest.UsageError(f"perfgate: {e}")
+        metafunc.config.stash.setdefault(_USAGE, err)
+
+
+def _parametrize(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
     if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
         activate_late(metafunc.config)
@@ -31,13 +49,14 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
     if "perf_case" not in metafunc.fixturenames:
         return
     if mark is None or "kind" not in mark.kwargs:
-        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without @pytest.mark.perfgate(kind=...)")
+        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without "
+                                f"@pytest.mark.perfgate(kind=...)")
     activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]
     cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
-    params = cases
+    params: list[Any] = list(cases)
     if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
         p = st.profile
         params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
@@ -48,6 +67,9 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
 def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once; tag each with its
     config's ``xdist_group``; keep only this CI cell's configs (``--perfgate-shard`` / ``--perfgate-configs``)."""
+    err = config.stash.get(_USAGE, None)
+    if err is not None:
+        raise err
     st = state_of(config)
     if not st.active and any(PERF_FIXTURES & set(getattr(it, "fixturenames", ())) for it in items):
         activate_late(config)
@@ -64,7 +86,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         select_cell(config, st, items)
         return
     first_seen: dict[str, int] = {}
-    keyed = []
+    keyed: list[tuple[tuple[float, ...], pytest.Item]] = []
     base = st.profile.baseline_mode()
     base_key = st.config_for(Case(st.profile.name, "floor", base)).key
     for idx, it in enumerate(items):
@@ -97,7 +119,7 @@ def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Ite
 
     if shard:
         try:
-            keys = shard_keys(config_costs(st.profile, st.variants), shard)
+            keys = shard_keys(config_costs(st.profile, st.variants, settings=st.settings), shard)
         except ValueError as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
         rest = shard.split("/")[0] == "1"  # tests with no server config go to cell 1
@@ -109,7 +131,8 @@ def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Ite
             raise pytest.UsageError(f"perfgate: --perfgate-configs: {', '.join(unknown)} are not config keys of "
                                     f"{st.profile.path}; `perfgate plan {st.profile.name}` lists them")
         rest = False
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for it in items:
         case = case_of(it)
         own = st.config_for(case).key in keys if case is not None else rest

@@ -15,9 +15,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
 
-FlagValue = Union[str, int, float, bool, list]
+FlagValue = str | int | float | bool | list
 
 
 def _freeze(m: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
@@ -62,7 +61,7 @@ class ServerConfig:
             variant=variant,
             engine=engine,
             model_path=model_path,
-            flags=_freeze(flags),  # type: ignore[arg-type]
+            flags=_freeze(flags),
             env=tuple(sorted((k, str(v)) for k, v in env.items())),
             declared_keys=frozenset(declared_keys),
             speculative=speculative,

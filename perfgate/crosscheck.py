@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfgate.metrics import bootstrap_ratio_ci
 from perfgate.verdict import Verdict
@@ -192,12 +192,12 @@ def agreement(trials: Sequence[tuple[float, float | None]], bench: BenchResult, 
     the medians of those are compared.
     """
     ratio = tok_s / bench.comparable_tok_s
-    common = {"perfgate_tok_s": tok_s, "perfgate_accept_len": accept_len, "bench": bench, "ratio": ratio,
-              "tolerance": tolerance}
+    common: dict[str, Any] = {"perfgate_tok_s": tok_s, "perfgate_accept_len": accept_len, "bench": bench,
+                              "ratio": ratio, "tolerance": tolerance}
     per_trial = tuple(t / a for t, a in trials if a)
-    bench_cycles = tuple(r.cycles_s for r in bench.rows)
-    if per_trial and all(c is not None for c in bench_cycles):
-        return Agreement(samples=(per_trial, bench_cycles), per_cycle=True, **common)  # type: ignore[arg-type]
+    bench_cycles = tuple(c for c in (r.cycles_s for r in bench.rows) if c is not None)
+    if per_trial and len(bench_cycles) == len(bench.rows):
+        return Agreement(samples=(per_trial, bench_cycles), per_cycle=True, **common)
     ours = tuple(t for t, _ in trials) or (tok_s,)
     return Agreement(samples=(ours, tuple(r.comparable_tok_s for r in bench.rows)), **common)
 
@@ -262,7 +262,8 @@ def run_bench(*, python: str, url: str, tokenizer: Path, input_len: int, output_
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
         result = Path(tmp) / "result.jsonl"
         argv = [python, "-m", module, "--model", "None", "--base-url", url,
-                "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len), "--output-len", str(output_len),
+                "--batch-size", *(["1"] * max(1, repeats)), "--input-len", str(input_len),
+                "--output-len", str(output_len),
                 "--dataset-name", "random-ids", "--local-tokenizer-path", str(tokenizer),
                 "--result-filename", str(result)]  # (0.5.17 has no --skip-token-capacity-check)
         with open(log_path, "ab") as log:
@@ -291,7 +292,7 @@ def _sim_speedup(url: str) -> float:
     return s if s > 0 else 1.0
 
 
-def _row(row: dict[str, object], output_len: int, speedup: float = 1.0) -> BenchRow:
+def _row(row: dict[str, Any], output_len: int, speedup: float = 1.0) -> BenchRow:
     acc = row.get("acc_length")
     return BenchRow(
         output_throughput=float(row["output_throughput"]) / speedup,
@@ -319,7 +320,7 @@ def run_crosscheck(perf: PerfRun, case: Case) -> None:
     m = perf.measure(case)
     config = st.config_for(case)
     server = st.servers.endpoint(perf, config)  # the same, still running server
-    w = p.workload_for(case.mode)
+    w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.settings)
     input_len = len(load_prompts(w.prompts)[0])
     tok = make_tokenizer(py, p.model.path, st.log_dir)
     log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"

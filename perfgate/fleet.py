@@ -18,10 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from perfgate.config import ServerConfig
 from perfgate.profiles import Profile
 from perfgate.variants import VariantSet
+
+if TYPE_CHECKING:
+    from perfgate.settings import Settings
 
 __all__ = ["Cell", "ConfigCost", "config_costs", "matrix", "plan", "shard_keys", "totals"]
 
@@ -75,16 +79,25 @@ def _configs(profile: Profile, variants: VariantSet) -> dict[str, tuple[ServerCo
     return out
 
 
-def _estimate(profile: Profile, config: ServerConfig) -> float:
-    startup = profile.engine.sim_startup_s + 1.0 if profile.simulated else DEFAULT_STARTUP_S
+def _workload(profile: Profile, config: ServerConfig, settings: Settings | None) -> tuple[object, int]:
+    """The workload a session measures the config with (--perfgate-trials applied) and its server starts."""
     w = profile.workload_for(config.mode)
+    if settings is None:
+        return w, w.starts
+    return settings.workload(w), settings.starts
+
+
+def _estimate(profile: Profile, config: ServerConfig, settings: Settings | None = None) -> float:
+    startup = profile.engine.sim_startup_s + 1.0 if profile.simulated else DEFAULT_STARTUP_S
+    w, starts = _workload(profile, config, settings)
     floor = profile.floors.get(config.mode)
     rate = floor.tok_s if floor is not None and floor.tok_s else DEFAULT_TOK_S
-    requests = w.warmup + w.trials * w.per_trial
-    return startup + requests * w.max_new_tokens / rate
+    requests = w.warmup + w.trials * w.per_trial  # type: ignore[attr-defined]
+    return starts * (startup + requests * w.max_new_tokens / rate)  # type: ignore[attr-defined]
 
 
-def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]], report: object) -> dict[str, float]:
+def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]], report: object,
+              settings: Settings | None = None) -> dict[str, float]:
     """What each config cost in one report.
 
     A record's test time is not its config's cost: the first variant of a mode also starts and measures
@@ -93,7 +106,7 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
     workload's tokens at its measured rate — and only a config that never measured (a failed start) by
     its records' test times.
     """
-    by_key: dict[str, list[object]] = {}
+    by_key: dict[str, list[Any]] = {}  # perfgate.report.junit_read.Record
     for r in getattr(report, "records", ()):
         key = r.prop("config")
         if key and key in configs and r.prop("profile") in ("", profile.name):
@@ -103,10 +116,10 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
         cfg = configs[key][0]
         startup = next((r.num("startup_s") for r in records if r.num("startup_s") is not None), None)
         rate = next((r.num("tok_s") for r in records if r.num("tok_s")), None)
-        if startup is not None and rate:
-            w = profile.workload_for(cfg.mode)
-            tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens
-            out[key] = startup + tokens / rate
+        if startup is not None and rate:  # the planned session's trials and starts, not the report's
+            w, starts = _workload(profile, cfg, settings)
+            tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens  # type: ignore[attr-defined]
+            out[key] = starts * (startup + tokens / rate)
         else:
             durations = [r.duration_s for r in records if r.duration_s is not None]
             if durations:
@@ -114,12 +127,14 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
     return out
 
 
-def config_costs(profile: Profile, variants: VariantSet, reports: Iterable[object] = ()) -> list[ConfigCost]:
-    """Each config's cost: the median over ``reports`` of what it cost there (see _recorded), else an estimate."""
+def config_costs(profile: Profile, variants: VariantSet, reports: Iterable[object] = (), *,
+                 settings: Settings | None = None) -> list[ConfigCost]:
+    """Each config's cost: the median over ``reports`` of what it cost there (see _recorded), else an estimate;
+    with ``settings`` (a pytest session's), at its trials and server starts (perfgate.settings)."""
     configs = _configs(profile, variants)
     seen: dict[str, list[float]] = {}
     for report in reports:
-        for key, s in _recorded(profile, configs, report).items():
+        for key, s in _recorded(profile, configs, report, settings).items():
             seen.setdefault(key, []).append(s)
     out = []
     for key, (cfg, needs) in configs.items():
@@ -127,7 +142,7 @@ def config_costs(profile: Profile, variants: VariantSet, reports: Iterable[objec
             xs = sorted(seen[key])
             out.append(ConfigCost(key, cfg.name, xs[len(xs) // 2], "report", needs))
         else:
-            out.append(ConfigCost(key, cfg.name, _estimate(profile, cfg), "estimate", needs))
+            out.append(ConfigCost(key, cfg.name, _estimate(profile, cfg, settings), "estimate", needs))
     return out
 
 
@@ -138,7 +153,7 @@ def plan(costs: Sequence[ConfigCost], cells: int) -> list[Cell]:
     by_key = {c.key: c for c in costs}
     out = [Cell(i + 1) for i in range(cells)]
     for c in sorted(costs, key=lambda c: (-c.seconds, c.key)):
-        def cost_in(cell: Cell) -> float:
+        def cost_in(cell: Cell, c: ConfigCost = c) -> float:
             dep = by_key.get(c.needs) if c.needs else None
             extra = dep.seconds if dep is not None and dep.key not in {o.key for o in cell.owned} \
                 and dep.key not in cell.extra else 0.0
@@ -166,7 +181,7 @@ def shard_keys(costs: Sequence[ConfigCost], spec: str) -> set[str]:
     return set(cells[i].keys) if i in cells else set()
 
 
-def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str, object]:
+def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str, list[dict[str, Any]]]:
     """The CI matrix, ``{"include": [...]}`` (GitHub Actions ``strategy.matrix``; Buildkite and GitLab take
     the same list): one row per cell with its label, profile, config keys and expected seconds."""
     include = []

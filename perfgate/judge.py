@@ -18,8 +18,8 @@ interval wholly on one side of 1 *and* the ratio beyond ``min_effect``; ``same``
 The priors come from real SGLang 0.5.17 on H200s (Llama-3.1-8B, dummy weights, decode at batch 1, one stack
 and config; docs/gate.md "Noise at three levels"): machine A 5 starts 210.42-210.48 tok/s, machine B 3 starts
 212.5-212.7, machines C 205.46 and D 212.7. The pooled between-start sd of log tok/s is 0.03 % (A 0.011 %,
-B 0.047 %, the starts spread evenly over the ranges): the prior takes 0.1 %, three times that, so a prior never claims more than was seen. The four
-machines' means have a CV of 1.6 %.
+B 0.047 %, the starts spread evenly over the ranges): the prior takes 0.1 %, three times that, so a prior
+never claims more than was seen. The four machines' means have a CV of 1.6 %.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ SIGTERM gets there but leaves the test that was running as a nameless ``<testcas
   test ends — so after a SIGKILL the file holds what finished and names what was running;
 - keeps that cheap on large suites: a rewrite is skipped while the time since the last one is
   under ten times what that one cost, except around slow tests (when a test that ran a second
-  or more ends, and when the next one starts);
+  or more ends, and when the next one starts) and when a perf test starts (a perf test is never
+  fast, and one that hangs must be named in the file);
 - on Ctrl-C / SIGTERM, turns each running test into an ``<error>`` record "interrupted" that
   keeps the properties it had recorded so far (identity, config, log), before pytest writes
   the final file.
@@ -58,7 +59,7 @@ class JUnitGuard:
         self.running.setdefault(nodeid, None)  # under xdist the controller only sees ids
         self.locations[nodeid] = location
         self.started[nodeid] = time.monotonic()
-        self._write(force=self._prev_slow)
+        self._write(force=self._prev_slow or _is_perf(self.running[nodeid]))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
@@ -205,6 +206,14 @@ class JUnitGuard:
         reporter.record_testreport(rep)
         reporter._add_simple("error", reason, reason)
         xml.finalize(rep)
+
+
+def _is_perf(item: pytest.Item | None) -> bool:
+    """A perf test (it starts or reaches a server and measures): never a fast one, so its start is always
+    written, whatever the test before it took (a 0.97-s record before a hung one left the hung one out)."""
+    from perfgate.session import PERF_FIXTURES
+
+    return item is not None and bool(PERF_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
 def install(config: pytest.Config) -> None:

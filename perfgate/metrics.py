@@ -203,6 +203,21 @@ class Measurement:
     ttft_ms_p99: Stat | None = None
     itl_ms_p99: Stat | None = None
     concurrency: int = 1  # requests in flight while it was measured
+    #: with --perfgate-starts N > 1: one measurement per server start, in start order (this one pools their
+    #: trials, its medians are the medians over starts: perfgate.starts.combine); () for one start
+    starts: tuple[Measurement, ...] = ()
+
+    def start_values(self, metric: str) -> tuple[float, ...]:
+        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start)."""
+        if not self.starts:
+            s = self.stat(metric)
+            return () if s is None else (s.median,)
+        out = []
+        for m in self.starts:
+            s = m.stat(metric)
+            if s is not None:
+                out.append(s.median)
+        return tuple(out)
 
     def stat(self, metric: str) -> Stat | None:
         """The statistics of one of :data:`METRICS` (``None`` when nothing was measured)."""
@@ -307,3 +322,15 @@ def trials_to_resolve(n: int, ratio: float, ci_low: float, ci_high: float) -> in
     if gap <= 1e-9 or half <= 0:
         return None
     return max(n + 1, math.ceil(n * (half / gap) ** 2))
+
+
+def paired_ratios(candidate: Measurement, baseline: Measurement, metric: str = "tok_s") -> list[float] | None:
+    """candidate/baseline of start i with start i (both measured interleaved); None unless both have >= 2 starts."""
+    if len(candidate.starts) < 2 or len(baseline.starts) < 2:
+        return None
+    out = []
+    for c, b in zip(candidate.starts, baseline.starts):
+        cs, bs = c.stat(metric), b.stat(metric)
+        if cs is not None and bs is not None and bs.median > 0 and cs.median > 0:
+            out.append(cs.median / bs.median)
+    return out if len(out) >= 2 else None

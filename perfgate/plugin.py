@@ -27,6 +27,7 @@ MARKERS = {
     "baseline": "throughput floors for plain decoding (perfgate)",
     "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
     "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
+    "stack_pair": "the current stack against --perfgate-candidate on this box, starts interleaved (perfgate)",
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
     # pytest-xdist registers it too; perfgate tags every record with its config's group, with or without xdist
     "xdist_group(name)": "the pytest-xdist group of a record: its server config (perfgate.workers)",
@@ -50,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "switches on when a collected test uses a perfgate fixture)", type="bool", default=False)
     g.addoption("--perfgate-profile", default=None, metavar="PATH|HW/MODEL",
                 help="profile to run (a path, or <hardware>/<model> under baselines/; env PERFGATE_PROFILE). "
-                     "Default: the simulated seed box when no NVIDIA GPU is visible, else the profile matching the GPUs.")
+                     "Default: the simulated seed box when no NVIDIA GPU is visible, else the profile matching "
+                     "the GPUs.")
     g.addoption("--perfgate-url", default=None, metavar="URL",
                 help="attach to a running server instead of launching; tests whose config differs are skipped")
     g.addoption("--perfgate-update-baselines", action="store_true", default=False,
@@ -68,12 +70,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-configs", default=None, metavar="KEY,KEY",
                 help="run only the records of these server configs (the keys of a `perfgate plan` cell); a "
                      "variant's baseline is still measured to compare with, its records are not reported")
-    g.addoption("--perfgate-variants-file", default=None, metavar="PATH", help="variants file (default baselines/variants.toml)")
+    g.addoption("--perfgate-variants-file", default=None, metavar="PATH",
+                help="variants file (default baselines/variants.toml)")
     g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
                 help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
                      "(default), on = also on the simulated server, off = never (saves ~1 min per mode)")
+    g.addoption("--perfgate-calibrate", default="auto", choices=("auto", "on", "off"),
+                help="calibrate the GPU at session start (HBM copy, bf16 GEMM; a few seconds, recorded as calib.*): "
+                     "auto = with the real engine (default; the simulator's modelled figures for a simulated "
+                     "profile; not when attached with --perfgate-url), on = also when attached, off = never")
     g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
                 help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
+    g.addoption("--perfgate-starts", default=None, type=_positive_starts, metavar="N",
+                help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
+                     "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+    g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
+                help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
+                     "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
     g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
@@ -87,6 +100,17 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
+    return value
+
+
+def _positive_starts(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
+                                f"e.g. 3")
     return value
 
 
@@ -163,7 +187,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     rep = outcome.get_result()
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         raw = Path(str(rep.longrepr[0]))
-        candidates = [raw] if raw.is_absolute() else [item.config.invocation_params.dir / raw, item.config.rootpath / raw]
+        candidates = ([raw] if raw.is_absolute()
+                      else [item.config.invocation_params.dir / raw, item.config.rootpath / raw])
         if any(c.resolve().is_relative_to(_PACKAGE_DIR) for c in candidates):
             fspath, lineno, _ = item.reportinfo()
             rep.longrepr = (str(fspath), (lineno or 0) + 1, rep.longrepr[2])
@@ -190,16 +215,28 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Under xdist, a worker hands its baseline updates to the controller, which writes them once."""
+    """--perfgate-update-baselines: the floors are written here, whatever plugins are active (not from the
+    terminal summary); under xdist a worker hands its updates to the controller, which writes them once."""
     config = session.config
     st = config.stash.get(STATE, None)
     if st is not None and hasattr(config, "workeroutput"):
-        config.workeroutput["perfgate_updates"] = {  # type: ignore[attr-defined]
+        config.workeroutput["perfgate_updates"] = {
             "updates": [list(u) for u in st.updates], "meta": st.update_meta,
             "refused": [list(r) for r in st.update_refused],
         }
+    elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
+        _write_updates(config, st)
     if st is not None:
         _teardown_servers(session, st)
+
+
+def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
+    from perfgate.baseline_update import REPORT, finish
+
+    lines = config.stash[REPORT] = finish(st)
+    if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
+        for line, _colour in lines:
+            sys.stderr.write(line + "\n")
 
 
 def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
@@ -315,6 +352,3 @@ def step_profile(perf: Any) -> Any:
 
     return StepProfiler(perf)
 
-
-if sys.version_info < (3, 10):  # pragma: no cover
-    raise RuntimeError("perfgate needs Python 3.10+")

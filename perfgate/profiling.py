@@ -17,21 +17,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfgate.categories import FROM_LOG, Category, Outcome
+from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
 from perfgate.trace import StepProfile, TraceError, analyze
 from perfgate.verdict import Verdict
 
 if TYPE_CHECKING:
     from perfgate.api import PerfServer
+    from perfgate.config import ServerConfig
     from perfgate.runner import PerfRun
 
 __all__ = ["ALLREDUCE_FAMILIES", "StepProfiler", "profile_verdict", "profile_lines"]
 
 #: the variants' ``backend`` values that name an all-reduce family a trace can show
-ALLREDUCE_FAMILIES = frozenset({"nccl", "custom_ar", "flashinfer_ar_fusion", "pcie_ipc", "torch_symm_mem", "mscclpp"})
+ALLREDUCE_FAMILIES = TRACE_FAMILIES
 #: what a profile record can decide: a start-up failure, a fallback, nothing exercised (a variant's
 #: expectation of, say, slower-than-baseline is about its speed and does not apply here)
 DECIDES = frozenset({*FROM_LOG, Category.FALLBACK, Category.NOT_EXERCISED})
+
+
+def _int_flag(config: ServerConfig, name: str, default: int) -> int:
+    """A whole-number flag of the config (``tp-size``), or ``default`` where it is absent, 0 or not a number."""
+    v = config.flag_dict.get(name)
+    return int(v) if isinstance(v, (int, float, str)) and v and str(v).lstrip("-").isdigit() else default
 
 
 def profile_verdict(prof: StepProfile, *, tp: int, backend: str = "", variant: str | None = None) -> Verdict:
@@ -70,8 +77,8 @@ class StepProfiler:
 
     def __call__(self, server: PerfServer, *, num_steps: int = 16) -> StepProfile:
         from perfgate.capture import CaptureError, capture
-        from perfgate.servers import fallback_verdict
         from perfgate.client import GenRequest, flush_cache
+        from perfgate.servers import fallback_verdict
         from perfgate.workload import load_prompts, unseen_prompt
 
         if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 2:
@@ -81,13 +88,13 @@ class StepProfiler:
         st = perf.state
         case = server.case
         config = server.config
-        tp = int(config.flag_dict.get("tp-size", 1) or 1)
+        tp = _int_flag(config, "tp-size", 1)
         out_dir = st.log_dir / "traces" / config.slug
         w = st.profile.workload_for(case.mode)
         prompt = unseen_prompt(load_prompts(w.prompts), 7919)  # one no measured request starts like
         # the profile stops by itself after num_steps decode batches: the request must outlast them, even if
         # every speculative cycle accepts its whole draft
-        per_cycle = int(config.flag_dict.get("speculative-num-draft-tokens", 8) or 8) if config.speculative else 1
+        per_cycle = _int_flag(config, "speculative-num-draft-tokens", 8) if config.speculative else 1
         request = GenRequest(input_ids=prompt, max_new_tokens=(num_steps + 8) * per_cycle)
         flush_cache(server.url)
         perf.record("profiled_request_tokens", request.max_new_tokens)
@@ -113,7 +120,7 @@ class StepProfiler:
                     perf.record(f"projected_tok_s_{name}", m.tok_s.median * s)
         for note in prof.notes:
             perf.record("trace_note", note)
-        backend = st.variants.get(case.variant).backend if case.variant else ""
+        backend = (st.variants.get(case.variant).backend or "") if case.variant else ""
         fallback = fallback_verdict(st, config, server.log_path)
         v = fallback or profile_verdict(prof, tp=tp, backend=backend, variant=case.variant)
         perf.conclude(case, v, decides=DECIDES)
@@ -131,8 +138,10 @@ def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
             name = p.get("mode", "") + (f"+{p['variant']}" if p.get("variant") else "")
             share = float(p.get("allreduce_share", 0) or 0)
             rows.append((name, p.get("outcome", "") + (f" {p['category']}" if p.get("category") else ""),
-                         f"{float(p['allreduce_per_step']):g}", f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
-                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}", str(p.get("allreduce_backend", "")),
+                         f"{float(p['allreduce_per_step']):g}",
+                         f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
+                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}",
+                         str(p.get("allreduce_backend", "")),
                          f"{float(p.get('skew_us_per_step', 0)) / 1000:.2f}",
                          f"{float(p['speedup_ar_halved']):.2f}" if p.get("speedup_ar_halved") else "-"))
     if not rows:

@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "TEXT_PROPERTIES", "case_of", "config_scope", "fmt"]
+__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE",
+           "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
+           "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
+           "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
+           "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
+           "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
+           "CANDIDATE", "CANDIDATE_PREFIX"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,9 @@ class Case:
     kind: str
     mode: str
     variant: str | None = None
+    #: the stack arm of a stack-pair record's dependency: None (the current stack) or "candidate"
+    #: (``--perfgate-candidate``); a record's own case is always on the current arm
+    arm: str | None = None
 
     @property
     def id(self) -> str:
@@ -33,6 +42,10 @@ class Case:
 
     def baseline(self, base_mode: str) -> Case:
         return Case(self.profile, "floor", base_mode, None)
+
+    def on_candidate(self) -> Case:
+        """This record's config on the candidate arm (``--perfgate-candidate``), measured beside it."""
+        return Case(self.profile, "floor", self.mode, self.variant, arm="candidate")
 
 
 def case_of(item: Any) -> Case | None:
@@ -64,8 +77,66 @@ def fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
+# ------------------------------------------------------------------ repeated server starts (--perfgate-starts)
+#: how many server starts the record's measurement pooled (written only when more than one)
+N_STARTS = "n_starts"
+#: the per-start medians of the record's metric (decode tok/s), comma-separated, in start order
+START_VALUES = "start_values"
+#: the between-start coefficient of variation of those medians
+START_CV = "start_cv"
+#: the t-interval (the workload's confidence) of the mean across starts
+START_CI_LOW = "start_ci_low"
+START_CI_HIGH = "start_ci_high"
+
+# ------------------------------------------------------------------ paired comparisons (perfgate.judge.paired)
+#: candidate/current (or variant/baseline) ratio over interleaved start pairs, its CI, the pairs, the decision
+PAIR_RATIO = "pair_ratio"
+PAIR_CI_LOW = "pair_ci_low"
+PAIR_CI_HIGH = "pair_ci_high"
+PAIR_N = "pair_n"
+PAIR_DECISION = "pair_decision"
+#: a stack-pair record's --perfgate-candidate SPEC; the candidate arm's stack where it differs is
+#: ``candidate.stack.<key>`` (the current arm's is the record's own ``stack.<key>``)
+CANDIDATE = "candidate"
+CANDIDATE_PREFIX = "candidate."
+
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
-    "reason", "backend", "metric", "direction", "exercised", "nccl_warning",
+    "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, CANDIDATE,
 })
+
+
+# The machine a record was measured on (perfgate.stack.machine) and its calibration at session start
+# (perfgate.stack.calibration): on every testcase next to the stack.* properties and on the suite. Values are
+# text ("unknown" where a probe found nothing); the report side reads them into Record.machine / Report.machine.
+MACHINE_ID = "machine.id"  # short hash of host_id and the GPU UUIDs: same id, same machine
+MACHINE_HOST_ID = "machine.host_id"  # short sha256 of /etc/machine-id (else of the hostname), never the name
+MACHINE_GPU_UUID = "machine.gpu_uuid"  # the GPUs in use, comma-joined, in CUDA order
+MACHINE_GPU_SERIAL = "machine.gpu_serial"
+MACHINE_POWER_LIMIT_W = "machine.power_limit_w"  # per GPU, comma-joined unless all equal
+MACHINE_SM_CLOCK_MAX_MHZ = "machine.sm_clock_max_mhz"
+MACHINE_MEM_CLOCK_MAX_MHZ = "machine.mem_clock_max_mhz"
+MACHINE_ECC = "machine.ecc"  # on / off / unknown
+MACHINE_PCIE = "machine.pcie"  # "gen5 x16", with the current link where it differs
+CALIB_HBM_GBPS = "calib.hbm_gbps"  # device-to-device copy, bytes read + written per second
+CALIB_GEMM_TFLOPS = "calib.gemm_tflops"  # bf16 8192^3 matmul
+CALIB_SOURCE = "calib.source"  # torch (measured), sim (the simulator's model), none
+
+#: every machine fingerprint property, in display order
+MACHINE_PROPERTIES: tuple[str, ...] = (
+    MACHINE_ID, MACHINE_HOST_ID, MACHINE_GPU_UUID, MACHINE_GPU_SERIAL, MACHINE_POWER_LIMIT_W,
+    MACHINE_SM_CLOCK_MAX_MHZ, MACHINE_MEM_CLOCK_MAX_MHZ, MACHINE_ECC, MACHINE_PCIE,
+    CALIB_HBM_GBPS, CALIB_GEMM_TFLOPS, CALIB_SOURCE,
+)
+#: the prefixes of those properties (the report side reads them as text, like stack.*)
+MACHINE_PREFIXES: tuple[str, ...] = ("machine.", "calib.")
+
+
+# ------------------------------------------------------- a limit's record (built-in floors and perf_check alike)
+#: the metric a record is judged on (``tok_s`` unless it names another) and its direction (``higher``/``lower``)
+METRIC = "metric"
+DIRECTION = "direction"
+#: the stored limit the record was judged against and its tolerance
+LIMIT = "limit"
+TOLERANCE = "tolerance"

@@ -22,8 +22,8 @@ from perfgate.verdict import Verdict, apply_expectation
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
-    from perfgate.session import PerfgateState
     from perfgate.profiles import Expectation, Workload
+    from perfgate.session import PerfgateState
 
 
 @dataclass
@@ -60,6 +60,8 @@ class PerfRun(Checks):
         self.record("config", cfg.key)
         for k, v in self.state.stack.as_properties().items():
             self.record(k, v)
+        for k, v in self.state.fingerprint.as_properties().items():  # machine.*, calib.* (perfgate.fingerprint)
+            self.record(k, v)
 
     def _record_measurement(self, m: Measurement, prefix: str = "") -> None:
         if m.tok_s is not None:
@@ -81,6 +83,11 @@ class PerfRun(Checks):
         if m.failures:
             self.record(prefix + "failed_requests", m.failures)
         self.record(prefix + "cached_tokens", m.cached_tokens)
+        if not prefix:
+            from perfgate.starts import start_properties
+
+            for k, v in start_properties(m).items():
+                self.record(k, v)
 
     # ------------------------------------------------------------------ measuring
 
@@ -104,6 +111,8 @@ class PerfRun(Checks):
         st.servers.admit(self, config, case if primary else None)
         key = config.key
         mkey = key if workload is None else f"{key}@{workload_key(workload)}"
+        if mkey not in st.measurements and key not in st.failed and st.settings.starts > 1:
+            self._measure_starts(case, config, workload, mkey)
         log = st.servers.log_of(config)
         if mkey in st.measurements:
             m = st.measurements[mkey]
@@ -139,9 +148,27 @@ class PerfRun(Checks):
             self._measured = m
         return m
 
+    def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
+        """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
+        from perfgate.starts import group_for, measure_interleaved
+
+        st = self.state
+        group = group_for(st, config, self.item) if workload is None else [config]
+        w = workload or st.settings.workload(st.profile.workload_for(config.mode))
+
+        def one(c: ServerConfig) -> Measurement:
+            return self._measure_config(case, c, record_log=c.key == config.key, workload=workload)
+
+        def failed(c: ServerConfig, e: ServerFailed) -> None:
+            st.failed[c.key] = e.verdict
+
+        measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=failed,
+                            key_of=lambda c: mkey if c.key == config.key else c.key)
+
     def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
         self.conclude(case, Verdict(outcome="fail", category=v.category,
-                                    message=f"the {config.name} server this record compares against failed: {v.message}"))
+                                    message=f"the {config.name} server this record compares against failed: "
+                                            f"{v.message}"))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
@@ -151,7 +178,7 @@ class PerfRun(Checks):
 
         st = self.state
         p = st.profile
-        w = workload or p.workload_for(config.mode)
+        w = workload or st.settings.workload(p.workload_for(config.mode))
         ep = st.servers.endpoint(self, config, record_log=record_log)
         url, startup_s, log_path = ep.url, ep.startup_s, ep.log_path
         prompts = load_prompts(w.prompts)
@@ -160,7 +187,7 @@ class PerfRun(Checks):
         trials: list[Trial] = []
         outputs: dict[int, tuple[int, ...]] = {}
         during = ""
-        n_trials = st.opt("perfgate_trials") or w.trials
+        n_trials = w.trials  # the profile's, the command line's or the test's (perfgate.settings)
         if w.warmup:  # prompts after the trials' (and before the sweep's): none is measured warm, flush or not
             outs, wall = run_batch(url, requests_for(w, prompts, w.warmup, offset=n_trials * per),
                                    concurrency=min(w.concurrency, w.warmup), timeout_s=w.request_timeout_s)
@@ -210,7 +237,7 @@ class PerfRun(Checks):
         from perfgate.workload import load_prompts, requests_for
 
         st = self.state
-        w = st.profile.workload_for(config.mode)
+        w = st.settings.workload(st.profile.workload_for(config.mode))
         failed: ServerFailed | None = None
         try:
             url = st.servers.endpoint(self, config).url
@@ -220,7 +247,7 @@ class PerfRun(Checks):
             self.conclude(case, failed.verdict)
         prompts = load_prompts(w.prompts)
         points = []
-        offset = (st.opt("perfgate_trials") or w.trials) * w.per_trial + w.warmup  # past the floor's prompts
+        offset = w.trials * w.per_trial + w.warmup  # past the floor's prompts
         for c in w.concurrency_sweep:
             flush_cache(url)
             outs, wall = run_batch(url, requests_for(w, prompts, 2 * c, offset=offset), concurrency=c,

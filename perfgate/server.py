@@ -271,7 +271,8 @@ class Server:
             if time.monotonic() >= deadline:
                 raise GpuMemoryNotReleased(
                     f"GPU memory still held {self.gpu_release_timeout_s:.0f} s after the server group was killed "
-                    f"by PIDs {sorted(holders)}; kill them (kill -9 {' '.join(map(str, sorted(holders)))}) before the next run",
+                    f"by PIDs {sorted(holders)}; kill them (kill -9 {' '.join(map(str, sorted(holders)))}) before "
+                    f"the next run",
                     pids=sorted(holders), log_path=self.log_path,
                 )
             time.sleep(1.0)

@@ -76,7 +76,8 @@ def fallback_verdict(state: PerfgateState, config: ServerConfig, log_path: str |
     for fb in cls.fallbacks:
         if fb.backend == variant.backend:
             return Verdict(outcome="fail", category=fb.category,
-                           message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: {fb.line.strip()}")
+                           message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: "
+                                   f"{fb.line.strip()}")
     return None
 
 
@@ -122,6 +123,7 @@ class Launcher:
             refused = st.launch_problem(config)
             if refused is not None:
                 raise ServerFailed(refused, "")
+            _ = st.fingerprint  # the machine is calibrated while its GPU is free: before the first server
             server = st.manager.ensure(config)
         except ServerError as e:
             hint = bad_flag_hint(st, config, getattr(e, "log_path", None)) if e.category == "bad-flag" else ""

@@ -9,25 +9,28 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
 from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
+    from perfgate.fingerprint import Fingerprint
     from perfgate.metrics import Measurement
     from perfgate.profiles import Profile
     from perfgate.server import Progress
     from perfgate.server_manager import ServerManager
+    from perfgate.settings import Settings
     from perfgate.stack import Stack
     from perfgate.variants import VariantSet
     from perfgate.verdict import Verdict
 
-KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5}
+KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5,
+              "stack-pair": 6}
 #: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
 BUILTIN_KINDS = frozenset(KIND_ORDER)
 #: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
@@ -44,9 +47,6 @@ def state_of(config: pytest.Config) -> PerfgateState:
     return config.stash[STATE]
 
 
-DEFAULT_SIM_PROFILE = "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml"
-
-
 class PerfgateState:
     """Everything perfgate keeps for one pytest session (in ``config.stash``)."""
 
@@ -55,12 +55,17 @@ class PerfgateState:
         self._profile: Profile | None = None
         self._variants: VariantSet | None = None
         self._stack: Stack | None = None
+        self._settings: Settings | None = None
+        self._fingerprint: Fingerprint | None = None
         self._manager: ServerManager | None = None
         self._servers: Any = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
         self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.starts)
+        self.compared_known = False  # compared filled from the session's final items (perfgate.collection)
+        self.measured_starts: set[int] = set()  # the manager's start numbers already measured (perfgate.starts)
         self._flag_results: dict[str, Any] | None = None
         self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
@@ -79,13 +84,22 @@ class PerfgateState:
     def opt(self, name: str) -> Any:
         return self.config.getoption(name)
 
+    @property
+    def settings(self) -> Settings:
+        """The options the measuring path reads, resolved once (perfgate.settings: test > option > profile)."""
+        if self._settings is None:
+            from perfgate.settings import resolve
+
+            self._settings = resolve(self.opt, self.profile, os.environ)
+        return self._settings
+
     def _log_dir(self) -> Path:
         given = self.opt("perfgate_log_dir")
         if given:
             return Path(given).resolve()
         wid = os.environ.get("PYTEST_XDIST_WORKER")
         if wid and hasattr(self.config, "workerinput"):
-            run = self.config.workerinput.get("perfgate_run", "run")  # type: ignore[attr-defined]
+            run = self.config.workerinput.get("perfgate_run", "run")
             return self.config.rootpath / "perfgate-logs" / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
@@ -103,7 +117,8 @@ class PerfgateState:
         from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
-        spec = self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "") or self.config.getini("perfgate_profile")
+        spec = (self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
+                or self.config.getini("perfgate_profile"))
         try:
             if spec:
                 path = resolve_profile(spec, root)
@@ -118,12 +133,18 @@ class PerfgateState:
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
-            if not (root / DEFAULT_SIM_PROFILE).is_file():
+            if (root / DEFAULT_SIM_PROFILE).is_file():
+                return root / DEFAULT_SIM_PROFILE
+            from perfgate.profiles.shipped import shipped_file
+
+            shipped = shipped_file(DEFAULT_SIM_PROFILE)  # the copy perfgate ships: runs from any directory
+            if shipped is None:
                 raise pytest.UsageError(
-                    f"perfgate: no profile named and no NVIDIA GPU visible, and {root} (the pytest rootdir) has no "
-                    f"{DEFAULT_SIM_PROFILE} to fall back to; name a profile with --perfgate-profile PATH, "
-                    f"PERFGATE_PROFILE or the perfgate_profile ini option (schema: docs/profiles.md of perfgate)")
-            return root / DEFAULT_SIM_PROFILE
+                    f"perfgate: no profile named and no NVIDIA GPU visible, and neither {root} (the pytest rootdir) "
+                    f"nor this perfgate installation has {DEFAULT_SIM_PROFILE} to fall back to; name a profile with "
+                    f"--perfgate-profile PATH, PERFGATE_PROFILE or the perfgate_profile ini option (schema: "
+                    f"docs/profiles.md of perfgate)")
+            return shipped
         from perfgate.profiles.load import find_profiles, load_profile
         from perfgate.stack import detect_stack
 
@@ -146,9 +167,10 @@ class PerfgateState:
     def variants(self) -> VariantSet:
         if self._variants is None:
             from perfgate.errors import PerfgateError
+            from perfgate.profiles.reader import resolve_path
             from perfgate.variants import load_variants
 
-            path = self.opt("perfgate_variants_file") or (self.profile.root / "baselines" / "variants.toml")
+            path = self.opt("perfgate_variants_file") or resolve_path(self.profile.root, "baselines/variants.toml")
             try:
                 self._variants = load_variants(path)
             except PerfgateError as e:
@@ -172,12 +194,22 @@ class PerfgateState:
         return self._stack
 
     @property
+    def fingerprint(self) -> Fingerprint:
+        """The machine and its calibration (perfgate.fingerprint), found once, before the first server starts."""
+        if self._fingerprint is None:
+            from perfgate.fingerprint import session_fingerprint
+
+            self._fingerprint = session_fingerprint(self)
+        return self._fingerprint
+
+    @property
     def sim_stack(self) -> str:
-        return self.opt("perfgate_sim_stack") or os.environ.get("PERFGATE_SIM_STACK", "")
+        return self.settings.sim_stack
 
     # --------------------------------------------------------------- cases
 
-    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False, where: str = "") -> list[Case]:
+    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False,
+              where: str = "") -> list[Case]:
         """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
         kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
         one per variant in each of the profile's variant modes."""
@@ -197,8 +229,8 @@ class PerfgateState:
                 return []
             return [Case(p.name, kind, base)]
         if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
-            when = self.opt("perfgate_crosscheck")
-            if when == "off" or self.opt("perfgate_url") or (when == "auto" and p.simulated):
+            when = self.settings.crosscheck
+            if when == "off" or self.settings.url or (when == "auto" and p.simulated):
                 return []
             return [Case(p.name, kind, m) for m in modes]
         if kind in ("acceptance", "speculation-vs-baseline"):
@@ -211,6 +243,9 @@ class PerfgateState:
             for n in names:
                 self.variants.get(n)  # validates the name
             return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
+        if kind == "stack-pair":  # one per mode; without --perfgate-candidate each skips, saying so
+            return [Case(p.name, kind, m) for m in modes]
+        raise AssertionError(f"built-in kind {kind} has no cases")  # pragma: no cover
 
     def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
         p = self.profile
@@ -230,7 +265,13 @@ class PerfgateState:
 
     def config_for(self, case: Case) -> ServerConfig:
         v = self.variants.get(case.variant) if case.variant else None
-        return self.profile.config(case.mode, variant=v)
+        config = self.profile.config(case.mode, variant=v)
+        if case.arm is None:
+            return config
+        cand = self.settings.candidate
+        if case.arm != "candidate" or cand is None:
+            raise ValueError(f"{case.id}: arm {case.arm!r} needs --perfgate-candidate")
+        return cand.apply(config)
 
     def session_configs(self) -> list[ServerConfig]:
         """Every config this profile can produce: each mode, and each variant in the variant modes."""
@@ -261,14 +302,13 @@ class PerfgateState:
         if self._manager is None:
             from perfgate.server_manager import ServerManager
 
-            p = self.profile
-            timeout = self.opt("perfgate_startup_timeout")
+            p, s = self.profile, self.settings
             self._manager = ServerManager(
                 engine_for=self._engine_for,
                 log_dir=self.log_dir,
-                startup_timeout_s=lambda c: float(timeout or p.engine.startup_timeout_s),
+                startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
                 on_progress=self._progress,
-                progress_every_s=float(self.opt("perfgate_progress_interval")),
+                progress_every_s=s.progress_interval_s,
             )
         return self._manager
 
@@ -276,15 +316,18 @@ class PerfgateState:
         from perfgate.engines import get_engine
 
         p = self.profile
+        arm = dict(config.engine_options)  # a stack-pair candidate's own interpreter and stack (perfgate.settings)
+        python = str(arm.get("python", "") or "")
         if config.engine == "sim":
             w = p.workload
             streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
-            return get_engine("sim", sim_stack=self.sim_stack, fault=self.opt("perfgate_sim_fault") or "",
-                              max_streams=streams)
+            sim_stack = ",".join(x for x in (self.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
+            return get_engine("sim", sim_stack=sim_stack, fault=self.settings.sim_fault, max_streams=streams,
+                              python=python)
         spell = tuple(self.variants.spellings)
         if config.variant:
             spell = self.variants.get(config.variant).spellings + spell
-        return get_engine("sglang", python=p.engine.python, launcher=p.engine.launcher,
+        return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
                           sglang_version=p.engine.sglang_version, spellings=spell,
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
@@ -330,25 +373,9 @@ class PerfgateState:
 
     def missing_module(self, config: ServerConfig) -> Verdict | None:
         """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
-        if config.engine != "sglang" or not config.variant:
-            return None
-        variant = self.variants.get(config.variant)
-        if not variant.requires:
-            return None
-        from perfgate.engines.sglang import importable
+        from perfgate.launch_checks import missing_module
 
-        python = self.profile.engine.python or sys.executable
-        missing = [m for m in variant.requires if not importable(m, python)]
-        if not missing:
-            return None
-        from perfgate.verdict import Verdict
-
-        names = ", ".join(missing)
-        return Verdict(outcome="fail", category="missing-dependency",
-                       message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
-                                f"would start without the {variant.backend or config.variant} backend and measure "
-                                f"the default all-reduce instead; install it next to SGLang to run this attempt "
-                                f"({self.variants.path} [variants.{config.variant}] requires)"))
+        return missing_module(self, config)
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
@@ -356,34 +383,9 @@ class PerfgateState:
 
     def flag_problem(self, config: ServerConfig) -> Verdict | None:
         """SGLang's own parser on the config's flags, before any launch (real engine only)."""
-        if config.engine != "sglang":
-            return None
-        if self._flag_results is None:
-            import time
+        from perfgate.launch_checks import flag_problem
 
-            from perfgate.preflight import check_configs
-
-            configs = {c.key: c for c in self.selected_configs.values() if c.engine == "sglang"}
-            configs.setdefault(config.key, config)
-            eng = self._engine_for(config)
-            t0 = time.monotonic()
-            self._flag_results = check_configs(configs, self.variants, version=eng.version(),
-                                               python=self.profile.engine.python or None)
-            res = next(iter(self._flag_results.values()))
-            bad = sum(1 for r in self._flag_results.values() if r.available and not r.ok)
-            if res.available:
-                self._note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang {res.sglang_version}'s "
-                           f"parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
-            else:
-                self._note(f"perfgate: flags not pre-checked ({res.reason})")
-        res = self._flag_results.get(config.key)
-        if res is None or not res.available or res.ok:
-            return None
-        from perfgate.verdict import Verdict
-
-        return Verdict(outcome="fail", category="bad-flag",
-                       message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
-                                f"before launching: {res.message()}"))
+        return flag_problem(self, config)
 
     def _note(self, msg: str) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -21,6 +21,10 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
     if st._manager is not None:
         m = st._manager
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
+        from perfgate.starts import starts_line
+
+        if starts_line(st):
+            tr.write_line(starts_line(st))
     elif st.servers.attached:
         tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
     elif st.selected_configs and not worker:
@@ -41,7 +45,8 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
 
 def banner(st: PerfgateState) -> list[str]:
     p = st.profile
-    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})" + (f" — {st.auto_reason}" if st.auto_reason else "")]
+    lines = [f"perfgate: profile {p.path} (engine {p.engine.name})"
+             + (f" — {st.auto_reason}" if st.auto_reason else "")]
     if p.simulated:
         hw = p.hardware
         lines.append(
@@ -72,7 +77,8 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
             if kind in _MATRIX_KINDS:
                 row = props.get("variant") or ("(baseline)" if kind == "floor" else "(speculation)")
             else:  # a user's record: one row per kind and metric
-                row = f"({kind}" + (f" {metric}" if metric else "") + ")" + (f" +{props['variant']}" if props.get("variant") else "")
+                row = (f"({kind}" + (f" {metric}" if metric else "") + ")"
+                       + (f" +{props['variant']}" if props.get("variant") else ""))
             text = props["outcome"]
             if props.get("category"):
                 text += f" {props['category']}"
@@ -108,20 +114,9 @@ def attach_warnings(st: PerfgateState, tr: Any) -> None:
 
 
 def write_updates(st: PerfgateState, tr: Any) -> None:
-    """--perfgate-update-baselines: write the measured floors, list every change and every refusal."""
-    from perfgate.baseline_update import write_updates
-    from perfgate.errors import PerfgateError
+    """--perfgate-update-baselines: every change and every refusal (written at session finish,
+    perfgate.baseline_update.finish)."""
+    from perfgate.baseline_update import REPORT
 
-    path = st.profile.path
-    for mode, key, why in st.update_refused:
-        tr.write_line(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", yellow=True)
-    if not st.updates:
-        tr.write_line("perfgate: --perfgate-update-baselines: nothing measured to write")
-        return
-    try:
-        write_updates(path, st.updates, st.update_meta)
-    except (PerfgateError, OSError) as e:
-        tr.write_line(f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", red=True)
-        return
-    for mode, key, old, new in st.updates:
-        tr.write_line(f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}")
+    for line, colour in st.config.stash.get(REPORT, []):
+        tr.write_line(line, **({colour: True} if colour else {}))

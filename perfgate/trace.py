@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfgate.categories import Backend
+
 __all__ = ["GROUPS", "TraceError", "RankSteps", "StepProfile", "kernel_group", "read_trace", "summarize",
            "analyze"]
 
@@ -46,14 +48,14 @@ GROUPS = ("gemm", "attention", "allreduce", "allgather", "other")
 # the usual library names.
 _TABLE: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     (g, f, re.compile(p, re.IGNORECASE)) for g, f, p in (
-        ("allreduce", "nccl", r"nccl(Dev)?Kernel_AllReduce"),
-        ("allgather", "nccl", r"nccl(Dev)?Kernel_AllGather"),
-        ("allgather", "nccl", r"nccl(Dev)?Kernel_(ReduceScatter|Broadcast|SendRecv|Reduce)"),
-        ("allreduce", "flashinfer_ar_fusion", r"allreduce_fusion_kernel|trtllm_allreduce|lamport"),
-        ("allreduce", "pcie_ipc", r"pcie_ipc|ipc_allreduce|oneshot_pcie"),
-        ("allreduce", "torch_symm_mem", r"(one|two)_shot_all_reduce_kernel|multimem_\w*all_reduce"),
-        ("allreduce", "mscclpp", r"mscclpp|allreduce\d+\b"),
-        ("allreduce", "custom_ar", r"cross_device_reduce|custom_?all_?reduce|all_reduce"),
+        ("allreduce", Backend.NCCL, r"nccl(Dev)?Kernel_AllReduce"),
+        ("allgather", Backend.NCCL, r"nccl(Dev)?Kernel_AllGather"),
+        ("allgather", Backend.NCCL, r"nccl(Dev)?Kernel_(ReduceScatter|Broadcast|SendRecv|Reduce)"),
+        ("allreduce", Backend.FLASHINFER_AR_FUSION, r"allreduce_fusion_kernel|trtllm_allreduce|lamport"),
+        ("allreduce", Backend.PCIE_IPC, r"pcie_ipc|ipc_allreduce|oneshot_pcie"),
+        ("allreduce", Backend.TORCH_SYMM_MEM, r"(one|two)_shot_all_reduce_kernel|multimem_\w*all_reduce"),
+        ("allreduce", Backend.MSCCLPP, r"mscclpp|allreduce\d+\b"),
+        ("allreduce", Backend.CUSTOM_AR, r"cross_device_reduce|custom_?all_?reduce|all_reduce"),
         ("allgather", "other", r"all_?gather"),
         ("gemm", "", r"nvjet|gemm|cutlass|splitKreduce|cublas|sm\d+_xmma|deep_?gemm|fused_moe|_mm_kernel|matmul"),
         ("attention", "", r"attention|attn|_fwd_(grouped_)?kernel|flash_?(fwd|attn|mla)|fmha|BatchDecode|"
@@ -111,8 +113,8 @@ def read_trace(path: str | Path) -> RankSteps:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         doc = json.loads(raw)
-    except (OSError, EOFError, ValueError, zlib.error) as e:
-        raise TraceError(f"{p}: not a readable Chrome trace ({type(e).__name__}: {e})") from e
+    except (OSError, EOFError, ValueError, zlib.error) as err:
+        raise TraceError(f"{p}: not a readable Chrome trace ({type(err).__name__}: {err})") from err
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise TraceError(f"{p}: no traceEvents list (is it a torch profiler trace?)")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfgate.categories import Backend
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
 from perfgate.profiles.reader import TableReader, _close, env_table, flag_table
 from perfgate.versions import compare, is_version
@@ -40,7 +41,7 @@ class Variant:
     description: str
     flags: Mapping[str, object] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
-    backend: str = ""
+    backend: Backend | None = None  # checked at load: one of Backend's values
     spellings: tuple[Spelling, ...] = ()
     # Python modules the server must import for this attempt to run at all (some SGLang releases ignore
     # a backend's flag without a word when its package is missing, e.g. --enable-mscclpp in 0.5.17)
@@ -83,17 +84,33 @@ def _spellings(r: TableReader, key: str) -> tuple[Spelling, ...]:
     return tuple(out)
 
 
+def _backend(v: TableReader) -> Backend | None:
+    """``backend``: what the attempt must exercise (a fallback to another is caught); one of :class:`Backend`."""
+    known = [b.value for b in Backend]
+    name = v.get("backend", str, f"the backend this attempt must exercise (one of {', '.join(known)})", None)
+    if name is None:
+        return None
+    try:
+        return Backend(name)
+    except ValueError:
+        raise v.err("backend", f"a backend perfgate can check ({', '.join(known)})", name,
+                    fix=_close(name, known)) from None
+
+
 def load_variants(path: str | Path) -> VariantSet:
     """Load and validate ``variants.toml``."""
     path = Path(path)
     if not path.is_file():
-        raise ProfileNotFound(f"variants file not found: {path}")
+        raise ProfileNotFound(f"variants file not found: {path.resolve()}; fix: pass --perfgate-variants-file PATH "
+                              f"(relative to the directory pytest runs in), or write baselines/variants.toml in the "
+                              f"profile's project (schema: docs/profiles.md)")
     try:
         data = tomllib.loads(path.read_text())
     except UnicodeDecodeError as e:
         raise ProfileSchemaError(path, "(file)", "UTF-8 text", str(e), fix="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
-        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
+        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e),
+                                 fix="fix the TOML syntax at the position shown") from None
     r = TableReader(path, data)
     r.only({"schema_version", "spellings", "variants"})
     sv = r.req("schema_version", int, "the integer 1")
@@ -116,7 +133,7 @@ def load_variants(path: str | Path) -> VariantSet:
             description=v.req("description", str, "a one-line description of the attempt"),
             flags=flag_table(v, "flags"),
             env=env_table(v, "env"),
-            backend=v.get("backend", str, "the backend this attempt must exercise", ""),
+            backend=_backend(v),
             spellings=_spellings(v, "spellings"),
             requires=tuple(requires),
         )

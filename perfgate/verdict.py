@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfgate.categories import Category, Outcome
 from perfgate.metrics import METRICS, MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
-from perfgate.profiles import Expectation, Floor
+from perfgate.profiles import DEFAULT_TOLERANCE, Expectation, Floor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,9 +48,9 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
         return None
     if not m.tok_s.noise_known:
         return Verdict(outcome="inconclusive", category="noise-unknown",
-                       message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no confidence "
-                                f"interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} tok/s is "
-                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
+                       message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no "
+                                f"confidence interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} "
+                                f"tok/s is recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
         return Verdict(outcome="inconclusive", category="noisy",
                        message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
@@ -58,61 +59,52 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
 
 
 def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: str, update_hint: str) -> Verdict:
-    """Decode tok/s against ``floor * (1 - tolerance)``."""
-    if m.tok_s is None:
-        return Verdict(outcome="fail", category="crash",
-                       message=f"no successful request to measure ({m.failures} failed: {_errs(m)})")
-    noisy = _noisy(m, max_cv)
-    if noisy:
-        return noisy
-    if floor is None or floor.tok_s is None:
-        return Verdict(outcome="skip", message=f"decode {m.tok_s.median:.1f} tok/s measured; no floor for this mode in "
-                                                f"{where}; record one with {update_hint}")
-    limit = floor.tok_s * (1 - floor.tolerance)
-    got = m.tok_s.median
-    if got >= limit:
-        return Verdict(outcome="pass", message=f"decode tok/s {got:.1f} >= floor {floor.tok_s:g} × (1 − {floor.tolerance:g})")
-    return Verdict(
-        outcome="fail", category="slower-than-baseline",
-        message=(f"decode tok/s {got:.1f} < floor {floor.tok_s:g} × (1 − {floor.tolerance:g}) = {limit:.1f} "
-                 f"[{where}]; if intended, run {update_hint}"),
-    )
+    """Decode tok/s against ``floor * (1 - tolerance)``: :func:`limit_verdict` on ``tok_s``."""
+    return limit_verdict(m, "tok_s", floor.tok_s if floor is not None else None,
+                         floor.tolerance if floor is not None else DEFAULT_TOLERANCE, max_cv=max_cv, where=where,
+                         update_hint=update_hint)
 
 
-def metric_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
-                   where: str, update_hint: str) -> Verdict:
-    """Any metric of :data:`perfgate.metrics.METRICS` against its limit, in the metric's direction.
+def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
+                  where: str, update_hint: str) -> Verdict:
+    """The one judge of a limit: any metric of :data:`perfgate.metrics.METRICS` against it, in the metric's direction.
 
+    Built-in floors and a user's ``perf_check`` both come here, with the noise bar of
+    :meth:`perfgate.profiles.Profile.max_cv_for`, so the same data gives the same verdict whichever test asked.
     Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
     ``value <= ceiling x (1 + tolerance)``; too few trials or too noisy is inconclusive.
     """
     spec = METRICS[metric]
     st = m.stat(metric)
     if st is None:
-        return Verdict(outcome="fail", category="crash",
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
     if not st.noise_known:
-        return Verdict(outcome="inconclusive", category="noise-unknown",
-                       message=(f"inconclusive: noise unknown: {st.n} trial(s) give no confidence interval (it needs "
-                                f"at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} recorded without a verdict"))
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
+                       message=(f"inconclusive: noise unknown: {st.n} trial(s) of {m.config_name} give no confidence "
+                                f"interval (it needs at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} is "
+                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if st.cv is not None and st.cv > max_cv:
-        return Verdict(outcome="inconclusive", category="noisy",
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
                        message=(f"inconclusive: too noisy, {metric} CV {pct(st.cv)} of {st.n} trials exceeds the "
-                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise the trials"))
+                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials"))
     got = st.median
     if limit is None:
-        return Verdict(outcome="skip", message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency {m.concurrency}; "
-                                                f"no limit for it in {where}; record one with {update_hint}"))
+        return Verdict(outcome=Outcome.SKIP, message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency "
+                                                      f"{m.concurrency}; no limit for it in {where}; record one with "
+                                                      f"{update_hint}"))
     if spec.higher_is_better:
-        bound, ok, word, sign = limit * (1 - tolerance), got >= limit * (1 - tolerance), "floor", "−"
+        bound, word, sign, rel, bad = limit * (1 - tolerance), "floor", "−", ">=", "<"
+        ok = got >= bound
     else:
-        bound, ok, word, sign = limit * (1 + tolerance), got <= limit * (1 + tolerance), "ceiling", "+"
-    rel = ">=" if spec.higher_is_better else "<="
+        bound, word, sign, rel, bad = limit * (1 + tolerance), "ceiling", "+", "<=", ">"
+        ok = got <= bound
     if ok:
-        return Verdict(outcome="pass", message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
+        return Verdict(outcome=Outcome.PASS,
+                       message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
     return Verdict(
-        outcome="fail", category="slower-than-baseline",
-        message=(f"{metric} {got:.4g} {spec.unit} beyond the {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
+        outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE,
+        message=(f"{metric} {got:.4g} {spec.unit} {bad} {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
                  f"[{where}]; if intended, run {update_hint}"),
     )
 
@@ -122,7 +114,8 @@ def acceptance_verdict(accept_len: float | None, floor: Floor | None, *, where: 
         return Verdict(outcome="fail", category="crash",
                        message="no acceptance length: the responses carried no spec_verify_ct (is speculation on?)")
     if floor is None or floor.accept_len is None:
-        return Verdict(outcome="skip", message=f"acceptance length {accept_len:.2f} recorded; no accept_len floor in {where}")
+        return Verdict(outcome="skip",
+                       message=f"acceptance length {accept_len:.2f} recorded; no accept_len floor in {where}")
     limit = floor.accept_len * (1 - floor.accept_len_tolerance)
     if accept_len >= limit:
         return Verdict(outcome="pass", message=f"acceptance length {accept_len:.2f} >= {limit:.2f}")
@@ -146,7 +139,13 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     for m in (candidate, baseline):
         noisy = _noisy(m, max_cv)
         if noisy:
-            return Verdict(outcome="inconclusive", category=noisy.category, message=f"{what} ({m.config_name}): {noisy.message}")
+            return Verdict(outcome="inconclusive", category=noisy.category,
+                           message=f"{what} ({m.config_name}): {noisy.message}")
+    from perfgate.metrics import paired_ratios
+
+    pairs = paired_ratios(candidate, baseline)
+    if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
+        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect)
     ratio = candidate.tok_s.median / baseline.tok_s.median
     lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
@@ -165,6 +164,31 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
     return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props,
                    indistinct=True)
+
+
+def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[float], *, confidence: float,
+                   what: str, min_effect: float) -> Verdict:
+    """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.judge.paired``): faster
+    or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided is no verdict (indistinct)."""
+    from perfgate.judge import Decision, paired
+    from perfgate.record import PAIR_DECISION, PAIR_N
+
+    assert candidate.tok_s is not None and baseline.tok_s is not None
+    j = paired(ratios, min_effect=min_effect, confidence=confidence)
+    assert j.ratio is not None and j.ci is not None
+    props: dict[str, object] = {"vs_baseline": j.ratio, "vs_baseline_ci_low": j.ci[0], "vs_baseline_ci_high": j.ci[1],
+                                PAIR_N: j.n, PAIR_DECISION: str(j.decision)}
+    desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s (medians over "
+            f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
+    if j.decision is Decision.REGRESSED:
+        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+    if j.decision is Decision.IMPROVED:
+        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+    if j.decision is Decision.SAME:
+        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                       message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
+    return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                   message=desc + f": undecided; {j.needs}")
 
 
 def lost_verdict(v: Verdict, floor: str | None) -> Verdict:

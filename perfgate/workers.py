@@ -87,7 +87,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     st = _state(config)
 
-    class ConfigScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    class ConfigScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             ref = config_scope(nodeid)
             group = group_of(st, *ref) if ref else None

@@ -1,9 +1,9 @@
 """Latency under load, written only with perfgate's public fixtures (docs/writing-tests.md).
 
-Each mode runs 4 streams at once (16 requests a trial: a median over 4 would be noisy); the record is concluded on one metric in its direction (a ceiling
-for latencies) against the profile's ``[floors.<mode>.c4]``, through the profile's expectations, so it
-has an ``outcome``, appears in the terminal matrix and is gated by ``perfgate gate`` like the built-in
-records. Select it with ``-k latency``.
+Each mode runs 4 streams at once (16 requests a trial: a median over 4 would be noisy); the record is
+concluded on one metric in its direction (a ceiling for latencies) against the profile's
+``[floors.<mode>.c4]``, through the profile's expectations, so it has an ``outcome``, appears in the terminal
+matrix and is gated by ``perfgate gate`` like the built-in records. Select it with ``-k latency``.
 """
 
 import pytest

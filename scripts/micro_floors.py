@@ -14,7 +14,8 @@ and moves with the host, not the link. The medians of one backend in a CUDA grap
 all-reduce latency on that box. Records that did not pass (xfail, fail) get no floor.
 
 ``--update PROFILE`` replaces the fragment between its BEGIN/END marker lines in the profile
-(or appends it), checks that the result loads, and only then writes the file. A report that
+(or appends it), checks that the result loads, and only then writes the file (the writer of
+``--perfgate-update-baselines``, ``perfgate.baseline_update.write_profile``). A report that
 holds the same backend, timing and size at two world sizes needs ``--world-size``.
 """
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,18 +158,11 @@ def splice(text: str, frag: str) -> str:
 
 
 def update(profile: Path, frag: str) -> None:
-    """Write the fragment into ``profile``, but only if the result still loads as a profile."""
-    from perfgate.profiles.load import load_profile
+    """Write the fragment into ``profile``, but only if the result still loads as a profile (through
+    perfgate's one profile writer, :func:`perfgate.baseline_update.write_profile`)."""
+    from perfgate.baseline_update import write_profile
 
-    new = splice(profile.read_text(), frag)
-    tmp = profile.with_name(f".{profile.name}.micro-floors.tmp")
-    tmp.write_text(new)
-    try:
-        load_profile(tmp)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, profile)
+    write_profile(profile, splice(profile.read_text(), frag))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,9 +1,9 @@
 """Hypothesis throws malformed profiles and variants at the loaders: only perfgate's own errors come out."""
 
-import tomllib
 from pathlib import Path
 
 import tomlkit
+import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

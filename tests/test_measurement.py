@@ -238,6 +238,7 @@ def test_update_baselines_writes_floors_with_provenance_and_keeps_every_comment(
     meas = base["measured"]
     assert meas["n"] == 3 and 0 <= meas["cv"] < 0.5 and len(meas["date"]) == 10
     assert meas["simulated"] == "true" and meas["sm"] == "12.0" and meas["gpu_count"] == "8" and "nccl" in meas
+    assert len(meas["machine"]) == 12 and meas["hbm_gbps"] > 0  # the machine a floor was measured on
     assert 1.5 < doc["floors"]["eagle3"]["accept_len"] < 2.6 and "measured" in doc["floors"]["eagle3"]
     loaded = load_profile(prof)
     assert loaded.floors["baseline"].tok_s == base["tok_s"] and loaded.floors["baseline"].measured["n"] == 3

@@ -179,7 +179,7 @@ def test_the_cost_model_reads_the_nccl_graph_medians():
 # ----------------------------------------------------------------------------- the script
 
 
-def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tmp_path):
+def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tmp_path, capsys):
     prof = tmp_path / "baselines" / "hw" / "p.toml"
     prof.parent.mkdir(parents=True)
     head = BASE + "\n# my comment\n[micro]\nworld_sizes = [2]\n"
@@ -197,6 +197,8 @@ def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tm
     prof.write_text(broken)
     assert mf.main([str(JUNIT), "--update", str(prof)]) == 1
     assert prof.read_text() == broken
+    # the refusal of perfgate's one profile writer (perfgate.baseline_update.write_profile), as for the floors
+    assert f"updating {prof} would break it" in capsys.readouterr().err
     assert not list(prof.parent.glob(".*tmp"))
 
 

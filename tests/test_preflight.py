@@ -89,7 +89,7 @@ interconnect = "pcie"
 name = "sglang"
 sglang_version = "0.5.23"
 [model]
-path = "/models/none"
+path = "org/none"                # a Hugging Face repo id: not checked for a local path
 [modes.baseline]
 [workload]
 prompts = "{prompts}"
@@ -130,7 +130,7 @@ interconnect = "pcie"
 name = "sglang"
 sglang_version = "0.5.17"
 [model]
-path = "/models/none"
+path = "org/none"                # a Hugging Face repo id: not checked for a local path
 [modes.baseline]
 [workload]
 prompts = "{PROMPTS}"

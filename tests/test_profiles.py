@@ -132,6 +132,44 @@ def test_extends_merges_and_overrides(project):
     assert prof.workload.max_new_tokens == 8 and prof.floors["baseline"].tok_s == 100.0
 
 
+PARENT_ENTRIES = """
+[expectations.floor]
+"*" = { expect = "xfail", category = "slower-than-baseline", reason = "old stack", when = "sglang < 0.5" }
+[floors.baseline.measured]
+date = "2026-01-01"
+n = 5
+[variants.overrides.nccl-tree]
+mem-fraction-static = 0.8
+env = { NCCL_DEBUG = "INFO" }
+"""
+
+
+def test_extends_replaces_an_entry_whole(project):
+    """A child's expectation is the whole expectation: the parent's `when` does not stay behind (it would turn
+    an xfail the stack no longer meets into a silent pass, never UNBLOCKED)."""
+    write(project, GOOD + PARENT_ENTRIES, "base.toml")
+    child = write(project, 'schema_version = 1\nextends = "base.toml"\n'
+                           '[expectations.floor]\n"*" = { expect = "pass" }\n'
+                           '[floors.baseline]\ntok_s = 120.0\n[floors.baseline.measured]\ndate = "2026-12-01"\n'
+                           '[variants.overrides.nccl-tree]\nmem-fraction-static = 0.85\n', "child.toml")
+    prof = load_profile(child)
+    (e,) = prof.expectations["floor"]["*"]
+    assert (e.expect, e.category, e.reason, e.when) == ("pass", None, "", "")
+    assert prof.floors["baseline"].tok_s == 120.0 and prof.floors["baseline"].measured == {"date": "2026-12-01"}
+    assert prof.variant_overrides["nccl-tree"] == {"mem-fraction-static": 0.85}
+    # the tables around the entries still merge key by key
+    assert prof.floors["baseline"].tolerance == 0.03 and set(prof.modes) == {"baseline", "eagle3"}
+
+
+def test_extends_keeps_the_parents_other_entries(project):
+    write(project, GOOD + PARENT_ENTRIES, "base.toml")
+    child = write(project, 'schema_version = 1\nextends = "base.toml"\n'
+                           '[expectations.floor]\neagle3 = { expect = "pass" }\n', "child.toml")
+    prof = load_profile(child)
+    assert set(prof.expectations["floor"]) == {"*", "eagle3"}
+    assert prof.expectations["floor"]["*"][0].when == "sglang < 0.5"
+
+
 def test_resolve_profile_by_name_and_unknown():
     assert resolve_profile("sim-rtxpro6000-x8/kimi-k2.5", ROOT).is_file()
     with pytest.raises(ProfileNotFound, match="did you mean 'sim-rtxpro6000-x8/kimi-k2.5'"):
@@ -243,3 +281,32 @@ def test_every_shipped_env_name_is_one_nccl_or_sglang_reads():
     assert vs.warnings == ()
     for path in find_profiles(ROOT):
         assert load_profile(path).warnings == (), path
+
+
+def test_an_unknown_backend_in_a_variants_file_names_the_known_ones(tmp_path):
+    """`backend = "custom-ar"` loaded and silently switched fallback detection off (no rule names it)."""
+    from perfgate.categories import Backend
+
+    path = tmp_path / "variants.toml"
+    path.write_text('schema_version = 1\n[variants.ar]\ndescription = "x"\nflags = { enable-custom-all-reduce = true }\n'
+                    'backend = "custom-ar"\n')
+    with pytest.raises(ProfileSchemaError, match=r"variants\.toml: key 'variants\.ar\.backend': expected a backend "
+                                                 r"perfgate can check \(nccl, custom_ar, .*\), found 'custom-ar'; "
+                                                 r"fix: did you mean 'custom_ar'\?"):
+        load_variants(path)
+    path.write_text(path.read_text().replace('"custom-ar"', '"custom_ar"'))
+    assert load_variants(path).get("ar").backend is Backend.CUSTOM_AR
+
+
+def test_every_backend_the_log_rules_and_the_trace_name_is_a_variants_backend():
+    from perfgate.categories import TRACE_FAMILIES, Backend
+    from perfgate.classify.rules import FALLBACK_RULES
+    from perfgate.trace import kernel_group
+
+    assert all(isinstance(r.backend, Backend) for r in FALLBACK_RULES)
+    for kernel in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "cross_device_reduce_1stage",
+                   "allreduce_fusion_kernel_oneshot_lamport", "two_shot_all_reduce_kernel"):
+        group, family = kernel_group(kernel)
+        assert group == "allreduce" and family in TRACE_FAMILIES
+    vs = load_variants(ROOT / "baselines" / "variants.toml")
+    assert all(v.backend is None or isinstance(v.backend, Backend) for v in vs.variants.values())

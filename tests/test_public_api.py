@@ -109,7 +109,7 @@ def test_a_latency_over_its_ceiling_fails_with_the_profile_key(pytester):
     r = pytester.runpytest_subprocess("mytests", "-k", "ttft_ms", f"--perfgate-profile={prof}",
                                       "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*ttft_ms * ms beyond the ceiling 0.001 *[[]floors.baseline.c4[]]*"])
+    r.stdout.fnmatch_lines(["*ttft_ms * ms > ceiling 0.001 *[[]floors.baseline.c4[]]*"])
 
 
 def test_the_fixtures_are_listed_with_their_documentation(pytester):

@@ -117,6 +117,45 @@ def test_no_gate_mode_only_writes_reports(tmp_path: Path, reports: dict[str, Pat
     assert not (tmp_path / "out" / "diff.md").exists()
 
 
+PAIRED_PYTHON = """#!/usr/bin/env bash
+# the current venv's python in paired mode: `-m pytest` prints its arguments, writes a report, exits with RC
+case "$*" in
+  *"-m pip freeze"*) echo "fake-stack==1.0"; exit 0 ;;
+  *"-m pytest"*)
+    echo "args: $*"
+    for a in "$@"; do
+      case "$a" in --junitxml=*) [ -f "{report}" ] && cp "{report}" "${{a#--junitxml=}}" ;; esac
+    done
+    exit {rc} ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize(("rc", "expected"), [(0, 0), (1, 1), (5, 2), (4, 2)])
+def test_paired_mode_is_one_session_with_the_candidates_python(tmp_path: Path, reports: dict[str, Path], rc: int,
+                                                               expected: int) -> None:
+    cur = _venv(tmp_path, "cur", reports["current"])
+    (cur / "bin" / "python").write_text(PAIRED_PYTHON.format(report=reports["current"], rc=rc))
+    cand = _venv(tmp_path, "cand", reports["current"], rc=99)  # never runs pytest in paired mode
+    proc = _run(tmp_path, cur, cand, PERFGATE_GATE_MODE="paired", PERFGATE_STARTS="2")
+    assert proc.returncode == expected, proc.stderr
+    log = (tmp_path / "out" / "paired.pytest.log").read_text()
+    assert f"--perfgate-candidate python={cand}/bin/python --perfgate-starts 2" in log
+    assert "perftests/ -m stack_pair" in log and "--junitxml=" in log
+    assert not (tmp_path / "out" / "candidate.xml").exists() and (tmp_path / "out" / "candidate.freeze.txt").is_file()
+    if rc == 0:
+        assert (tmp_path / "out" / "paired.xml").is_file() and "paired gate: OK" in proc.stderr
+    if rc == 1:
+        assert "paired gate: BLOCKED" in proc.stderr
+
+
+def test_an_unknown_gate_mode_is_a_usage_error(tmp_path: Path, reports: dict[str, Path]) -> None:
+    cur = _venv(tmp_path, "cur", reports["current"])
+    proc = _run(tmp_path, cur, cur, PERFGATE_GATE_MODE="pairs")
+    assert proc.returncode == 2 and "expected reports or paired" in proc.stderr
+
+
 def test_workflow_wires_the_gate() -> None:
     text = WORKFLOW.read_text()
     assert "\t" not in text
@@ -125,6 +164,7 @@ def test_workflow_wires_the_gate() -> None:
         "paths:",
         "self-hosted",
         "ci/stack-gate.sh",
+        "PERFGATE_GATE_MODE: paired",
         "perfgate merge",
         "perfgate gate current.xml candidate.xml --format md -o diff.md",
         "issues.createComment",

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from perfgate.cli import main
 from perfgate.report.diff import Judging, classify_transition, compare_metric, diff
-from perfgate.report.noise import bands_from_reports
 from perfgate.report.junit_read import read_report
+from perfgate.report.noise import bands_from_reports
 from perfgate.report.records import OUTCOMES, Record, Report
 from perfgate.report.render import render_diff
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report

@@ -14,8 +14,8 @@ from perfgate.sim.allreduce import nccl_model
 from perfgate.sim.args import SglangArgError, flags_to_argv, parse_argv
 from perfgate.sim.behavior import graph_bs_list, simulate_launch
 from perfgate.sim.hardware import load_hardware, parse_stack_overrides
-from perfgate.versions import parse_version, version_at_least
 from perfgate.sim.testing import H100_BOX, SEED_BOX
+from perfgate.versions import parse_version, version_at_least
 
 TP8 = {"tp-size": 8}
 EAGLE3 = {"tp-size": 8, "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/drafter",

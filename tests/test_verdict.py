@@ -106,3 +106,33 @@ def test_fewer_trials_than_an_interval_needs_is_no_verdict(n):
 
     fv = floor_verdict(one, Floor(mode="baseline", tok_s=80.0), max_cv=0.05, where="p.toml", update_hint="x")
     assert fv.outcome == "inconclusive" and fv.category == "noise-unknown"
+
+
+def test_one_judge_built_in_floors_and_perf_check_agree_on_the_same_data():
+    """Issue 23's two-judges case: Floor(tok_s=99, tolerance=0.03, max_cv=0.2) and trials with a 6.7 % CV. The built-in
+    floor said inconclusive (noise bar: the workload's max_cv) while perf_check said pass (the floor table's); now both
+    take Profile.max_cv_for and the one limit_verdict."""
+    import statistics
+
+    from perfgate.profiles.load import load_profile
+    from perfgate.verdict import floor_verdict, limit_verdict
+
+    values = [91.0, 100.0, 110.0, 98.0, 101.0]
+    m = meas(values)
+    assert 0.06 < statistics.stdev(values) / statistics.fmean(values) < 0.07 and m.tok_s.cv > 0.05
+    from dataclasses import replace
+    from pathlib import Path
+
+    from perfgate.profiles import Floor
+
+    shipped = load_profile(Path(__file__).resolve().parents[1] / "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml")
+    p = replace(shipped, workload=replace(shipped.workload, max_cv=0.05),
+                floors={"baseline": Floor(mode="baseline", tok_s=99.0, tolerance=0.03, max_cv=0.2)})
+    fl = p.floors["baseline"]
+    bar = p.max_cv_for("baseline", fl)
+    assert bar == 0.2
+    built_in = floor_verdict(m, fl, max_cv=bar, where="p", update_hint="x")
+    user = limit_verdict(m, "tok_s", fl.limit("tok_s"), fl.tolerance, max_cv=bar, where="p", update_hint="x")
+    assert built_in == user and built_in.outcome == "pass"
+    # without the floor's own bar, the workload's applies to both: too noisy for either
+    assert floor_verdict(m, fl, max_cv=p.max_cv_for("baseline"), where="p", update_hint="x").category == "noisy"

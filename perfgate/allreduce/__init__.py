@@ -48,7 +48,6 @@ from typing import Literal
 
 from perfgate.procs import perfgate_pythonpath
 
-
 Device = Literal["cpu", "cuda"]
 
 MULTICAST_OFF: Mapping[str, str] = {

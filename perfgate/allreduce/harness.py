@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import gpu
-from perfgate.allreduce import DTYPE_BYTES, BACKENDS, Device, rank_environment
+from perfgate.allreduce import BACKENDS, DTYPE_BYTES, Device, rank_environment
 from perfgate.allreduce.results import AllReduceResult, aggregate
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
 from perfgate.procs import free_port, group_kw, signal_group, start_reaper, tail
@@ -201,7 +201,8 @@ def _launch(spec: dict[str, Any], env: Mapping[str, str], run_dir: Path, timeout
     for r in range(n):
         path = run_dir / f"rank{r}.json"
         if not path.exists():
-            raise RankFailed(f"{backend}: rank {r} exited without writing its results (killed after the others finished)",
+            raise RankFailed(f"{backend}: rank {r} exited without writing its results (killed after the others "
+                             f"finished)",
                              backend=backend, rank=r, returncode=ranks.procs[r].returncode, category="crash",
                              log_path=logs[r], log_tail=tail(logs[r], 25))
         outputs.append(json.loads(path.read_text()))

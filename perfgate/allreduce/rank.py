@@ -90,7 +90,8 @@ class _SglangCustomAR(_Impl):
         try:
             from sglang.srt.distributed.device_communicators.custom_all_reduce import CustomAllreduce
         except Exception as e:  # ImportError, or an import-time failure of SGLang's kernels
-            raise _Unavailable(_classify(e, "missing-dependency"), f"cannot import SGLang's CustomAllreduce: {e}") from e
+            raise _Unavailable(_classify(e, "missing-dependency"),
+                               f"cannot import SGLang's CustomAllreduce: {e}") from e
         cpu_group = dist.new_group(backend="gloo")
         nbytes = max_numel * torch.tensor([], dtype=dtype).element_size()
         max_size = max(8192 * 1024, 1 << math.ceil(math.log2(nbytes + 1)))
@@ -126,7 +127,7 @@ class _TorchSymmMem(_Impl):
             raise _Unavailable("missing-dependency", f"torch.distributed._symmetric_memory: {e}") from e
         major, minor = torch.cuda.get_device_capability(self.device)
         try:
-            self.group_name = dist.group.WORLD.group_name  # type: ignore[union-attr]
+            self.group_name = dist.group.WORLD.group_name
             self.buf = symm_mem.empty(max_numel, dtype=dtype, device=self.device)
             symm_mem.rendezvous(self.buf, self.group_name)
             torch.ops.symm_mem.two_shot_all_reduce_  # noqa: B018 - the op must exist

@@ -257,7 +257,7 @@ def _default(v: Verdict) -> Expectation | None:
     """The built-in expectation for a record that cannot run here (:data:`CANNOT_RUN`), else None."""
     from perfgate.profiles import Expectation
 
-    if v.outcome != "fail" or v.category not in CANNOT_RUN:
+    if v.outcome != "fail" or v.category is None or v.category not in CANNOT_RUN:
         return None
     return Expectation(expect="xfail", category=v.category, reason=CANNOT_RUN[v.category],
                        key=f"perfgate.allreduce.records.CANNOT_RUN[{v.category!r}]")

@@ -98,24 +98,24 @@ def aggregate(spec: dict[str, Any], outputs: list[dict[str, Any]]) -> list[AllRe
             nbytes = numel * DTYPE_BYTES.get(dtype, 2)
             base = dict(backend=spec["backend"], world_size=n, numel=numel, bytes=nbytes, dtype=dtype, graph=graph,
                         iters=spec["iters"], device=spec["device"], note=note)
-            failed = next((e for e in entries if e is None or e.get("category")), False)
+            failed: Any = next((e for e in entries if e is None or e.get("category")), False)
             if failed is not False:
                 cat = failed.get("category", "crash") if failed else "crash"
                 why = failed.get("reason", "") if failed else "a rank reported no result for this size"
-                results.append(AllReduceResult(**base, category=cat, reason=why))  # type: ignore[arg-type]
+                results.append(AllReduceResult(**base, category=cat, reason=why))
                 continue
             per_iter = [sum(xs) / n for xs in zip(*(e["samples_us"] for e in entries))]  # type: ignore[index]
             s = sorted(per_iter)
             med = _percentile(s, 50)
             p99 = _percentile(s, 99)
             if med <= 0:
-                results.append(AllReduceResult(**base, category="crash",  # type: ignore[arg-type]
+                results.append(AllReduceResult(**base, category="crash",
                                                reason=f"non-positive median latency {med} µs"))
                 continue
             algbw, busbw = busbw_gbps(nbytes, med, n)
-            extra = next((e.get("note") for e in entries if e and e.get("note")), "")  # type: ignore[union-attr]
+            extra = next((e.get("note") for e in entries if e and e.get("note")), "")
             if extra:
                 base["note"] = f"{base['note']}; {extra}" if base["note"] else extra
-            results.append(AllReduceResult(**base, latency_us=med, latency_p99_us=p99,  # type: ignore[arg-type]
+            results.append(AllReduceResult(**base, latency_us=med, latency_p99_us=p99,
                                            algbw_gbps=algbw, busbw_gbps=busbw))
     return results

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from perfgate.categories import Backend
 from perfgate.classify.phases import log_lines
 from perfgate.classify.rules import FALLBACK_RULES, UNSUPPORTED_ARCH, best_category
 
@@ -15,11 +16,10 @@ from perfgate.classify.rules import FALLBACK_RULES, UNSUPPORTED_ARCH, best_categ
 class Fallback:
     """One backend that did not run: which, why (a category) and the log line that says so.
 
-    ``backend`` uses the names of ``baselines/variants.toml`` (``torch_symm_mem``,
-    ``flashinfer_ar_fusion``, ``custom_ar``, ``mscclpp``, ``pcie_ipc``, ``quick_ar``).
+    ``backend`` is a :class:`~perfgate.categories.Backend`, as in ``baselines/variants.toml``.
     """
 
-    backend: str
+    backend: Backend
     category: str
     line: str
     falls_back_to: str = "nccl"
@@ -73,14 +73,14 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_BACKEND_ALIASES: dict[str, tuple[str, ...]] = {
-    "custom_ar": ("customar", "customallreduce", "customallreducev2", "customarpcie"),
-    "torch_symm_mem": ("torchsymmmem", "torchsymmetricmemory", "enabletorchsymmmem"),
-    "mscclpp": ("mscclpp", "pymscclpp", "enablemscclpp", "msccl"),
-    "flashinfer_ar_fusion": ("flashinferarfusion", "flashinferallreducefusion", "enableflashinferallreducefusion",
-                             "flashinferallreducefusionbackend"),
-    "pcie_ipc": ("pcieipc", "pcieipcallreduce", "sglangenablepcieipcallreduce", "flashinferpcieipc"),
-    "quick_ar": ("quickar", "quickallreduce"),
+_BACKEND_ALIASES: dict[str, tuple[str, ...]] = {  # by Backend
+    Backend.CUSTOM_AR: ("customar", "customallreduce", "customallreducev2", "customarpcie"),
+    Backend.TORCH_SYMM_MEM: ("torchsymmmem", "torchsymmetricmemory", "enabletorchsymmmem"),
+    Backend.MSCCLPP: ("mscclpp", "pymscclpp", "enablemscclpp", "msccl"),
+    Backend.FLASHINFER_AR_FUSION: ("flashinferarfusion", "flashinferallreducefusion",
+                                   "enableflashinferallreducefusion", "flashinferallreducefusionbackend"),
+    Backend.PCIE_IPC: ("pcieipc", "pcieipcallreduce", "sglangenablepcieipcallreduce", "flashinferpcieipc"),
+    Backend.QUICK_AR: ("quickar", "quickallreduce"),
 }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ready", re.compile(r"The server is fired up and ready to roll!")),

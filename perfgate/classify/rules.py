@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from perfgate.categories import FROM_LOG, Category
-
+from perfgate.categories import FROM_LOG, Backend, Category
 
 # Categories (perfgate.categories). wrong-output / slower-than-baseline / noisy are decided by the
 # verdict, never from a log.
@@ -55,7 +54,7 @@ class FallbackRule:
     defaulting to unsupported-arch".
     """
 
-    backend: str
+    backend: Backend
     pattern: re.Pattern[str]
     category: str | None
 
@@ -92,7 +91,8 @@ RULES: tuple[Rule, ...] = (
     _r(MISSING_DEPENDENCY, r"is installed with version \S+, which is less than the minimum required version", 86),
     _r(MISSING_DEPENDENCY, r"with minimum required version \S+ is not installed", 86),
     # `python -m sglang.launch_server` without SGLang installed (no traceback, one line from the interpreter)
-    _r(MISSING_DEPENDENCY, r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
+    _r(MISSING_DEPENDENCY,
+       r"Error while finding module specification for .*\(ModuleNotFoundError: No module named", 86),
     # memory: out of memory is out of memory, also while capturing CUDA graphs (cause says so)
     _r(OOM, r"Not enough memory\. Please try to increase --mem-fraction-static", 82),
     _r(OOM, r"CUDA out of memory", 82),
@@ -130,7 +130,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _f(backend: str, pattern: str, category: str | None) -> FallbackRule:
+def _f(backend: Backend, pattern: str, category: str | None) -> FallbackRule:
     return FallbackRule(backend=backend, pattern=re.compile(pattern), category=category)
 
 
@@ -141,40 +141,40 @@ _CAR = r"Custom ?[Aa]ll ?[Rr]educe(?:V2)? is disabled "
 #: A ``None`` category classifies the error text (group ``detail``) and defaults to unsupported-arch.
 FALLBACK_RULES: tuple[FallbackRule, ...] = (
     # SGLang's custom all-reduce (CustomAllReduceV2 first, then CustomAllreduce)
-    _f("custom_ar", _CAR + r"because it's not supported on more than two PCIe-only GPUs", UNSUPPORTED_ARCH),
-    _f("custom_ar", _CAR + r"because your platform lacks GPU P2P capability", UNSUPPORTED_ARCH),
-    _f("custom_ar", _CAR + r"due to an unsupported world size", CONFIG_ERROR),
-    _f("custom_ar", _CAR + r"because this process group spans across nodes", CONFIG_ERROR),
-    _f("custom_ar", r"Setup Custom allreduce failed with (?P<detail>.*?)(?:\. To silence this warning|$)", None),
+    _f(Backend.CUSTOM_AR, _CAR + r"because it's not supported on more than two PCIe-only GPUs", UNSUPPORTED_ARCH),
+    _f(Backend.CUSTOM_AR, _CAR + r"because your platform lacks GPU P2P capability", UNSUPPORTED_ARCH),
+    _f(Backend.CUSTOM_AR, _CAR + r"due to an unsupported world size", CONFIG_ERROR),
+    _f(Backend.CUSTOM_AR, _CAR + r"because this process group spans across nodes", CONFIG_ERROR),
+    _f(Backend.CUSTOM_AR, r"Setup Custom allreduce failed with (?P<detail>.*?)(?:\. To silence this warning|$)", None),
     # torch symmetric memory
-    _f("torch_symm_mem", r"TorchSymmMemCommunicator: Device capability \S+ not supported", UNSUPPORTED_ARCH),
-    _f("torch_symm_mem", r"TorchSymmMemCommunicator: World size \d+ not supported", CONFIG_ERROR),
-    _f("torch_symm_mem", r"TorchSymmMemCommunicator: torch symmetric memory multicast operations are not "
+    _f(Backend.TORCH_SYMM_MEM, r"TorchSymmMemCommunicator: Device capability \S+ not supported", UNSUPPORTED_ARCH),
+    _f(Backend.TORCH_SYMM_MEM, r"TorchSymmMemCommunicator: World size \d+ not supported", CONFIG_ERROR),
+    _f(Backend.TORCH_SYMM_MEM, r"TorchSymmMemCommunicator: torch symmetric memory multicast operations are not "
                          r"supported", UNSUPPORTED_ARCH),
-    _f("torch_symm_mem", r"(?<!Torch)SymmMemCommunicator: Device capability \S+ not supported", UNSUPPORTED_ARCH),
+    _f(Backend.TORCH_SYMM_MEM, r"(?<!Torch)SymmMemCommunicator: Device capability \S+ not supported", UNSUPPORTED_ARCH),
     # MSCCL++
-    _f("mscclpp", r"PyMscclpp is unavailable because its dependencies failed to import", MISSING_DEPENDENCY),
-    _f("mscclpp", r"PyMscclpp is disabled due to an unsupported (?:world size|group)", CONFIG_ERROR),
+    _f(Backend.MSCCLPP, r"PyMscclpp is unavailable because its dependencies failed to import", MISSING_DEPENDENCY),
+    _f(Backend.MSCCLPP, r"PyMscclpp is disabled due to an unsupported (?:world size|group)", CONFIG_ERROR),
     # FlashInfer all-reduce + RMSNorm fusion
-    _f("flashinfer_ar_fusion", r"Failed to initialize FlashInfer workspace \(backend=[^)]*\): (?P<detail>.*?)\.? "
+    _f(Backend.FLASHINFER_AR_FUSION, r"Failed to initialize FlashInfer workspace \(backend=[^)]*\): (?P<detail>.*?)\.? "
                                r"Disabling flashinfer allreduce fusion permanently", None),
-    _f("flashinfer_ar_fusion", r"Disabling flashinfer allreduce fusion permanently", UNSUPPORTED_ARCH),
-    _f("flashinfer_ar_fusion", r"FlashInfer AllReduce fusion disabled: .*NVLink clique", UNSUPPORTED_ARCH),
-    _f("flashinfer_ar_fusion", r"FlashInfer workspace preflight.*Skipping allreduce fusion", UNSUPPORTED_ARCH),
-    _f("flashinfer_ar_fusion", r"FlashInfer allreduce fusion disabled globally because workspace initialization "
+    _f(Backend.FLASHINFER_AR_FUSION, r"Disabling flashinfer allreduce fusion permanently", UNSUPPORTED_ARCH),
+    _f(Backend.FLASHINFER_AR_FUSION, r"FlashInfer AllReduce fusion disabled: .*NVLink clique", UNSUPPORTED_ARCH),
+    _f(Backend.FLASHINFER_AR_FUSION, r"FlashInfer workspace preflight.*Skipping allreduce fusion", UNSUPPORTED_ARCH),
+    _f(Backend.FLASHINFER_AR_FUSION, r"FlashInfer allreduce fusion disabled globally because workspace initialization "
                                r"failed", UNSUPPORTED_ARCH),
     # FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1)
-    _f("pcie_ipc", r"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has no pcie_ipc_comm",
+    _f(Backend.PCIE_IPC, r"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set but this FlashInfer build has no pcie_ipc_comm",
        MISSING_DEPENDENCY),
-    _f("pcie_ipc", r"Setup FlashInfer PCIe-IPC allreduce failed with (?P<detail>.*)", None),
-    _f("pcie_ipc", r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: (?P<detail>.*?); reductions stay on "
+    _f(Backend.PCIE_IPC, r"Setup FlashInfer PCIe-IPC allreduce failed with (?P<detail>.*)", None),
+    _f(Backend.PCIE_IPC, r"FlashInfer PCIe-IPC workspace \(max_numel=\d+\) failed: (?P<detail>.*?); reductions stay on "
                    r"NCCL", None),
-    _f("pcie_ipc", r"Deterministic inference is on; leaving PCIe-IPC all-reduce off", CONFIG_ERROR),
-    _f("pcie_ipc", r"FlashInfer PCIe-IPC all-reduce serves bf16 only", CONFIG_ERROR),
+    _f(Backend.PCIE_IPC, r"Deterministic inference is on; leaving PCIe-IPC all-reduce off", CONFIG_ERROR),
+    _f(Backend.PCIE_IPC, r"FlashInfer PCIe-IPC all-reduce serves bf16 only", CONFIG_ERROR),
     # ROCm quick all-reduce
-    _f("quick_ar", r"Custom quick allreduce is disabled because of missing custom quick allreduce library",
+    _f(Backend.QUICK_AR, r"Custom quick allreduce is disabled because of missing custom quick allreduce library",
        MISSING_DEPENDENCY),
-    _f("quick_ar", r"Custom quick allreduce is disabled (?:because it's not supported|due to an unsupported)",
+    _f(Backend.QUICK_AR, r"Custom quick allreduce is disabled (?:because it's not supported|due to an unsupported)",
        UNSUPPORTED_ARCH),
 )
 

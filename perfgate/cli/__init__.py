@@ -20,10 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from perfgate import __version__
-from perfgate.cli import compare
-from perfgate.cli import present
-from perfgate.cli import configs
-from perfgate.cli import floors
+from perfgate.cli import compare, configs, floors, present
 from perfgate.cli.registry import EXIT_USAGE, SUBCOMMANDS
 from perfgate.errors import PerfgateError
 

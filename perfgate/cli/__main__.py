@@ -2,5 +2,4 @@
 
 from perfgate.cli import main
 
-
 raise SystemExit(main())

@@ -22,7 +22,7 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
     format_args(p)
 
 
-def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list:  # type: ignore[type-arg]
+def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list:
     from perfgate.report.gate import history_paths
     from perfgate.report.junit_read import read_reports
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.cli.registry import EXIT_OK, EXIT_USAGE, subcommand
+
+if TYPE_CHECKING:
+    from perfgate.fleet import Cell
+    from perfgate.profiles import Profile
 
 
 def _check_flags_args(p: argparse.ArgumentParser) -> None:
@@ -69,6 +74,10 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
                    help="the longest a job may run: use the fewest cells that fit it (at most --runners)")
     p.add_argument("--variants", default="baselines/variants.toml", help="the variants file")
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="the jobs run with pytest --perfgate-trials N: cost each config at N trials")
+    p.add_argument("--starts", type=int, default=None, metavar="N",
+                   help="the jobs run with pytest --perfgate-starts N: cost each config at N server starts")
     p.add_argument("--format", choices=("json", "text"), default="json",
                    help="json: a CI matrix ({'include': [...]}, GitHub Actions strategy.matrix); text: a table")
 
@@ -83,6 +92,11 @@ def _plan(args: argparse.Namespace) -> int:
     from perfgate.report.junit_read import read_report
     from perfgate.variants import load_variants
 
+    for name in ("trials", "starts"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            print(f"perfgate plan: --{name} {getattr(args, name)}: expected a whole number >= 1 (the jobs' "
+                  f"--perfgate-{name})", file=sys.stderr)
+            return EXIT_USAGE
     variants = load_variants(args.variants)
     reports = [read_report(r) for r in args.reports]
     per_label: dict[str, int] = {}
@@ -100,12 +114,15 @@ def _plan(args: argparse.Namespace) -> int:
             per_label[label] = count
         else:
             default = count
-    cells_by_label = {}
+    cells_by_label: dict[str, tuple[Profile, list[Cell]]] = {}
     notes = []
     for spec in args.profiles:
         prof = load_profile(resolve_profile(spec, Path.cwd()))
         label = prof.name.split("/")[0]
-        costs = config_costs(prof, variants, reports)
+        from perfgate.settings import Settings
+
+        settings = Settings(trials=args.trials, starts=args.starts or prof.workload.starts)
+        costs = config_costs(prof, variants, reports, settings=settings)
         most = per_label.get(label, default)
         cells = plan(costs, most)
         if args.budget_s is not None:
@@ -131,7 +148,7 @@ def _plan(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_OK
     print(f"{'label':<18} {'cell':<6} {'expected':>9}  configs")
-    for row in m["include"]:  # type: ignore[union-attr]
+    for row in m["include"]:
         print(f"{row['label']:<18} {row['cell']:<6} {row['expected_s']:>7} s  {row['names']}")
     print(f"wall {wall} s (the longest cell), runner time {total} s")
     return EXIT_OK

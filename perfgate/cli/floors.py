@@ -12,7 +12,8 @@ def _floors_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", metavar="PROFILE.toml", help="the profile whose [floors.<mode>] to check or write")
     p.add_argument("reports", nargs="+", metavar="REPORT", help="reports of the fleet (files, directories, globs)")
     p.add_argument("--write", action="store_true",
-                   help="write each mode's fleet floor (the slowest machine's median) and its machines into the profile")
+                   help="write each mode's fleet floor (the slowest machine's median) and its machines into the "
+                        "profile")
     p.add_argument("-o", "--output", metavar="FILE", help="write the table there instead of stdout")
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from perfgate.errors import PerfgateError
 
-
 EXIT_OK = 0
 EXIT_USAGE = 2
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from perfgate.client.stream import GenRequest, RequestOutput, SPEEDUP_HEADER, StreamState, _speedup, _stalled
+from perfgate.client.stream import SPEEDUP_HEADER, GenRequest, RequestOutput, StreamState, _speedup, _stalled
 
 Clock = Callable[[], float]
 

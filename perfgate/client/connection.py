@@ -9,8 +9,7 @@ import re
 import time
 from typing import Any
 
-from perfgate.client.stream import RequestOutput, SPEEDUP_HEADER, StreamState, _speedup
-
+from perfgate.client.stream import SPEEDUP_HEADER, RequestOutput, StreamState, _speedup
 
 CONNECT_TIMEOUT_S = 10.0
 DRAIN_S = 1.0  # after [DONE], how long to wait for the response's end before dropping the connection

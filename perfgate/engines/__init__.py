@@ -39,4 +39,4 @@ def get_engine(name: str, **kw: object) -> Engine:
         from perfgate.errors import ConfigError
 
         raise ConfigError(f"unknown engine '{name}'; known engines: {', '.join(engines)}")
-    return engines[name](**kw)  # type: ignore[no-any-return]
+    return engines[name](**kw)

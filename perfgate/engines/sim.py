@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from perfgate.config import ServerConfig
 from perfgate.engines.argv import render_flags
 from perfgate.procs import perfgate_pythonpath
-
+from perfgate.sim.variation import MACHINE_ENV, SCALE_ENV, START_SEED_ENV
 
 # The simulated server runs every step this many times faster than its cost model says (--sim-speedup) and says
 # so on each stream; perfgate's client scales the stream's durations back, so records keep the simulated rates.
@@ -19,6 +19,8 @@ from perfgate.procs import perfgate_pythonpath
 # PERFGATE_SIM_SPEEDUP overrides both (1: real time).
 DEFAULT_SIM_SPEEDUP = 4.0
 SPEEDUP_MAX_STREAMS = 8
+#: how the simulated machine (PERFGATE_SIM_MACHINE), its start seed and PERFGATE_SIM_SCALE reach the server
+SIM_VARIATION_FLAGS = ((MACHINE_ENV, "--sim-machine"), (START_SEED_ENV, "--sim-start-seed"), (SCALE_ENV, "--sim-scale"))
 
 
 def sim_speedup(max_streams: int = 1) -> float:
@@ -40,6 +42,7 @@ class SimEngine:
     fault: str = ""  # fault injection for perfgate's own reliability tests
     teardown_grace_s: float = 5.0
     max_streams: int = 1  # the most requests the profile measures at once (sets the default speedup)
+    python: str = ""  # the server's interpreter (a stack-pair candidate's virtualenv; default: this one)
     name: str = field(default="sim", init=False)
 
     def argv_flags(self, config: ServerConfig) -> list[str]:
@@ -47,8 +50,8 @@ class SimEngine:
 
     def command(self, config: ServerConfig, *, host: str, port: int) -> list[str]:
         opts = dict(config.engine_options)
-        argv = [sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path, *self.argv_flags(config),
-                "--host", host, "--port", str(port)]
+        argv = [self.python or sys.executable, "-m", "perfgate.sim", "--model-path", config.model_path,
+                *self.argv_flags(config), "--host", host, "--port", str(port)]
         if opts.get("sim_hardware"):
             argv += ["--sim-hardware", str(opts["sim_hardware"])]
         if opts.get("sim_startup_s") is not None:
@@ -60,6 +63,11 @@ class SimEngine:
         speedup = sim_speedup(self.max_streams)
         if speedup != 1.0:
             argv += ["--sim-speedup", f"{speedup:g}"]
+        # the simulated machine, its start seed and a speed scale (perfgate.sim.variation), from this environment
+        for env_name, flag in SIM_VARIATION_FLAGS:
+            value = os.environ.get(env_name, "").strip()
+            if value:
+                argv += [flag, value]
         return argv
 
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:

@@ -8,11 +8,11 @@ seconds. Every problem names the bad flag, argparse's message and the closest va
 spelling (difflib over the parser's option strings; for an ambiguous prefix, the closest
 of the candidates argparse lists).
 
-SGLang imports torch, so the parsing happens in a **subprocess**
-(``python -m perfgate.flagcheck.worker --sglang-path DIR --json ARGV_JSON``, :mod:`perfgate.flagcheck.worker`) that checks a whole
-batch in one import; the pytest process never imports SGLang or torch. The subprocess
-skips ``sglang/__init__.py`` (a stub package whose ``__path__`` is the real directory), so
-only what ``sglang.srt.server_args`` needs must be installed (``ci/install-sglang-parsers.sh``).
+SGLang imports torch, so the parsing happens in a **subprocess** (``python -m perfgate.flagcheck.worker
+--sglang-path DIR --json ARGV_JSON``, :mod:`perfgate.flagcheck.worker`) that checks a whole batch in one
+import; the pytest process never imports SGLang or torch. The subprocess skips ``sglang/__init__.py`` (a stub
+package whose ``__path__`` is the real directory), so only what ``sglang.srt.server_args`` needs must be
+installed (``ci/install-sglang-parsers.sh``).
 
 When SGLang cannot be imported the result has ``available=False`` and a ``reason``;
 callers skip. How one argv is checked against a parser (no SGLang needed) is
@@ -33,7 +33,6 @@ from typing import Any
 
 from perfgate.flagcheck.parsing import BAD_FLAG, FlagProblem
 from perfgate.procs import perfgate_pythonpath
-
 
 DEFAULT_TIMEOUT_S = 300.0
 

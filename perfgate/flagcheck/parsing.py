@@ -13,7 +13,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from typing import Any
 
-
 BAD_FLAG = "bad-flag"
 
 
@@ -56,10 +55,10 @@ class CheckingParser(argparse.ArgumentParser):
         kwargs.setdefault("add_help", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ParseError(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> Any:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
         raise ParseError(message or f"parser exited with status {status}")
 
 

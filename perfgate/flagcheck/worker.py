@@ -65,7 +65,7 @@ def build_sglang_parser(sglang_path: str | None) -> tuple[argparse.ArgumentParse
         sys.modules["sglang"] = stub
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
+        from sglang.srt.server_args import ServerArgs
 
     parser = CheckingParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)

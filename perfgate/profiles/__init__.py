@@ -19,7 +19,6 @@ from perfgate.config import ServerConfig
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.reader import _close
 
-
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "sim")
 CATEGORIES = tuple(c.value for c in EXPECTABLE)
@@ -98,10 +97,16 @@ class Workload:
     confidence: float = 0.95
     #: smallest ratio difference from 1 that counts as faster or slower (beyond statistical noise)
     min_effect: float = 0.02
+    #: server starts per config (--perfgate-starts overrides): the trials are measured on each start
+    starts: int = 1
 
     @property
     def per_trial(self) -> int:
         return self.requests_per_trial or self.concurrency
+
+
+#: the tolerance of a limit that names none (a floor at ``limit x (1 - t)``, a ceiling at ``limit x (1 + t)``)
+DEFAULT_TOLERANCE = 0.03
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +115,7 @@ class Floor:
 
     mode: str
     tok_s: float | None = None
-    tolerance: float = 0.03
+    tolerance: float = DEFAULT_TOLERANCE
     accept_len: float | None = None
     accept_len_tolerance: float = 0.05
     measured: Mapping[str, object] = field(default_factory=dict)
@@ -220,6 +225,13 @@ class Profile:
 
         over = self.mode(mode).workload
         return replace(self.workload, **over) if over else self.workload  # type: ignore[arg-type]
+
+    def max_cv_for(self, mode: str, floor: Floor | None = None) -> float:
+        """The noise bar of a limit: the CV above which it gets no verdict. The floor table's own ``max_cv`` (latencies
+        under load are noisier than decode), else the mode's workload's. Every limit is judged against this one."""
+        if floor is not None and floor.max_cv is not None:
+            return floor.max_cv
+        return self.workload_for(mode).max_cv
 
     def baseline_mode(self) -> str:
         """The mode speculative modes and variants are compared against."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perfgate.profiles import MICRO_TIMINGS, Floor, MicroFloor, MicroSpec, Mode
-from perfgate.profiles.reader import _close, TableReader
+from perfgate.profiles import DEFAULT_TOLERANCE, MICRO_TIMINGS, Floor, MicroFloor, MicroSpec, Mode
+from perfgate.profiles.reader import TableReader, _close
 
 
 def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floor:
@@ -19,12 +19,12 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floo
     limits = {}
     for name, metric in {**METRICS, **RECORD_METRICS}.items():
         if name != "tok_s" and name in f.data:
-            limits[name] = float(f.num(name, f"{metric.unit} > 0 ({'a floor' if metric.higher_is_better else 'a ceiling'})",
-                                       lo=1e-9))
+            kind = "a floor" if metric.higher_is_better else "a ceiling"
+            limits[name] = float(f.num(name, f"{metric.unit} > 0 ({kind})", lo=1e-9))
     return Floor(
         mode=mode,
         tok_s=f.num("tok_s", "tok/s > 0", None, lo=1e-9),
-        tolerance=float(f.num("tolerance", "a fraction in [0, 1)", 0.03, lo=0, hi=0.999)),
+        tolerance=float(f.num("tolerance", "a fraction in [0, 1)", DEFAULT_TOLERANCE, lo=0, hi=0.999)),
         accept_len=f.num("accept_len", "an acceptance length >= 1", None, lo=1),
         accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
         measured=dict(f.sub("measured").data),

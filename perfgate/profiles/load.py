@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
-from perfgate.profiles import limits, sections
+from perfgate.profiles import SCHEMA_VERSION, Profile, limits, sections
 from perfgate.profiles.slo import slo as slo_section
-from perfgate.profiles import SCHEMA_VERSION, Profile
 from perfgate.profiles.reader import TableReader
 from perfgate.profiles.simbox import check_sim_box
 
@@ -36,7 +35,8 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e), fix="fix the TOML syntax at the position shown") from None
+        raise ProfileSchemaError(path, "(file)", "valid TOML", str(e),
+                                 fix="fix the TOML syntax at the position shown") from None
     root = project_root_of(path)
     data = _merge_parents(path, data, seen=(path.resolve(),))
     r = TableReader(path, data)
@@ -45,7 +45,8 @@ def load_profile(path: str | Path) -> Profile:
     sv = r.req("schema_version", int, f"the integer {SCHEMA_VERSION}")
     if sv != SCHEMA_VERSION:
         raise r.err("schema_version", f"{SCHEMA_VERSION}", sv, fix="this perfgate reads schema_version 1")
-    name = r.get("name", str, "a string", None) or (f"{path.parent.name}/{path.stem}" if path.parent.name != "baselines" else path.stem)
+    default_name = f"{path.parent.name}/{path.stem}" if path.parent.name != "baselines" else path.stem
+    name = r.get("name", str, "a string", None) or default_name
     hardware = sections.hardware(r)
     engine = sections.engine(r, root)
     model = sections.model(r, root)
@@ -82,18 +83,35 @@ def load_profile(path: str | Path) -> Profile:
     )
 
 
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+#: the tables that are one entry each under ``extends``: a child's replaces the parent's whole, never merged
+#: key by key (a child's ``{ expect = "pass" }`` must not keep the parent's ``when`` or ``category``); "*" is
+#: any name. Every other table merges key by key; a value that is not a table is always replaced whole.
+ENTRY_TABLES: tuple[tuple[str, ...], ...] = (
+    ("expectations", "*", "*"),          # [expectations.<name>] <mode> = { expect, category, reason, when }
+    ("floors", "*", "measured"),         # the stamp of the measurement a floor came from
+    ("floors", "*", "*", "measured"),    # ... of a [floors.<mode>.c<N>] limit
+    ("micro", "floors", "*"),            # "<backend>.<timing>.<bytes>" = { latency_us, tolerance, world_size }
+    ("variants", "overrides", "*"),      # what the profile changes for one variant
+)
+
+
+def _is_entry(where: tuple[str, ...]) -> bool:
+    return any(len(e) == len(where) and all(a in ("*", b) for a, b in zip(e, where)) for e in ENTRY_TABLES)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any], where: tuple[str, ...] = ()) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and not _is_entry((*where, k)):
+            out[k] = _deep_merge(out[k], v, (*where, k))
         else:
             out[k] = v
     return out
 
 
 def _merge_parents(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
-    """``extends = "other.toml"``: the other profile's tables, overridden key by key by this one."""
+    """``extends = "other.toml"``: the other profile's tables, overridden key by key by this one, down to the
+    entries (:data:`ENTRY_TABLES`), which the child replaces whole."""
     parent = data.get("extends")
     if parent is None:
         return data
@@ -131,11 +149,17 @@ def find_profiles(root: Path) -> list[Path]:
 
 def resolve_profile(spec: str, root: Path) -> Path:
     """A profile given as a path, or as ``<hardware>/<model>`` under ``root/baselines``."""
+    from perfgate.profiles.shipped import shipped_file
+
     p = Path(spec).expanduser()
     cands = [p, root / p, root / "baselines" / p, root / "baselines" / f"{spec}.toml"]
     for c in cands:
         if c.is_file():
             return c
+    for rel in (p, Path("baselines") / p, Path("baselines") / f"{spec}.toml"):  # a profile perfgate ships
+        found = shipped_file(rel)
+        if found is not None:
+            return found
     known = [str(x.relative_to(root / "baselines").with_suffix("")) for x in find_profiles(root)]
     hint = difflib.get_close_matches(spec, known, n=1)
     raise ProfileNotFound(

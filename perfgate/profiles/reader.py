@@ -145,5 +145,15 @@ def line_of(text: str, *needles: str) -> int | None:
 
 
 def resolve_path(root: Path, value: str) -> Path:
+    """A file a profile names: absolute as given; relative against the project root (the directory holding
+    ``baselines/``), else perfgate's shipped copy (the simulated boxes and prompt sets, ``fixtures/sim/*.toml``
+    and ``fixtures/prompts/*.jsonl``); the root's path when neither exists, for the error to name."""
+    from perfgate.profiles.shipped import shipped_file
+
     p = Path(value).expanduser()
-    return p if p.is_absolute() else (root / p)
+    if p.is_absolute():
+        return p
+    local = root / p
+    if local.exists():
+        return local
+    return shipped_file(p) or local

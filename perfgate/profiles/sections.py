@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from perfgate.profiles import CATEGORIES, ENGINES, EXPECTS, EngineSpec, Expectation, Hardware, Mode, ModelSpec, Workload
-from perfgate.profiles.reader import _close, env_table, flag_table, line_of, local_paths, TableReader, resolve_path
-
+from perfgate.profiles.reader import TableReader, _close, env_table, flag_table, line_of, local_paths, resolve_path
 
 #: [modes.<name>] workload keys a mode may override, with what they must be
 _MODE_WORKLOAD: dict[str, tuple[str, float]] = {
@@ -97,8 +96,8 @@ def model(r: TableReader, root: Path) -> ModelSpec:
 def server(r: TableReader, root: Path) -> tuple[dict[str, object], dict[str, str]]:
     """``[server]``: flags and environment shared by every mode (host, port and model are perfgate's)."""
     s = r.sub("server")
-    server_flags = local_paths(root, flag_table(TableReader(r.path, {"server": {k: v for k, v in s.data.items() if k != "env"}}),
-                                             "server"))
+    flags_only = TableReader(r.path, {"server": {k: v for k, v in s.data.items() if k != "env"}})
+    server_flags = local_paths(root, flag_table(flags_only, "server"))
     for k in ("model-path", "model", "host", "port"):
         if k in server_flags:
             raise s.err(k, "no host/port/model flags here (perfgate sets them)", k,
@@ -138,10 +137,12 @@ def workload(r: TableReader, root: Path) -> Workload:
     """``[workload]``: what is sent to the server and how often."""
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
-            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect"})
+            "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect",
+            "starts"})
     prompts = resolve_path(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
     if not prompts.is_file():
-        raise w.err("prompts", "an existing prompt file", str(prompts), fix="point it at a file under fixtures/prompts/")
+        raise w.err("prompts", "an existing prompt file", str(prompts),
+                    fix="point it at a file under fixtures/prompts/")
     sweep = w.get("concurrency_sweep", list, "a list of concurrency levels", [])
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in sweep):
         raise w.err("concurrency_sweep", "a list of integers >= 1", sweep)
@@ -158,11 +159,13 @@ def workload(r: TableReader, root: Path) -> Workload:
         concurrency_sweep=tuple(sweep),
         confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
         min_effect=float(w.num("min_effect", "a fraction in [0, 0.5]", 0.02, lo=0, hi=0.5)),
+        starts=w.int_("starts", "an integer >= 1", 1, lo=1),
     )
 
 
 def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[str, dict[str, tuple[Expectation, ...]]]:
-    """``[expectations.<check or variant>]``: what each is expected to do per mode (``text``: the file, for line numbers)."""
+    """``[expectations.<check or variant>]``: what each is expected to do per mode (``text``: the file, for line
+    numbers)."""
     ex = r.sub("expectations")
     table: dict[str, dict[str, tuple[Expectation, ...]]] = {}
     for ename_, _ in ex.data.items():
@@ -177,7 +180,8 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
             out = []
             for i, one in enumerate(specs):
                 if not isinstance(one, dict):
-                    raise er.err(mname, '{ expect = "pass" } or { expect = "xfail", category = "...", reason = "..." }', one)
+                    raise er.err(mname, '{ expect = "pass" } or { expect = "xfail", category = "...", '
+                                        'reason = "..." }', one)
                 sr = TableReader(r.path, one, f"{er.k(mname)}{f'[{i}]' if isinstance(spec, list) else ''}.")
                 sr.only({"expect", "category", "reason", "when"})
                 exp = sr.req("expect", str, '"pass" or "xfail"')
@@ -220,11 +224,13 @@ def _allreduce_modes(ex: TableReader, name: str) -> tuple[str, ...]:
     return MICRO_TIMINGS
 
 
-def variants(r: TableReader, modes: Mapping[str, Mode]) -> tuple[tuple[str, ...], tuple[str, ...] | None, dict[str, dict[str, object]]]:
+def variants(r: TableReader, modes: Mapping[str, Mode]
+             ) -> tuple[tuple[str, ...], tuple[str, ...] | None, dict[str, dict[str, object]]]:
     """``[variants]``: (the modes variants run in, the variants included or None for all, per-variant overrides)."""
     vr = r.sub("variants")
     vr.only({"modes", "include", "overrides"})
-    vmodes = vr.get("modes", list, "a list of mode names", [next(iter(modes))] if "baseline" not in modes else ["baseline"])
+    default_modes = [next(iter(modes))] if "baseline" not in modes else ["baseline"]
+    vmodes = vr.get("modes", list, "a list of mode names", default_modes)
     for m in vmodes:
         if m not in modes:
             raise vr.err("modes", f"mode names of this profile ({', '.join(modes)})", m, fix=_close(str(m), modes))

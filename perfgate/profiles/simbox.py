@@ -46,7 +46,8 @@ def check_sim_box(path: Path, sim_path: Path, hardware: Hardware, model: ModelSp
         raise refuse("hardware.interconnect", hardware.interconnect, bh.get("interconnect"))
     name = str(bm.get("name", ""))
     ours = (model.name or "").lower()
-    if ours and name and ours not in name.lower() and name.lower() not in ours and Path(model.path).name.lower() not in name.lower():
+    if (ours and name and ours not in name.lower() and name.lower() not in ours
+            and Path(model.path).name.lower() not in name.lower()):
         raise refuse("model.name", model.name, name)
     for key in ("layers", "hidden"):
         want = getattr(model, key)

@@ -13,7 +13,8 @@ Sections:
 - *not comparable*: the record's server config changed (its ``config`` hash), so its numbers are not a
   regression or an improvement of the same thing,
 - *new* / *gone*: records present on one side only,
-- the stack fingerprint of each side and the keys that changed.
+- the stack fingerprint of each side and the keys that changed,
+- the machine of each side (:func:`perfgate.report.machines.compare_machines`: same, different, unknown).
 
 Every numeric comparison is one call of :mod:`perfgate.judge`, at the level the two records cross: the same
 machine (both carry one ``machine.id``) is judged against the noise between server starts, anything else
@@ -33,9 +34,10 @@ from dataclasses import dataclass, field
 
 from perfgate.judge import Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.metrics import METRICS
+from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
+from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
 from perfgate.report.records import Record, Report
-
 
 PASSING = frozenset({"pass", "xpass"})
 BROKEN = frozenset({"fail", "error"})
@@ -56,8 +58,6 @@ T_CHANGED = "changed"
 T_NEW = "new"
 T_GONE = "gone"
 
-#: the record property that names the machine a record was measured on (perfgate.stack.machine)
-MACHINE_ID = "machine.id"
 _Z95 = statistics.NormalDist().inv_cdf(0.975)
 
 
@@ -282,6 +282,9 @@ class Diff:
     stack_changes: tuple[StackChange, ...]
     records: tuple[RecordDiff, ...]
     notes: tuple[str, ...] = ()
+    machines: MachineMatch | None = None  # the machines the reports were measured on (perfgate.report.machines)
+    old_machine: tuple[tuple[str, str], ...] = ()  # machine.* and calib.* of each side
+    new_machine: tuple[tuple[str, str], ...] = ()
 
     def _where(self, transition: str) -> tuple[RecordDiff, ...]:
         return tuple(r for r in self.records if r.transition == transition)
@@ -395,4 +398,7 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
         stack_changes=stack_changes(os_, ns),
         records=tuple(rows),
         notes=tuple(notes),
+        machines=compare_machines(old, new),
+        old_machine=tuple(old.machine.items()),
+        new_machine=tuple(new.machine.items()),
     )

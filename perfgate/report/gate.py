@@ -123,14 +123,16 @@ class GatePolicy:
         return replace(self, **kw, source=f"command line {flags}")  # type: ignore[arg-type]
 
 
-_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines", "allow_hardware_mismatch",
-                "min_effect", "history"}
+_POLICY_KEYS = {"block_on", "allow_inconclusive", "min_ratio", "ignore", "allow_mixed_engines",
+                "allow_hardware_mismatch", "min_effect", "history"}
 
 
 def parse_min_effect(v: object, *, source: str) -> tuple[tuple[str, float], ...]:
-    """``gate.min_effect``: one fraction for every metric, or a table ``{tok_s = 0.005, ttft_ms = 0.02, default = 0.01}``."""
+    """``gate.min_effect``: one fraction for every metric, or a table by metric
+    (``{tok_s = 0.005, ttft_ms = 0.02, default = 0.01}``)."""
     if isinstance(v, bool):
-        raise ConfigError(f"{source}: gate.min_effect must be a number or a table of numbers, found {v!r}")
+        raise ConfigError(f"{source}: gate.min_effect must be a number or a table of numbers, "
+                          f"found {v!r}")
     if isinstance(v, (int, float)):
         return (("default", float(v)),)
     if isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):

@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 
 from perfgate.report.records import Record, Report
 
-
 _MAD_TO_SIGMA = 1.4826
 _Z95 = 1.959964
 

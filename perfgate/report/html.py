@@ -21,7 +21,6 @@ from perfgate.report.records import Report
 from perfgate.report.render import SECTION_TITLES, fmt_num
 from perfgate.report.steps import StepRow, step_rows, steps_table
 
-
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.4em; }

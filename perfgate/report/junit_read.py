@@ -21,8 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import ReportError
-from perfgate.report.records import FAILING, OUTCOMES, TEXT_KEYS, UNKNOWN, Record, Report, SuiteInfo, parse_number, parse_time, record_id, strip_group
-
+from perfgate.report.records import (
+    FAILING,
+    OUTCOMES,
+    TEXT_KEYS,
+    UNKNOWN,
+    Record,
+    Report,
+    SuiteInfo,
+    is_machine_key,
+    parse_number,
+    parse_time,
+    record_id,
+    strip_group,
+)
 
 _SEVERITY = {"error": 3, "fail": 2, "xpass": 2}
 
@@ -137,6 +149,7 @@ def _from_xml(xml: Any, path: str) -> Report:
         )
         suites.append(info)
         suite_stack = {k: v for k, v in sprops if k.startswith("stack.")}
+        suite_machine = {k: v for k, v in sprops if is_machine_key(k)}
         for case in suite:
             cprops = _props(case)
             cd = dict(cprops)
@@ -163,9 +176,11 @@ def _from_xml(xml: Any, path: str) -> Report:
                     )
             stack = dict(suite_stack)
             stack.update({k: v for k, v in cprops if k.startswith("stack.")})
+            machine = dict(suite_machine)
+            machine.update({k: v for k, v in cprops if is_machine_key(k)})
             numbers = []
             for k, v in cprops:
-                if k in TEXT_KEYS or k.startswith("stack."):
+                if k in TEXT_KEYS or k.startswith("stack.") or is_machine_key(k):
                     continue
                 x = parse_number(v)
                 if x is not None:
@@ -185,6 +200,7 @@ def _from_xml(xml: Any, path: str) -> Report:
                     "properties": tuple(cprops),
                     "numbers": tuple(numbers),
                     "stack": tuple(sorted(stack.items())),
+                    "machine": tuple(sorted(machine.items())),
                     "duration_s": _duration(case),
                 }
             )

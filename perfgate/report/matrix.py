@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from perfgate.report.records import Record, Report
 
-
 NO_VARIANT = "(none)"
 
 SEVERITY: dict[str, int] = {

@@ -47,7 +47,8 @@ class Band:
     runs: int
 
     def describe(self) -> str:
-        start = f"starts sd {self.start_cv:.3%} ({self.start_df} df)" if self.start_cv is not None else "starts: too few"
+        start = (f"starts sd {self.start_cv:.3%} ({self.start_df} df)" if self.start_cv is not None
+                 else "starts: too few")
         mach = (f"machines sd {self.machine_cv:.2%} ({self.machines} machines)" if self.machine_cv is not None
                 else f"machines: {self.machines} seen")
         return f"{self.record} [{self.machine_class}]: {start}; {mach}; {self.runs} run(s)"
@@ -96,7 +97,7 @@ def bands_from_reports(reports: Iterable[Report]) -> dict[str, Band]:
                 by_machine[key].append(vals)
         ss, df = 0.0, 0
         means = []
-        for key, machine_runs in by_machine.items():
+        for machine_runs in by_machine.values():
             flat = [x for run in machine_runs for x in run]
             means.append(statistics.fmean(flat))
             if len(flat) >= 2:

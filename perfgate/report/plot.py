@@ -16,7 +16,6 @@ from perfgate.errors import ReportError
 from perfgate.report.history import History
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix
 
-
 MAX_PANELS = 36
 
 
@@ -79,14 +78,14 @@ def history_png(h: History) -> bytes:
         return _to_png(fig)
     for i, row in enumerate(rows):
         ax = fig.add_subplot(nrows, ncols, i + 1)
-        xs = [j for j, c in enumerate(row.cells) if c is not None and c.tok_s is not None]
-        ys = [row.cells[j].tok_s for j in xs]  # type: ignore[union-attr]
+        pts = [(j, c, c.tok_s) for j, c in enumerate(row.cells) if c is not None and c.tok_s is not None]
+        xs, ys = [j for j, _, _ in pts], [t for _, _, t in pts]
         ax.plot(xs, ys, color="#555555", linewidth=1, zorder=1)
-        colors = [OUTCOME_COLORS.get(row.cells[j].outcome, "#000000") for j in xs]  # type: ignore[union-attr]
+        colors = [OUTCOME_COLORS.get(c.outcome, "#000000") for _, c, _ in pts]
         ax.scatter(xs, ys, c=colors, s=28, zorder=2, edgecolors="black", linewidths=0.4)
         # each point's recorded confidence interval, where the report has one (none: no bar, not a zero bar)
-        for j in xs:
-            ci = row.cells[j].ci  # type: ignore[union-attr]
+        for j, c, _ in pts:
+            ci = c.ci
             if ci is not None:
                 ax.vlines(j, ci[0], ci[1], color="#333333", linewidth=1.2, zorder=1.5)
         lo_y, hi_y = _y_range(row.cells, ys)

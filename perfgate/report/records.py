@@ -17,8 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate.categories import Outcome
-from perfgate.record import TEXT_PROPERTIES
-
+from perfgate.record import MACHINE_PREFIXES, MACHINE_PROPERTIES, TEXT_PROPERTIES
 
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 """Every outcome a record can have (the contract's ``outcome`` property values)."""
@@ -39,6 +38,11 @@ STACK_KEYS: tuple[str, ...] = (
     "stack.simulated",
 )
 """The stack fingerprint keys, in display order."""
+
+
+def is_machine_key(key: str) -> bool:
+    """A ``machine.*`` / ``calib.*`` property (text, like ``stack.*``; perfgate.record)."""
+    return key.startswith(MACHINE_PREFIXES)
 
 
 TEXT_KEYS = TEXT_PROPERTIES  # the record contract's (perfgate.record)
@@ -102,6 +106,7 @@ class Record:
     properties: tuple[tuple[str, str], ...] = ()
     numbers: tuple[tuple[str, float], ...] = ()
     stack: tuple[tuple[str, str], ...] = ()
+    machine: tuple[tuple[str, str], ...] = ()  # machine.* and calib.* (the suite's, completed by the testcase's)
     duration_s: float | None = None  # the testcase's time (the first record of a config includes its start)
 
     def prop(self, name: str, default: str = "") -> str:
@@ -149,6 +154,10 @@ class Record:
     @property
     def stack_dict(self) -> dict[str, str]:
         return dict(self.stack)
+
+    @property
+    def machine_dict(self) -> dict[str, str]:
+        return dict(self.machine)
 
     @property
     def category(self) -> str:
@@ -290,6 +299,23 @@ class Report:
                 values[k][v] = None
         out = {k: " | ".join(vs) for k, vs in values.items()}
         order = {k: i for i, k in enumerate(STACK_KEYS)}
+        return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+    @property
+    def machine(self) -> dict[str, str]:
+        """The machine fingerprint and calibration (``machine.*``, ``calib.*``): suite properties, completed
+        from the testcases; several distinct values (a merged report) joined with `` | ``; absent keys (an
+        older report) absent."""
+        values: dict[str, dict[str, None]] = defaultdict(dict)
+        for s in self.suites:
+            for k, v in s.properties:
+                if is_machine_key(k):
+                    values[k][v] = None
+        for r in self.records:
+            for k, v in r.machine:
+                values[k][v] = None
+        out = {k: " | ".join(vs) for k, vs in values.items()}
+        order = {k: i for i, k in enumerate(MACHINE_PROPERTIES)}
         return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 

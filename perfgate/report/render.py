@@ -14,7 +14,6 @@ from perfgate.report.gate import GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
 
-
 FORMATS: tuple[str, ...] = ("text", "md", "json")
 
 SECTION_TITLES: dict[str, str] = {
@@ -138,6 +137,11 @@ def _stack_change_line(d: Diff) -> str:
     return "; ".join(f"{c.key.removeprefix('stack.')} {c.old} → {c.new}" for c in d.stack_changes)
 
 
+def _machine_line(d: Diff) -> str:
+    """``same machine <id>``, ``different machines ...: gpu_uuid A vs B, ...`` or why it is unknown."""
+    return d.machines.describe() if d.machines is not None else "machine unknown"
+
+
 def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
     """Terminal rendering: header, stack, summary, sections, then every record."""
     out = [
@@ -153,6 +157,7 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
     rows = _stack_rows(d)
     if rows:
         out.append(text_table(["key", "old", "new", ""], rows))
+    out.append("Machine: " + _machine_line(d))
     out.append("")
     out.append("Summary: " + _summary(d))
     for name, recs in d.sections().items():
@@ -217,6 +222,8 @@ def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
     else:
         out.append("**Stack:** unchanged")
     out.append("")
+    out.append("**Machine:** " + _md_escape(_machine_line(d)))
+    out.append("")
     out.append("**Summary:** " + _summary(d))
     for name, recs in d.sections().items():
         if not recs:
@@ -275,9 +282,17 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
         }
 
     data: dict[str, object] = {
-        "old": {"path": d.old_path, "label": d.old_label, "engine": d.old_engine, "stack": dict(d.old_stack)},
-        "new": {"path": d.new_path, "label": d.new_label, "engine": d.new_engine, "stack": dict(d.new_stack)},
+        "old": {"path": d.old_path, "label": d.old_label, "engine": d.old_engine, "stack": dict(d.old_stack),
+                "machine": dict(d.old_machine)},
+        "new": {"path": d.new_path, "label": d.new_label, "engine": d.new_engine, "stack": dict(d.new_stack),
+                "machine": dict(d.new_machine)},
         "stack_changes": [{"key": c.key, "old": c.old, "new": c.new} for c in d.stack_changes],
+        "machines": None if d.machines is None else {
+            "same": d.machines.same, "old_id": d.machines.old_id or None, "new_id": d.machines.new_id or None,
+            "differences": [{"key": k, "old": a, "new": b} for k, a, b in d.machines.differences],
+            "hbm_ratio": d.machines.hbm_ratio, "gemm_ratio": d.machines.gemm_ratio,
+            "summary": d.machines.describe(),
+        },
         "sections": {k: [r.key for r in v] for k, v in d.sections().items()},
         "records": [
             {

@@ -25,6 +25,15 @@ from perfgate.sim.hardware import Hardware, load_hardware, parse_stack_overrides
 from perfgate.sim.http import ServerState, SimHTTPServer
 from perfgate.sim.log import SimLog
 from perfgate.sim.startup import RESET, YELLOW, Startup, die_sigkill, main_process_error, render_server_args
+from perfgate.sim.variation import (
+    MACHINE_ENV,
+    REFERENCE,
+    SCALE_ENV,
+    START_SEED_ENV,
+    SimSpeed,
+    check_machine_name,
+    parse_scale,
+)
 
 SLOW_START_FACTOR = 100.0
 DEFAULT_VERSION = "0.5.23"
@@ -82,7 +91,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(version, f"argument --sim-hardware: {hw_error}")
     fault = parsed.sim.get("sim_fault") or env.get("PERFGATE_SIM_FAULT") or None
     if fault is not None and fault not in SIM_FAULTS:
-        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} (choose from {', '.join(SIM_FAULTS)})")
+        return _usage_error(version, f"PERFGATE_SIM_FAULT: invalid choice: {fault!r} "
+                                     f"(choose from {', '.join(SIM_FAULTS)})")
+    machine = parsed.sim.get("sim_machine") or env.get(MACHINE_ENV) or REFERENCE
+    bad_machine = check_machine_name(machine)
+    if bad_machine:
+        return _usage_error(version, f"argument --sim-machine: {bad_machine}")
+    try:
+        scale = parse_scale(parsed.sim.get("sim_scale") or env.get(SCALE_ENV))
+    except ValueError as e:
+        return _usage_error(version, f"argument --sim-scale: {e}")
+    # a GPU's state at start is not seeded by the model's --random-seed (the shipped profiles fix one): each start
+    # draws its own jitter unless PERFGATE_SIM_START_SEED / --sim-start-seed makes it reproducible
+    start_seed = parsed.sim.get("sim_start_seed") or env.get(START_SEED_ENV)
+    speed = SimSpeed.for_start(machine, seed=start_seed, scale=scale)
     startup_s = float(parsed.sim.get("sim_startup_s") or 0.0)
     if fault == "slow-start":
         startup_s *= SLOW_START_FACTOR
@@ -93,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"{hardware.describe()} from {hw_path}; sglang {version}, cuda {hardware.version('cuda')}, "
              f"torch {hardware.version('torch')}, nccl {hardware.version('nccl')}, "
              f"flashinfer {hardware.version('flashinfer')}"
+             + f"; machine {machine} (speed x{speed.factor:.4f}, this start x{speed.jitter:.5f}"
+             + (f", scale x{scale:g}" if scale != 1.0 else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
     plan = plan_from_args(hardware, parsed, env)
@@ -110,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     launch_command = "python -m perfgate.sim " + " ".join(shlex.quote(x) for x in argv)
     state = ServerState(plan=plan, engine=None, log=log, hardware_path=hw_path or "",
                         launch_command=launch_command, fault=fault,
-                        fault_after=int(parsed.sim.get("sim_fault_after") or 0))
+                        fault_after=int(parsed.sim.get("sim_fault_after") or 0), sim_speed=speed)
     try:
         server = SimHTTPServer(host, port, state)
     except OSError as e:
@@ -137,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             die_sigkill()
 
         state.engine = EngineLoop(plan, log.line, seed=parsed.fields.get("random_seed"),
-                                  speedup=float(parsed.sim.get("sim_speedup") or 1.0), fault=fault,
+                                  speedup=float(parsed.sim.get("sim_speedup") or 1.0), speed=speed.speed,
+                                  fault=fault,
                                   fault_after=state.fault_after, on_crash=crash)
         state.engine.start()
 

@@ -193,7 +193,8 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 # Options of the simulator itself (never passed to a real SGLang).
-SIM_DESTS = ("sim_hardware", "sim_startup_s", "sim_stack", "sim_fault", "sim_fault_after", "sim_speedup")
+SIM_DESTS = ("sim_hardware", "sim_startup_s", "sim_stack", "sim_fault", "sim_fault_after", "sim_speedup",
+             "sim_machine", "sim_scale", "sim_start_seed")
 SIM_FAULTS = (
     "crash-at-start", "crash-mid-stream", "hang-before-ready", "hang-mid-stream", "slow-start",
     "http-500", "malformed-sse", "health-no-generate", "wrong-output", "flush-refused",
@@ -297,6 +298,14 @@ def build_parser(version: str, *, sim_options: bool = True) -> argparse.Argument
                        help="mid-stream faults hit after N tokens")
         g.add_argument("--sim-speedup", dest="sim_speedup", type=float, default=1.0,
                        help="divide every simulated duration by this (tests only)")
+        g.add_argument("--sim-machine", dest="sim_machine", default=None,
+                       help="the simulated machine: its speed factor (perfgate.sim.variation; env "
+                            "PERFGATE_SIM_MACHINE, default 'reference', factor 1.0)")
+        g.add_argument("--sim-scale", dest="sim_scale", default=None,
+                       help="multiply the simulated speed by this, e.g. 0.99 = 1 %% slower (env PERFGATE_SIM_SCALE)")
+        g.add_argument("--sim-start-seed", dest="sim_start_seed", default=None,
+                       help="seed of this start's jitter (env PERFGATE_SIM_START_SEED; default --random-seed, "
+                            "else random)")
     return p
 
 

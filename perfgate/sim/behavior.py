@@ -42,7 +42,6 @@ from perfgate.sim.launch.memory import graph_bs_list
 from perfgate.sim.launch.tracebacks import CAPTURE_FRAMES, SGL, capture_fail, capture_failed_hint, sched_fail
 from perfgate.sim.plan import PHASES, Failure, LaunchPlan, LogLine, MemoryPlan, SpecSetup, distinct_experts
 
-
 __all__ = [
     "Failure", "LaunchPlan", "LogLine", "MemoryPlan", "SpecSetup", "simulate_launch", "plan_from_args",
     "graph_bs_list", "capture_failed_hint", "distinct_experts", "PHASES",

@@ -3,8 +3,9 @@
 Each iteration is either a prefill of newly admitted requests (first token) or one decode
 iteration advancing every running request: one token without speculation, or the accepted
 tokens of one speculative cycle (draft + verify). Durations come from the
-:class:`~perfgate.sim.behavior.LaunchPlan`; the thread sleeps until each step's deadline on a
-monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
+:class:`~perfgate.sim.behavior.LaunchPlan`, divided by the start's speed (the simulated machine,
+its start jitter and ``PERFGATE_SIM_SCALE``: :mod:`perfgate.sim.variation`); the thread sleeps until
+each step's deadline on a monotonic schedule (``deadline += duration``), so sleep overshoot does not accumulate.
 
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
@@ -109,7 +110,7 @@ class EngineLoop:
     """The scheduler thread; submit requests, read their ``events`` queue for progress."""
 
     def __init__(self, plan: LaunchPlan, log: Callable[[str], None], *, seed: int | None = None,
-                 speedup: float = 1.0, fault: str | None = None, fault_after: int = 3,
+                 speedup: float = 1.0, speed: float = 1.0, fault: str | None = None, fault_after: int = 3,
                  on_crash: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -119,6 +120,9 @@ class EngineLoop:
         self._log = log
         self.seed = seed if seed is not None else random.SystemRandom().randrange(1 << 30)
         self.speedup = max(1e-6, speedup)
+        # the simulated machine's speed on this start (perfgate.sim.variation.SimSpeed.speed): every modelled
+        # step takes 1/speed as long; unlike the speedup, the client does not scale it back
+        self.speed = max(1e-6, speed)
         self.fault = fault
         self.fault_after = max(0, fault_after)
         self.on_crash = on_crash
@@ -233,7 +237,7 @@ class EngineLoop:
                 r.cached_tokens = self._cache.match_and_insert(r.input_ids) if self.radix else 0
                 compute += len(r.input_ids) - r.cached_tokens
                 cached_total += r.cached_tokens
-        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speedup
+        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speed / self.speedup
         self._deadline += dur
         self._sleep_until(self._deadline)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
@@ -258,7 +262,7 @@ class EngineLoop:
 
     def _decode(self, batch: list[SimRequest], queued: int) -> None:
         plan = self.plan
-        dur = plan.step_s(len(batch)) / self.speedup
+        dur = plan.step_s(len(batch)) / self.speed / self.speedup
         self._deadline += dur
         self._sleep_until(self._deadline)
         spec = plan.spec

@@ -15,7 +15,6 @@ from perfgate.errors import ServerExitedError
 from perfgate.sim.allreduce import CommSetup
 from perfgate.sim.hardware import Hardware
 
-
 #: the start-up phases a failure or a log line belongs to, in order
 PHASES = ("args", "validate", "distributed", "load", "model_init", "kv_cache", "cuda_graph", "serve")
 

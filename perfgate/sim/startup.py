@@ -178,7 +178,8 @@ class Startup:
                  f"available_gpu_mem={avail:.2f} GB")
         t = self.timings
         log.line("Engine startup timings (s): "
-                 f"load_weight={t.get('load_weight', 0):.2f}, kv_cache_allocation={t.get('kv_cache_allocation', 0):.2f}, "
+                 f"load_weight={t.get('load_weight', 0):.2f}, "
+                 f"kv_cache_allocation={t.get('kv_cache_allocation', 0):.2f}, "
                  f"scheduler_e2e={sum(t.values()):.2f}, cuda_graph={{prefill=0.00, "
                  f"decode={t.get('target_decode', 0):.2f}, target_verify={t.get('target_verify', 0):.2f}, "
                  f"draft_prefill=0.00, draft_decode={t.get('draft_decode', 0):.2f}, "

@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.procs import free_port
+from perfgate.profiles.shipped import shipped_root
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim"
+#: the simulated boxes perfgate ships (perfgate.profiles.shipped)
+FIXTURES = (shipped_root() or Path.cwd()) / "fixtures" / "sim"
 SEED_BOX = FIXTURES / "rtxpro6000-x8-pcie.toml"
 H100_BOX = FIXTURES / "h100-x8-nvlink.toml"
-_SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
+_SIM_ENV = ("PERFGATE_SIM_STACK", "PERFGATE_SIM_FAULT", "PERFGATE_SIM_MACHINE", "PERFGATE_SIM_SCALE",
+            "PERFGATE_SIM_START_SEED", "SGLANG_SIMULATE_ACC_LEN", "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE")
 
 
 @dataclass

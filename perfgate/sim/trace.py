@@ -10,7 +10,8 @@ tensor-parallel rank, in torch's Chrome-trace format, with SGLang's spans (``ste
 The kernels are the cost model's forward pass cut into the kernels a real trace shows (names from real
 H200 traces for GEMMs, attention and norms; the all-reduce kernel of the backend the launch ended up
 with): per layer QKV GEMM, attention, O GEMM, an all-reduce, a fused add+RMSNorm, the MLP (or MoE), the
-second all-reduce, another norm. Their durations add up to the step the simulator sleeps, so a trace's
+second all-reduce, another norm. Their durations add up to the step the simulator sleeps (divided by
+the simulated machine's speed, :mod:`perfgate.sim.variation`, as the engine's steps are), so a trace's
 step time is the model's, whatever ``--sim-speedup`` does to the wall clock. The rank that reaches an
 all-reduce first waits inside it for the others (``[cost] rank_skew_us``, default 0: rank 0 waits that
 long per all-reduce, the last rank not at all), the kernels before it shorter by as much.
@@ -51,7 +52,8 @@ ALLREDUCE = {
     "torch_symm_mem": "void c10d::symmetric_memory::one_shot_all_reduce_kernel<c10::BFloat16, {n}>(c10::BFloat16**, "
                       "c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
     "flashinfer_ar_fusion": "void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport"
-                            "<__nv_bfloat16, {n}, true, true>(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams)",
+                            "<__nv_bfloat16, {n}, true, true>"
+                            "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams)",
 }
 NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_{algo}_{proto}(ncclDevKernelArgsStorage<4096ul>)"
 NCCL_ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -169,8 +171,10 @@ def step_kernels(plan: LaunchPlan, stage: str, batch: int, tokens: int = 0, *,
 class TraceRecorder:
     """``/start_profile`` and ``/stop_profile`` of the simulated server; fed every engine step."""
 
-    def __init__(self, plan: LaunchPlan, log: Callable[[str], None], clock_us: Callable[[], float]) -> None:
+    def __init__(self, plan: LaunchPlan, log: Callable[[str], None], clock_us: Callable[[], float], *,
+                 speed: float = 1.0) -> None:
         self.plan = plan
+        self.speed = max(1e-6, speed)  # the start's machine speed (perfgate.sim.variation): kernels take 1/speed
         self._log = log
         self._clock_us = clock_us
         self._lock = threading.Lock()
@@ -250,7 +254,8 @@ class TraceRecorder:
             t = t0
             for span, kernels in step_kernels(self.plan, stage, batch, tokens, rank=rank):
                 start = t
-                for name, us in kernels:
+                for name, model_us in kernels:
+                    us = model_us / self.speed
                     if name:
                         ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": rank, "tid": 7, "ts": t,
                                    "dur": us, "args": {"device": rank, "stream": 7}})

@@ -6,7 +6,8 @@ self-describing. Every piece that cannot be found is the string ``"unknown"``.
 
 :func:`detect_stack` measures this box's stack from the probes of :mod:`perfgate.stack.probes`
 and never raises; stack conditions over a stack (``flashinfer < 0.8 and sm == 12.0``) are
-:mod:`perfgate.stack.conditions`.
+:mod:`perfgate.stack.conditions`. Which machine it was (GPU UUIDs, power limit, clocks, a hashed host id)
+is :mod:`perfgate.stack.machine`, and its session-start calibration :mod:`perfgate.stack.calibration`.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def simulated_stack(hardware_file: Path, overrides: Mapping[str, str] | None = N
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{path}: simulated hardware file not found; fix: pass an existing fixtures/sim/*.toml") from None
+        raise ConfigError(f"{path}: simulated hardware file not found; "
+                          "fix: pass an existing fixtures/sim/*.toml") from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: cannot read simulated hardware file: {e}") from None
     hw = data.get("hardware", {})

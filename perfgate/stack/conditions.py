@@ -22,7 +22,6 @@ from perfgate.errors import ConfigError
 from perfgate.stack import NAME_KEYS, UNKNOWN, VERSION_KEYS, Stack, _canonical_key
 from perfgate.versions import compare, is_version
 
-
 _OPS = ("<=", ">=", "==", "!=", "<", ">")
 _CLAUSE = re.compile(
     r"""\s*(?P<key>[A-Za-z_][A-Za-z0-9_-]*)\s*

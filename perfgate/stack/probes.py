@@ -19,7 +19,6 @@ from typing import Any
 
 from perfgate import gpu
 
-
 #: what a probe reports for a piece it cannot find (every field of a Stack starts as this)
 UNKNOWN = "unknown"
 _NCCL_TIMEOUT_S = 30.0

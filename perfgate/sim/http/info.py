@@ -109,6 +109,11 @@ class InfoEndpoints(HandlerBase):
             "perfgate_sim_allreduce_backend": plan.allreduce_backend_name,
             "perfgate_sim_fault": st.fault,
             "perfgate_sim_speedup": eng.speedup,
+            # the simulated machine (perfgate.sim.variation): its speed factor, this start's jitter, the scale
+            "perfgate_sim_machine": st.sim_speed.machine,
+            "perfgate_sim_machine_factor": st.sim_speed.factor,
+            "perfgate_sim_start_jitter": st.sim_speed.jitter,
+            "perfgate_sim_scale": st.sim_speed.scale,
         })
         self._json(200, info)
 
@@ -152,7 +157,8 @@ class InfoEndpoints(HandlerBase):
             "# TYPE sglang:gen_throughput gauge", f"sglang:gen_throughput{{{lab}}} {eng.last_gen_throughput}",
             "# TYPE sglang:is_cuda_graph gauge",
             f"sglang:is_cuda_graph{{{lab}}} {1 if st.plan.decode_graph_bs else 0}",
-            "# TYPE sglang:prompt_tokens_total counter", f"sglang:prompt_tokens_total{{{lab}}} {eng.prompt_tokens_total}",
+            "# TYPE sglang:prompt_tokens_total counter",
+            f"sglang:prompt_tokens_total{{{lab}}} {eng.prompt_tokens_total}",
             "# TYPE sglang:generation_tokens_total counter",
             f"sglang:generation_tokens_total{{{lab}}} {eng.generation_tokens_total}",
             "# TYPE sglang:num_requests_total counter", f"sglang:num_requests_total{{{lab}}} {eng.requests_total}",

@@ -74,7 +74,7 @@ class NativeGenerate(GenerationBase):
                 if with_text:
                     out = {"text": self._detok(ids[:produced]), **out}
                 if self._batch_of_one:
-                    self._json(200, [{**out, "index": 0}])  # type: ignore[arg-type]
+                    self._json(200, [{**out, "index": 0}])
                     return
                 self._json(200, out)
                 return

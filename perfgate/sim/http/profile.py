@@ -37,6 +37,6 @@ class ProfileEndpoints(HandlerBase):
         with st.lock:
             if st.tracer is None:
                 eng = self._engine()
-                st.tracer = TraceRecorder(st.plan, st.log.line, lambda: eng._clock() * 1e6)
+                st.tracer = TraceRecorder(st.plan, st.log.line, lambda: eng._clock() * 1e6, speed=eng.speed)
                 eng.on_step = st.tracer.on_step
             return st.tracer

@@ -11,6 +11,7 @@ from perfgate.sim.behavior import LaunchPlan
 from perfgate.sim.engine_loop import EngineLoop
 from perfgate.sim.log import SimLog
 from perfgate.sim.trace import TraceRecorder
+from perfgate.sim.variation import SimSpeed
 
 
 @dataclass(eq=False)
@@ -27,6 +28,7 @@ class ServerState:
     ready: threading.Event = field(default_factory=threading.Event)
     shutdown: threading.Event = field(default_factory=threading.Event)
     startup_time: float | None = None
+    sim_speed: SimSpeed = field(default_factory=SimSpeed)  # the simulated machine on this start
     tracer: TraceRecorder | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 

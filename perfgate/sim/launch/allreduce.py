@@ -9,7 +9,6 @@ from perfgate.sim.launch.tracebacks import SGL, sched_fail
 from perfgate.sim.plan import Failure
 from perfgate.versions import version_at_least
 
-
 # _FLASHINFER_ALLREDUCE_FUSION_ARCHS (architecture name prefixes)
 FUSION_ARCH_PREFIXES = (
     "DeepseekV3", "DeepseekV32", "DeepseekV4", "GptOss", "GlmMoeDsa", "Glm4Moe", "MistralLarge3",

@@ -8,7 +8,6 @@ from perfgate.sim.launch.tracebacks import SGL, main_fail
 from perfgate.sim.plan import Failure
 from perfgate.versions import version_at_least
 
-
 A2A_DISPLAY = {"deepep": "DeepEP", "deepep_v2": "DeepEP", "flashinfer": "FlashInfer", "mooncake": "Mooncake",
                "nixl": "NIXL", "mori": "MORI", "megamoe": "MegaMoE", "pplx": "PPLX",
                "flashinfer_megamoe": "FlashInfer MegaMoE", "ascend_fuseep": "Ascend FuseEP"}

@@ -7,7 +7,6 @@ from perfgate.sim.launch import LaunchState
 from perfgate.sim.launch.tracebacks import SGL, main_fail
 from perfgate.sim.plan import Failure, SpecSetup
 
-
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 # architectures whose auto speculative params are (steps 5, topk 4, draft tokens 8); others (3, 1, 4)
 WIDE_SPEC_ARCHS = ("LlamaForCausalLM", "Grok1ForCausalLM")
@@ -64,7 +63,8 @@ def resolve_flags(b: LaunchState) -> Failure | None:
 
 
 def setup(b: LaunchState) -> SpecSetup:
-    """The resolved speculative decoding, with the acceptance length (``SGLANG_SIMULATE_ACC_LEN`` overrides the box's)."""
+    """The resolved speculative decoding, with the acceptance length (``SGLANG_SIMULATE_ACC_LEN`` overrides the
+    box's)."""
     a, hw = b.a, b.hw
     algo = a["speculative_algorithm"]
     steps, topk, ndt = a["speculative_num_steps"], a["speculative_eagle_topk"], a["speculative_num_draft_tokens"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from perfgate.sim.plan import Failure
 from perfgate.versions import version_at_least
 
-
 SGL = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 
 
@@ -46,7 +45,8 @@ def capture_failed_hint(version: str) -> str:
         return ("Possible solutions:\n"
                 "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
                 "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
-                "3. disable CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)\n"
+                "3. disable CUDA graph by --cuda-graph-backend-decode=disabled. "
+                "(Not recommended. Huge performance loss)\n"
                 "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ")
     return ("Possible solutions:\n"
             "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
@@ -63,7 +63,8 @@ def capture_fail(version: str, phase_frames: list[tuple[str, int, str, str]], er
 
 
 CAPTURE_FRAMES = [
-    (f"{SGL}/model_executor/model_runner.py", 2210, "init_device_graphs", "self.graph_runner = DecodeCudaGraphRunner(self)"),
+    (f"{SGL}/model_executor/model_runner.py", 2210, "init_device_graphs",
+     "self.graph_runner = DecodeCudaGraphRunner(self)"),
     (f"{SGL}/model_executor/runner/decode_cuda_graph_runner.py", 388, "__init__",
      'raise Exception(f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}")'),
 ]

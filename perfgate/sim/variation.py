@@ -1,0 +1,138 @@
+"""The simulator varies like hardware: a speed per simulated machine, a jitter per server start, a scale.
+
+Real H200s of one model are not equally fast. One stack and config (SGLang 0.5.17, batch-1 decode, dummy
+Llama-3.1-8B) decoded at these means on four machines (issue 22): A 210.45 tok/s (5 starts, 210.42-210.48),
+B 212.6 (3 starts, 212.5-212.7), C 205.46 (1 start), D 212.7 (1 start). Their sample standard deviation
+is 3.39 tok/s around a mean of 210.30: **1.61 %** (the sd of their logarithms is 1.62 %), so a simulated
+machine's speed factor is drawn from a lognormal with sd :data:`MACHINE_SD` = 1.6 %. Restart to restart on
+one machine, A spans 0.03 % over 5 starts and B 0.09 % over 3 (range / d2: sd 0.012 % and 0.056 %), so
+every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider of the two.
+
+- :func:`machine_factor`: the speed factor of a machine name, seeded by the name (sha256 -> a uniform ->
+  the normal quantile), so it is the same in every process and over many names follows the lognormal
+  exactly. :data:`REFERENCE` (the default, ``PERFGATE_SIM_MACHINE`` unset) is exactly 1.0: the shipped
+  simulated floors and the seed table are the reference machine's.
+- :func:`start_jitter`: one start's factor, seeded by ``--sim-start-seed`` (``PERFGATE_SIM_START_SEED``) when
+  given (so a test is reproducible), else random: like a GPU's, a start's state is not the model's
+  ``--random-seed``, which the shipped profiles fix.
+- ``PERFGATE_SIM_SCALE`` (:func:`parse_scale`, default 1.0): a multiplier on the simulated speed, to
+  inject a known regression (0.99 = every step 1 % slower, decode tok/s 1 % lower).
+
+:class:`SimSpeed` is a start's product of the three; the engine divides every step's modelled duration by
+it (:mod:`perfgate.sim.engine_loop`), and so does the trace. The simulated box's calibration (the machine
+fingerprint's HBM copy and bf16 GEMM figures) is :func:`modelled_calibration`: nominal figures for the GPU
+times the machine factor. Nothing here imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = ["MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "check_machine_name", "machine_factor",
+           "modelled_calibration", "parse_scale", "sim_gpu_uuid", "start_jitter"]
+
+#: the simulated machine when PERFGATE_SIM_MACHINE is unset; its factor is exactly 1.0
+REFERENCE = "reference"
+#: sd of log(speed) between machines of one model (four H200s, see the module docstring)
+MACHINE_SD = 0.016
+#: sd of log(speed) between server starts on one machine
+START_SD = 0.0005
+MACHINE_ENV = "PERFGATE_SIM_MACHINE"
+SCALE_ENV = "PERFGATE_SIM_SCALE"
+START_SEED_ENV = "PERFGATE_SIM_START_SEED"
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+#: (HBM copy GB/s, bf16 GEMM TFLOP/s) the reference machine's calibration measures, by GPU name (a
+#: substring, lower case). H200: what one real H200 measured (2026-12-01, two calibrations: 4137 and 4130
+#: GB/s, 753 and 765 TFLOP/s); the others: nominal bandwidth x ~0.85, nominal dense bf16 x ~0.75
+NOMINAL: tuple[tuple[str, float, float], ...] = (
+    ("h200", 4130.0, 760.0),
+    ("h100", 2850.0, 700.0),
+    ("rtx pro 6000", 1530.0, 380.0),
+)
+DEFAULT_NOMINAL = (1000.0, 200.0)
+
+
+def check_machine_name(name: str) -> str | None:
+    """Why ``name`` cannot name a simulated machine (letters, digits, ``._-``, up to 64), or None."""
+    if _NAME.fullmatch(name):
+        return None
+    return (f"{MACHINE_ENV}={name!r}: a simulated machine name is 1-64 letters, digits, '.', '_' or '-' "
+            f"(starting with a letter or digit); fix: e.g. {MACHINE_ENV}=h200-b")
+
+
+def _unit(text: str) -> float:
+    """A uniform in (0, 1) from sha256 of ``text`` (53 bits)."""
+    x = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 11
+    return (x + 0.5) / float(1 << 53)
+
+
+def machine_factor(name: str) -> float:
+    """The speed factor of simulated machine ``name``: exp(MACHINE_SD * z), z the normal quantile of a
+    uniform hashed from the name; exactly 1.0 for :data:`REFERENCE`."""
+    if name == REFERENCE:
+        return 1.0
+    return math.exp(MACHINE_SD * NormalDist().inv_cdf(_unit(f"perfgate-sim-machine:{name}")))
+
+
+def start_jitter(seed: int | str | None, machine: str = REFERENCE) -> float:
+    """One server start's factor exp(START_SD * z): seeded by ``seed`` (with the machine) when given, else
+    from the system's randomness."""
+    if seed is None:
+        z = random.SystemRandom().gauss(0.0, 1.0)
+    else:
+        z = random.Random(f"perfgate-sim-start:{machine}:{seed}").gauss(0.0, 1.0)
+    return math.exp(START_SD * z)
+
+
+def parse_scale(text: str | None) -> float:
+    """``PERFGATE_SIM_SCALE`` as a number > 0 (empty: 1.0); raises ValueError naming the variable and the fix."""
+    if text is None or not str(text).strip():
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{SCALE_ENV}={text!r}: expected a speed multiplier > 0; fix: e.g. {SCALE_ENV}=0.99 "
+                         f"for a 1 % slower simulated server, or unset it")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimSpeed:
+    """The speed of one simulated server start: machine factor x start jitter x scale."""
+
+    machine: str = REFERENCE
+    factor: float = 1.0
+    jitter: float = 1.0
+    scale: float = 1.0
+
+    @property
+    def speed(self) -> float:
+        """How much faster than the cost model every step runs (below 1: slower)."""
+        return self.factor * self.jitter * self.scale
+
+    @classmethod
+    def for_start(cls, machine: str = REFERENCE, *, seed: int | str | None = None, scale: float = 1.0) -> SimSpeed:
+        return cls(machine=machine, factor=machine_factor(machine), jitter=start_jitter(seed, machine), scale=scale)
+
+
+def modelled_calibration(machine: str, gpu: str) -> tuple[float, float]:
+    """(HBM copy GB/s, bf16 GEMM TFLOP/s) a calibration of simulated ``machine`` with GPU ``gpu`` reports:
+    the GPU's nominal figures (:data:`NOMINAL`) times the machine factor."""
+    g = gpu.lower()
+    hbm, gemm = next(((h, t) for key, h, t in NOMINAL if key in g), DEFAULT_NOMINAL)
+    f = machine_factor(machine)
+    return hbm * f, gemm * f
+
+
+def sim_gpu_uuid(machine: str, index: int) -> str:
+    """The UUID of GPU ``index`` of a simulated machine: ``GPU-sim-<machine>-<index>``."""
+    return f"GPU-sim-{machine}-{index}"

@@ -1,0 +1,20 @@
+"""The paired stack comparison (marker ``stack_pair``): one record per mode, the current stack against the
+candidate stack (``--perfgate-candidate``) on this box.
+
+Both arms are measured in this session, their server starts interleaved (``--perfgate-starts N``: current 1,
+candidate 1, current 2, candidate 2, ...), and the record concludes from the candidate/current ratio of each
+start pair (``perfgate.judge.paired``): pass when the same or faster, fail (slower-than-baseline) when slower
+beyond noise and the profile's min_effect, inconclusive when undecided. Without a candidate each record skips.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.stack_pair
+
+
+@pytest.mark.perfgate(kind="stack-pair")
+def test_stack_pair(perf, perf_case):
+    """The candidate stack is not slower than the current one on this box, judged on interleaved start pairs."""
+    from perfgate.stackpair import DECIDES
+
+    perf.conclude(perf_case, perf.stack_pair(perf_case), decides=DECIDES)

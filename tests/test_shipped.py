@@ -1,0 +1,63 @@
+"""What perfgate ships (perfgate/profiles/shipped.py) is found from any project root; a file of the user's
+with the same relative path wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfgate.profiles.load import load_profile, resolve_profile
+from perfgate.profiles.reader import resolve_path
+from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE, SHIPPED, shipped_file, shipped_root
+
+
+def test_every_shipped_pattern_names_files() -> None:
+    root = shipped_root()
+    assert root is not None
+    for pattern in SHIPPED:
+        assert list(root.glob(pattern)), pattern
+
+
+def test_a_relative_path_to_a_shipped_box_resolves_outside_the_checkout(tmp_path: Path) -> None:
+    got = resolve_path(tmp_path, "fixtures/sim/h100-x8-nvlink.toml")
+    assert got == shipped_file("fixtures/sim/h100-x8-nvlink.toml") and got.is_file()
+    assert resolve_path(tmp_path, "fixtures/prompts/random-ids-128.jsonl").is_file()
+
+
+def test_a_file_of_ones_own_wins_over_the_shipped_copy(tmp_path: Path) -> None:
+    own = tmp_path / "fixtures" / "prompts" / "random-ids-128.jsonl"
+    own.parent.mkdir(parents=True)
+    own.write_text('{"input_ids": [1, 2]}\n')
+    assert resolve_path(tmp_path, "fixtures/prompts/random-ids-128.jsonl") == own
+
+
+def test_only_listed_files_are_shipped(tmp_path: Path) -> None:
+    assert shipped_file("fixtures/models/llama-3.1-8b/config.json") is None  # in the checkout, not in the wheel
+    assert shipped_file("baselines/h200-x1/llama-3.1-8b-dummy.toml") is None
+    assert shipped_file("../fixtures/sim/h100-x8-nvlink.toml") is None
+    assert resolve_path(tmp_path, "fixtures/models/x") == tmp_path / "fixtures/models/x"  # named in the error
+
+
+def test_the_default_simulated_profile_is_found_by_name_and_loads(tmp_path: Path) -> None:
+    path = resolve_profile("sim-rtxpro6000-x8/kimi-k2.5", tmp_path)
+    assert path == shipped_file(DEFAULT_SIM_PROFILE)
+    prof = load_profile(path)
+    assert prof.simulated and prof.engine.sim_hardware is not None and prof.engine.sim_hardware.is_file()
+    assert prof.workload.prompts.is_file()
+
+
+def test_the_writer_refuses_the_installed_shipped_copy(tmp_path: Path, monkeypatch) -> None:
+    """--perfgate-update-baselines on the shipped default profile would write inside site-packages."""
+    import pytest
+
+    from perfgate import baseline_update
+    from perfgate.errors import ConfigError
+    from perfgate.profiles import shipped
+
+    packaged = tmp_path / "site-packages" / "perfgate" / "data" / "project"
+    prof = packaged / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+    prof.parent.mkdir(parents=True)
+    prof.write_text("schema_version = 1\n")
+    monkeypatch.setattr(shipped, "_PACKAGED", packaged)
+    with pytest.raises(ConfigError, match="copy of the profile that perfgate ships.*into your project's baselines/"):
+        baseline_update.write_profile(prof, "schema_version = 1\n# changed\n")
+    assert prof.read_text() == "schema_version = 1\n"

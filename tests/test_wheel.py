@@ -1,0 +1,87 @@
+"""perfgate works outside a checkout: the wheel, installed into a fresh virtualenv, runs a test of the user's
+own in an empty directory on the simulated seed box (its boxes, prompt sets and default profile ship with
+it, perfgate/profiles/shipped.py), as the README's main job does in a checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+from perfgate.profiles.shipped import SHIPPED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+USER_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="decode", modes=["baseline"])
+
+
+def test_decode_speed(perf_server, measure, perf_check):
+    m = measure(perf_server, max_new_tokens=32, trials=3)
+    perf_check(m, "tok_s")
+'''
+
+
+def _source_copy(dest: Path) -> Path:
+    """What the wheel is built from: the package, its build files and the shipped data (no stale build/)."""
+    shutil.copytree(ROOT / "perfgate", dest / "perfgate", ignore=shutil.ignore_patterns("__pycache__", "project"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    for pattern in SHIPPED:
+        for src in ROOT.glob(pattern):
+            out = dest / src.relative_to(ROOT)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, out)
+    return dest
+
+
+def _fresh_venv(path: Path) -> Path:
+    """A virtualenv that sees this environment's dependencies (no download), but not its perfgate: a path
+    line in a .pth file adds the site-packages directory without running its .pth files, so the editable
+    install's finder stays out."""
+    venv.create(path, with_pip=False)
+    py = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    deps = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    (Path(site) / "_perfgate_test_deps.pth").write_text("\n".join(deps) + "\n")
+    return py
+
+
+@pytest.mark.slow
+def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> None:
+    src = _source_copy(tmp_path / "src")
+    dist = tmp_path / "dist"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    (wheel,) = dist.glob("perfgate-*.whl")
+    py = _fresh_venv(tmp_path / "venv")
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
+                           "-q", str(wheel)], capture_output=True, text=True, timeout=600)
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+
+    work = tmp_path / "empty"
+    work.mkdir()
+    (work / "test_mine.py").write_text(textwrap.dedent(USER_TEST))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERFGATE_", "PYTEST_", "PYTHONPATH"))}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the simulated seed box, even on a GPU machine
+    where = subprocess.run([str(py), "-c", "import perfgate; print(perfgate.__file__)"], cwd=work, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).is_relative_to(tmp_path / "venv"), where  # the wheel's perfgate, not the checkout's
+
+    run = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--junitxml=run.xml"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "1 passed" in out and "SIMULATED" in out, out
+    assert "perfgate/data/project/baselines/sim-rtxpro6000-x8/kimi-k2.5.toml" in (work / "run.xml").read_text()
+    assert sorted(p.name for p in work.iterdir() if p.name != "perfgate-logs") == ["run.xml", "test_mine.py"]
