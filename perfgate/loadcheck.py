@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from perfgate.crossover import Crossover, Point, crossover, predicted
 from perfgate.metrics import RECORD_METRICS, Measurement
+from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.verdict import Verdict, pct
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float,
     p = perf.state.profile
     fl = p.floors.get(case.mode)
     lim = fl.limit(metric) if fl is not None else None
-    tol = fl.tolerance if fl is not None else 0.03
+    tol = fl.tolerance if fl is not None else DEFAULT_TOLERANCE
     return lim, tol, f"{p.path}, [floors.{case.mode}] {metric}"
 
 
