@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                 sent = sorted(o.sent_s for o in outs if o.sent_s is not None)
                 row = {"rate": rate, "requests": n, "lag_ms_p50": statistics.median(lags),
                        "lag_ms_p99": percentile(lags, 99), "lag_ms_max": max(lags),
-                       "achieved_rps": (len(sent) - 1) / (sent[-1] - sent[0]), "failed": sum(not o.success for o in outs),
+                       "achieved_rps": (len(sent) - 1) / (sent[-1] - sent[0]),
+                       "failed": sum(not o.success for o in outs),
                        "cpu_ms_per_request": 1000 * cpu / n, "bound_ms": max_lag_ms(slo, rate), "wall_s": wall}
                 row["behind"] = row["lag_ms_p99"] > row["bound_ms"]
                 rows.append(row)

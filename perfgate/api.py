@@ -146,16 +146,19 @@ class Measure:
 
         perf = self._perf
         loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
-        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf), trials=_shared_trials(perf))
+        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
 
     def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
         unknown = set(overrides) - set(MEASURE_KEYS)
         if unknown:
-            raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+            raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; "
+                            f"known: {', '.join(MEASURE_KEYS)}")
         perf = self._perf
         w = perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
         trials = perf.state.profile.slo.get(server.mode)
-        given = {"max_new_tokens": _shared_tokens(perf), **({"trials": trials.trials} if trials and trials.trials else {}),
+        given = {"max_new_tokens": _shared_tokens(perf),
+                 **({"trials": trials.trials} if trials and trials.trials else {}),
                  **{k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}}
         return replace(w, **given)
 

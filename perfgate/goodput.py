@@ -194,22 +194,23 @@ def judge_level(rate: float, trials: Sequence[LoadTrial], slo: Slo) -> LoadLevel
     good = stat([t.goodput_rps for t in trials if t.goodput_rps is not None])
     p99 = {k: statistics.median(xs) for k in sorted({k for t in trials for k in t.p99})
            if (xs := [t.p99[k] for t in trials if k in t.p99])}
-    base = dict(rate=rate, trials=tuple(trials), limiting=limiting, attainment=att, goodput=good,
-                send_lag_ms_p99=lag, values=values, p99=p99)
+
+    def level(meets: bool | None, why: str) -> LoadLevel:
+        return LoadLevel(rate=rate, trials=tuple(trials), meets=meets, limiting=limiting, why=why, attainment=att,
+                         goodput=good, send_lag_ms_p99=lag, values=values, p99=p99)
+
     bound = max_lag_ms(slo, rate)
     if lag is not None and lag > bound:
-        return LoadLevel(meets=None, why=(f"the sender fell behind its schedule at {rate:g} req/s: send lag p99 "
-                                          f"{lag:.1f} ms > {bound:.3g} ms (the client's limit on this machine, not "
-                                          f"the server's)"), **base)
+        return level(None, f"the sender fell behind its schedule at {rate:g} req/s: send lag p99 {lag:.1f} ms > "
+                           f"{bound:.3g} ms (the client's limit on this machine, not the server's)")
     if len(trials) < MIN_TRIALS:
-        return LoadLevel(meets=None, why=(f"noise unknown: {len(trials)} trial(s) at {rate:g} req/s (it needs at "
-                                          f"least {MIN_TRIALS})"), **base)
+        return level(None, f"noise unknown: {len(trials)} trial(s) at {rate:g} req/s (it needs at least {MIN_TRIALS})")
     over = [f"{k} {values[k]:.4g} ms > {b.limit_ms:g}" for b in slo.bounds if (k := b.key) in values
             and values[k] > b.limit_ms]
     if over or att < slo.attainment:
         what = "; ".join(over + ([f"attainment {att:.3f} < {slo.attainment:g}"] if att < slo.attainment else []))
-        return LoadLevel(meets=False, why=f"{rate:g} req/s misses the SLOs: {what}", **base)
-    return LoadLevel(meets=True, why=f"{rate:g} req/s meets the SLOs (attainment {att:.3f})", **base)
+        return level(False, f"{rate:g} req/s misses the SLOs: {what}")
+    return level(True, f"{rate:g} req/s meets the SLOs (attainment {att:.3f})")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,16 @@ import pytest
 
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.load import load_profile
-from tests.test_profiles import GOOD, project, write  # noqa: F401  (project is a fixture)
+from tests.test_profiles import GOOD, write
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "baselines" / "hw").mkdir(parents=True)
+    (tmp_path / "fixtures" / "prompts").mkdir(parents=True)
+    (tmp_path / "fixtures" / "prompts" / "p.jsonl").write_text('{"input_ids": [1, 2, 3]}\n')
+    return tmp_path
+
 
 SLO = """
 [slo]

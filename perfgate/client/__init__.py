@@ -12,8 +12,8 @@ carries several tokens. So tokens are counted from ``completion_tokens``, never 
 """
 
 from perfgate.client.batch import run_batch
-from perfgate.client.schedule import ARRIVALS, Schedule, arrival_offsets, run_open_loop
 from perfgate.client.blocking import flush_cache, get_json, stream_generate
+from perfgate.client.schedule import ARRIVALS, Schedule, arrival_offsets, run_open_loop
 from perfgate.client.stream import SPEEDUP_HEADER, GenRequest, RequestOutput, SSEParser, StreamState
 
 __all__ = ["GenRequest", "RequestOutput", "SSEParser", "StreamState", "SPEEDUP_HEADER", "run_batch",

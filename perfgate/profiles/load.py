@@ -13,9 +13,9 @@ from typing import Any
 
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
 from perfgate.profiles import SCHEMA_VERSION, Profile, limits, sections
-from perfgate.profiles.slo import slo as slo_section
 from perfgate.profiles.reader import TableReader
 from perfgate.profiles.simbox import check_sim_box
+from perfgate.profiles.slo import slo as slo_section
 
 if sys.version_info >= (3, 11):
     import tomllib

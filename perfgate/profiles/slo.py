@@ -1,7 +1,8 @@
 """``[slo]``: the SLOs each mode is held to under load, and how its goodput is searched.
 
     [slo]                         # every mode
-    ttft_ms_p99 = 500             # <metric>_p<q> = limit in ms (q in (0, 100]; p99_9 is 99.9; no suffix: every request)
+    ttft_ms_p99 = 500             # <metric>_p<q> = limit in ms (q in (0, 100]; p99_9 is 99.9;
+                                  #   no suffix: every request)
     itl_ms_p99 = 50
     attainment = 0.99             # the share of requests that must meet every bound
     [slo.eagle3]                  # one mode: its keys replace the shared ones
@@ -22,9 +23,9 @@ from perfgate.profiles.reader import TableReader, _close
 
 _BOUND = re.compile(r"^(?P<metric>[a-z0-9]+_ms)(?:_p(?P<q>\d+(?:_\d+)?))?$")
 #: the keys of ``[slo]`` that are not bounds
-SETTINGS = frozenset({"attainment", "max_send_lag_ms", "max_send_lag_gap", "arrival", "requests", "duration_s", "seed", "rate_start",
-                      "rate_max", "resolution", "max_levels", "crossover_levels", "max_new_tokens",
-                      "trials"})
+SETTINGS = frozenset({"attainment", "max_send_lag_ms", "max_send_lag_gap", "arrival", "requests", "duration_s",
+                      "seed", "rate_start", "rate_max", "resolution", "max_levels", "crossover_levels",
+                      "max_new_tokens", "trials"})
 
 
 def slo(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Any]:
@@ -40,7 +41,8 @@ def slo(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Any]:
                          fix=_close(k, modes))
     out = {}
     for m in modes:
-        own = sr.data.get(m) if isinstance(sr.data.get(m), dict) else {}
+        got = sr.data.get(m)
+        own: dict[str, Any] = got if isinstance(got, dict) else {}
         out[m] = _one(_Merged(r.path, {**shared, **own}, "slo.", r.warnings, own=own, mode=m), m, own)
     return out
 
@@ -62,7 +64,7 @@ def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
 
     where = f"[slo.{mode}]" if own else "[slo]"
     bounds = []
-    for key, v in t.data.items():
+    for key in t.data:
         if key in SETTINGS:
             continue
         m = _BOUND.match(key)

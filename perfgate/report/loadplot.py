@@ -37,7 +37,9 @@ def _json(r: Record, name: str) -> list[dict[str, Any]]:
 
 
 def load_data(report: Report) -> LoadData:
-    good, levels, xs = [], {}, []
+    good: list[tuple[str, float, tuple[float, float] | None, str]] = []
+    levels: dict[str, list[dict[str, Any]]] = {}
+    xs: list[Record] = []
     for r in report.records:
         if r.kind == GOODPUT_KIND and r.num("goodput_rps") is not None:
             good.append((r.mode, float(r.num("goodput_rps") or 0.0), r.metric_ci("goodput_rps"), r.outcome))
