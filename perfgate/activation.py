@@ -54,7 +54,7 @@ def validate_inputs(config: pytest.Config) -> None:
     p = st.profile
     vs = st.variants
     names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
-    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant", "profile"}
+    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant", "profile", "goodput", "crossover"}
     for n in names:
         if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
             from perfgate.profiles.reader import _close

@@ -17,7 +17,7 @@ perfgate's built-in tests::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,8 @@ from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
     from perfgate.config import ServerConfig
+    from perfgate.goodput import LoadLevel
+    from perfgate.loadrun import Goodput, Levels
     from perfgate.record import Case
     from perfgate.runner import PerfRun
 
@@ -121,6 +123,61 @@ class Measure:
                 perf.record(name, st.median)
         return m
 
+    def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
+        """One open-loop ``rate`` (requests per second) on the server, on the schedule of the mode's ``[slo]``,
+        with the workload's trials: a :class:`perfgate.goodput.LoadLevel` judged against the SLOs."""
+        from perfgate.loadrun import measure_rate
+
+        return measure_rate(self._perf, server.case, rate, workload=self._workload(server, overrides))
+
+    def goodput(self, server: PerfServer, **overrides: Any) -> Goodput:
+        """The highest open-loop rate meeting the mode's ``[slo]``: bracketed by doubling from ``rate_start``,
+        then bisected to ``resolution``; ``perf_check(g, "goodput_rps")`` concludes the record on it. Every mode
+        is measured with the same tokens per request (the most any mode's workload asks) unless overridden."""
+        from perfgate.loadrun import measure_goodput
+
+        return measure_goodput(self._perf, server.case, workload=self._workload(server, overrides))
+
+    def levels(self, server: PerfServer, loads: tuple[int, ...] | None = None) -> Levels:
+        """Closed-loop measurements at each of ``loads`` streams (default: the mode's ``[slo]``
+        ``crossover_levels``), every mode with the same tokens per request (the most any mode's workload asks);
+        ``perf_check(levels, "crossover")`` compares a speculative mode's with the baseline's."""
+        from perfgate.loadrun import measure_levels, slo_of
+
+        perf = self._perf
+        loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
+        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
+
+    def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
+        unknown = set(overrides) - set(MEASURE_KEYS)
+        if unknown:
+            raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; "
+                            f"known: {', '.join(MEASURE_KEYS)}")
+        perf = self._perf
+        w = perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
+        trials = perf.state.profile.slo.get(server.mode)
+        given = {"max_new_tokens": _shared_tokens(perf),
+                 **({"trials": trials.trials} if trials and trials.trials else {}),
+                 **{k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}}
+        return replace(w, **given)
+
+
+def _shared_tokens(perf: PerfRun) -> int:
+    """Tokens per request under load, the same in every mode: the baseline's ``[slo] max_new_tokens``, else the
+    most any mode's workload asks."""
+    p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    if slo is not None and slo.max_new_tokens:
+        return int(slo.max_new_tokens)
+    return max(p.workload_for(m).max_new_tokens for m in p.modes)
+
+
+def _shared_trials(perf: PerfRun) -> int | None:
+    p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    return slo.trials if slo is not None else None
+
 
 class Check:
     """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
@@ -137,10 +194,13 @@ class Check:
     def __init__(self, perf: PerfRun) -> None:
         self._perf = perf
 
-    def __call__(self, m: Measurement, metric: str, *, limit: float | None = None,
+    def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
+        from perfgate.loadrun import Goodput, Levels
         from perfgate.verdict import limit_verdict, lost_verdict
 
+        if isinstance(m, (Goodput, Levels)):
+            return self._load(m, metric)
         if metric not in METRICS:
             raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}")
         perf = self._perf
@@ -186,6 +246,26 @@ class Check:
                         table=case.mode if same_c else f"{case.mode}.c{m.concurrency}")
         v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
         perf.conclude(case, v)
+
+
+    def _load(self, m: Goodput | Levels, metric: str) -> None:
+        """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
+        from perfgate.loadcheck import conclude_crossover, conclude_goodput
+        from perfgate.loadrun import Goodput, measure_levels
+
+        perf = self._perf
+        case = _case_of_test(perf)
+        want = "goodput_rps" if isinstance(m, Goodput) else "crossover"
+        if metric != want:
+            raise ValueError(f"perf_check(): a {type(m).__name__} is judged on '{want}', not '{metric}'")
+        if isinstance(m, Goodput):
+            return conclude_goodput(perf, case, m)
+        base_mode = perf.state.profile.baseline_mode()
+        if case.mode == base_mode or not perf.state.profile.modes[case.mode].speculative:
+            return conclude_crossover(perf, case, m, None)
+        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
+        return conclude_crossover(perf, case, base, m)
 
 
 def _case_of_test(perf: PerfRun) -> Case:

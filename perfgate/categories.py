@@ -45,6 +45,7 @@ class Category(_Text):
     NOISE_UNKNOWN = "noise-unknown"
     WITHIN_NOISE = "within-noise"
     NOT_EXERCISED = "not-exercised"
+    CLIENT_BEHIND = "client-behind"  # an open-loop sender fell behind its schedule: the number is the client's
     # the trace shows another all-reduce family than the one the variant asks for (perfgate.profiling)
     FALLBACK = "fallback"
     WARM_CACHE = "warm-cache"

@@ -43,6 +43,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("itl_ms_p99", False, "ms", "inter-token latency, 99th percentile of a trial"),
 )}
 
+#: numbers a record of its own kind computes from many measurements (not a Measurement's): judged against
+#: ``[floors.<mode>]`` in their direction like METRICS (perfgate.loadcheck)
+RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
+    Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
+)}
+
 #: fewer trials than this and the noise is unknown: no confidence interval, no CV, no verdict on speed
 #: (one trial gives a zero-width "interval"; two, an interval that is just the two values)
 MIN_TRIALS = 3

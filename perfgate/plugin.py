@@ -31,6 +31,7 @@ MARKERS = {
     "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
     # pytest-xdist registers it too; perfgate tags every record with its config's group, with or without xdist
     "xdist_group(name)": "the pytest-xdist group of a record: its server config (perfgate.workers)",
+    "load": "serving under load: goodput under the profile's [slo], the speculation crossover (perfgate)",
     "profile": "where each decode step's GPU time goes, from SGLang's own trace: all-reduces, backend (perfgate)",
     "perfgate(kind, modes, variants)": "a perfgate record of the given kind (perf_case or perf_server tests); "
                                        "modes=[...] and variants=True choose its configs",

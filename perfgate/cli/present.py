@@ -53,10 +53,11 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="folder for the PNG files")
     p.add_argument(
         "--what",
-        choices=("all", "history", "matrix"),
+        choices=("all", "history", "matrix", "load"),
         default="all",
         help="history: tok/s per record over reports (history.png); matrix: variants × modes of the "
-        "newest report (matrix.png); all (default): both",
+        "newest report (matrix.png); load: the newest report's pareto.png, goodput.png and crossover.png "
+        "(goodput and crossover records); all (default): every one the reports have records for",
     )
 
 
@@ -76,6 +77,14 @@ def _run_plot(args: argparse.Namespace) -> int:
         latest = reports[-1]
         png = matrix_png(build_matrix(latest), title=f"compatibility matrix — {latest.label}")
         written.append(write_png(png, out / "matrix.png"))
+    if args.what in ("all", "load"):
+        from perfgate.report.loadplot import crossover_png, goodput_png, load_data, pareto_png
+
+        data = load_data(reports[-1])
+        if not data.empty or args.what == "load":
+            written.append(write_png(pareto_png(data), out / "pareto.png"))
+            written.append(write_png(goodput_png(data), out / "goodput.png"))
+            written.append(write_png(crossover_png(data), out / "crossover.png"))
     for p in written:
         print(p)
     return EXIT_OK

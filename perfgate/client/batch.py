@@ -32,13 +32,7 @@ def run_batch(
     """
     t0 = time.perf_counter()
     leads: list[tuple[float, float]] = []
-    coro = _run_batch(url, list(requests_), max(1, concurrency), timeout_s, leads)
-    factory = _loop_factory()
-    if factory is not None and hasattr(asyncio, "Runner"):
-        with asyncio.Runner(loop_factory=factory) as runner:
-            outs = runner.run(coro)
-    else:
-        outs = asyncio.run(coro)
+    outs = run_on_loop(_run_batch(url, list(requests_), max(1, concurrency), timeout_s, leads))
     wall = time.perf_counter() - t0
     if leads:  # perfgate's sped-up simulator: the lead its clock gained over the batch, as each request's durations
         wall += max(end for _, end in leads) - min(start for start, _ in leads)
@@ -117,21 +111,32 @@ async def _run_batch(url: str, reqs: list[GenRequest], concurrency: int, timeout
             if conn is not None:
                 conn.close()
 
-    async def watchdog() -> None:
-        while True:
-            await asyncio.sleep(min(1.0, timeout_s / 4))
-            now = time.perf_counter()
-            for task, state in list(live.items()):
-                if now - state.last_rx > timeout_s and not state.stalled:
-                    state.stalled = True
-                    task.cancel()
-
-    dog = asyncio.ensure_future(watchdog())
+    dog = asyncio.ensure_future(_watchdog(live, timeout_s))
     try:
         await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
     finally:
         dog.cancel()
     return [o if o is not None else RequestOutput(success=False, error="request not sent") for o in results]
+
+
+async def _watchdog(live: dict[asyncio.Task[Any], StreamState], timeout_s: float) -> None:
+    """Ends any stream of ``live`` that has received nothing for ``timeout_s`` (one timer per batch)."""
+    while True:
+        await asyncio.sleep(min(1.0, timeout_s / 4))
+        now = time.perf_counter()
+        for task, state in list(live.items()):
+            if now - state.last_rx > timeout_s and not state.stalled:
+                state.stalled = True
+                task.cancel()
+
+
+def run_on_loop(coro: Any) -> Any:
+    """Run ``coro`` to its end on a fresh event loop (uvloop's where installed)."""
+    factory = _loop_factory()
+    if factory is not None and hasattr(asyncio, "Runner"):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+    return asyncio.run(coro)
 
 
 async def _connect(target: _Target) -> tuple[_Connection | None, str]:

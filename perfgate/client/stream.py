@@ -92,6 +92,17 @@ class RequestOutput:
     cached_tokens: int = 0  # prompt tokens SGLang served from its prefix cache (meta_info.cached_tokens)
     start_s: float = 0.0
     meta_info: dict[str, Any] = field(default_factory=dict)
+    # open-loop runs only (perfgate.client.schedule): when the schedule said to send it and when it was sent,
+    # seconds from the run's start, in the server's time (as every duration here)
+    intended_s: float | None = None
+    sent_s: float | None = None
+
+    @property
+    def send_lag_s(self) -> float | None:
+        """How late the sender was on this request's schedule (open-loop runs only)."""
+        if self.intended_s is None or self.sent_s is None:
+            return None
+        return self.sent_s - self.intended_s
 
     @property
     def decode_tok_s(self) -> float | None:

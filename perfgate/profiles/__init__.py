@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perfgate.categories import EXPECTABLE
 from perfgate.config import ServerConfig
@@ -203,6 +204,7 @@ class Profile:
     variant_include: tuple[str, ...] | None
     variant_overrides: Mapping[str, Mapping[str, object]]
     micro: MicroSpec
+    slo: Mapping[str, Any] = field(default_factory=dict)  # mode -> perfgate.goodput.Slo ([slo]; none without it)
     warnings: tuple[str, ...] = ()  # loud but not fatal: e.g. an NCCL_* name newer than perfgate's list
 
     @property

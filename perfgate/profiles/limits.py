@@ -11,12 +11,13 @@ from perfgate.profiles.reader import TableReader, _close
 
 def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floor:
     """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
-    from perfgate.metrics import METRICS
+    from perfgate.metrics import METRICS, RECORD_METRICS
 
     per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
-    f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", "max_cv", *METRICS, *per_level})
+    f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", "max_cv", *METRICS, *RECORD_METRICS,
+            *per_level})
     limits = {}
-    for name, metric in METRICS.items():
+    for name, metric in {**METRICS, **RECORD_METRICS}.items():
         if name != "tok_s" and name in f.data:
             kind = "a floor" if metric.higher_is_better else "a ceiling"
             limits[name] = float(f.num(name, f"{metric.unit} > 0 ({kind})", lo=1e-9))

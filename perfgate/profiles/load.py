@@ -15,6 +15,7 @@ from perfgate.errors import ProfileNotFound, ProfileSchemaError
 from perfgate.profiles import SCHEMA_VERSION, Profile, limits, sections
 from perfgate.profiles.reader import TableReader
 from perfgate.profiles.simbox import check_sim_box
+from perfgate.profiles.slo import slo as slo_section
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,7 +41,7 @@ def load_profile(path: str | Path) -> Profile:
     data = _merge_parents(path, data, seen=(path.resolve(),))
     r = TableReader(path, data)
     r.only({"schema_version", "name", "description", "hardware", "engine", "model", "server", "modes",
-            "workload", "floors", "expectations", "variants", "micro"})
+            "workload", "floors", "expectations", "variants", "micro", "slo"})
     sv = r.req("schema_version", int, f"the integer {SCHEMA_VERSION}")
     if sv != SCHEMA_VERSION:
         raise r.err("schema_version", f"{SCHEMA_VERSION}", sv, fix="this perfgate reads schema_version 1")
@@ -58,6 +59,7 @@ def load_profile(path: str | Path) -> Profile:
     expectations = sections.expectations(r, modes, text)
     vmodes, include, overrides = sections.variants(r, modes)
     micro = limits.micro(r)
+    slos = slo_section(r, modes)
     return Profile(
         path=path.resolve(),
         name=name,
@@ -76,6 +78,7 @@ def load_profile(path: str | Path) -> Profile:
         variant_include=include,
         variant_overrides=overrides,
         micro=micro,
+        slo=slos,
         warnings=tuple(r.warnings),
     )
 

@@ -140,6 +140,25 @@ def _steps_panel(rows: list[StepRow], img: str) -> str:
             f'transfer (the least of any rank), skew apart.</small></p></div></div>\n')
 
 
+def _load_imgs(latest: Report) -> list[str]:
+    """The newest report's load plots (perfgate.report.loadplot); none without goodput or crossover records."""
+    from perfgate.report.loadplot import crossover_png, goodput_png, load_data, pareto_png
+
+    data = load_data(latest)
+    if data.empty:
+        return []
+    out = [_b64_img(pareto_png(data), "throughput against latency"), _b64_img(goodput_png(data), "goodput per mode")]
+    return out + ([_b64_img(crossover_png(data), "speculation crossover")] if data.crossovers else [])
+
+
+def _load_panel(imgs: list[str]) -> str:
+    if not imgs:
+        return ""
+    return ('<div class="row"><div class="panel"><h2>Serving under load (newest report)</h2>\n' + "\n".join(imgs)
+            + "\n<p><small>Throughput against latency per config (its Pareto front), goodput per mode under the "
+              "profile's [slo], and where speculation stops beating the baseline.</small></p></div></div>\n")
+
+
 def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "perfgate report") -> str:
     """The whole page as a string. ``plots=False`` leaves the PNGs out (no matplotlib needed)."""
     if not reports:
@@ -150,6 +169,7 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
     history = build_history(ordered)
     steps = step_rows(latest)
     matrix_img = history_img = steps_img = ""
+    load_imgs: list[str] = []
     plot_note = ""
     if plots:
         try:
@@ -159,6 +179,7 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
             history_img = _b64_img(history_png(history), "tok/s history")
             if steps:
                 steps_img = _b64_img(steps_png(steps), "step profiles")
+            load_imgs = _load_imgs(latest)
         except ReportError as e:
             plot_note = f"<p><small>Plots left out: {escape(str(e))}</small></p>"
     sim = latest.simulated
@@ -196,5 +217,5 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
 {_changes(ordered)}
 </div>
 </div>
-{_steps_panel(steps, steps_img)}</body></html>
+{_steps_panel(steps, steps_img)}{_load_panel(load_imgs)}</body></html>
 """
