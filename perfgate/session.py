@@ -35,7 +35,10 @@ KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "specula
 BUILTIN_KINDS = frozenset(KIND_ORDER)
 #: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
 #: the measured all-reduces from them; any other user kind last
-RUN_ORDER = {**KIND_ORDER, "profile": 3.5}
+#: the load records (goodput, crossover: perftests/test_goodput.py, test_crossover.py) run last on a config's server:
+#: after their heavy load (up to 32 streams) a simulated EAGLE-3 server's 4-stream TTFT read ~15 % higher, at
+#: speed-up 1 too (cause not found), and a record measured after them would inherit that
+RUN_ORDER = {**KIND_ORDER, "profile": 3.5, "goodput": 20, "crossover": 20}
 _MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case"})
