@@ -164,9 +164,10 @@ def test_step_profiles_and_a_silent_fallback_proved_by_the_trace(pytester):
     r = pytester.runpytest_subprocess("perftests", "-m", "profile", f"--perfgate-profile={prof}",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=3, failed=1)
+    # each simulated start has its own jitter (sd 0.05 %, perfgate.sim.variation): the last digit may move
     r.stdout.fnmatch_lines(["*step profiles (SGLang's own trace*",
-                            "*baseline *pass*122*8.52*7?%*nccl*",
-                            "*eagle3 *pass*122*24.91*30.57*81%*nccl*",
+                            "*baseline *pass*122*8.5?*7?%*nccl*",
+                            "*eagle3 *pass*122*24.9?*30.5?*81%*nccl*",
                             "*baseline+claims-symm-mem*fail fallback*122*nccl*",
                             ])
     r.stdout.fnmatch_lines(["*[[]fallback[]] claims-symm-mem asks for torch_symm_mem, but its trace shows nccl*"])
