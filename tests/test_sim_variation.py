@@ -121,7 +121,11 @@ def test_the_engine_passes_the_machine_seed_and_scale(monkeypatch: pytest.Monkey
     for k in ("PERFGATE_SIM_MACHINE", "PERFGATE_SIM_SCALE", "PERFGATE_SIM_START_SEED"):
         monkeypatch.delenv(k, raising=False)
     plain = SimEngine().command(cfg, host="127.0.0.1", port=1)
-    assert not {"--sim-machine", "--sim-scale", "--sim-start-seed"} & set(plain)
+    again = SimEngine().command(cfg, host="127.0.0.1", port=1)
+    assert not {"--sim-machine", "--sim-scale"} & set(plain)
+    # without PERFGATE_SIM_START_SEED each start of a config gets its own seed "<config key>:<n>", n counting up
+    first, second = (a[a.index("--sim-start-seed") + 1] for a in (plain, again))
+    assert first.startswith(cfg.key + ":") and second == f"{cfg.key}:{int(first.split(':')[1]) + 1}"
     monkeypatch.setenv("PERFGATE_SIM_MACHINE", "h200-b")
     monkeypatch.setenv("PERFGATE_SIM_SCALE", "0.99")
     monkeypatch.setenv("PERFGATE_SIM_START_SEED", "3")

@@ -24,6 +24,10 @@ SPEEDUP_MAX_STREAMS = 8
 SIM_VARIATION_FLAGS = ((MACHINE_ENV, "--sim-machine"), (START_SEED_ENV, "--sim-start-seed"), (SCALE_ENV, "--sim-scale"))
 
 
+#: launches per config key in this process: start n of a config is seeded "<key>:<n>" (perfgate.sim.variation)
+_LAUNCHES: dict[str, int] = {}
+
+
 def sim_speedup(max_streams: int = 1, *, real_time: bool = False) -> float:
     """The speedup for a simulated profile measuring at most ``max_streams`` requests at once; ``real_time``: a
     client other than perfgate's measures it too (SGLang's own, for the cross-check), which cannot read the
@@ -72,6 +76,10 @@ class SimEngine:
             value = os.environ.get(env_name, "").strip()
             if value:
                 argv += [flag, value]
+        if not os.environ.get(START_SEED_ENV, "").strip():
+            # each start of a config draws its own jitter, and the same sequence every session (reproducible runs)
+            n = _LAUNCHES[config.key] = _LAUNCHES.get(config.key, 0) + 1
+            argv += ["--sim-start-seed", f"{config.key}:{n}"]
         return argv
 
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:

@@ -12,8 +12,9 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   the normal quantile), so it is the same in every process and over many names follows the lognormal
   exactly. :data:`REFERENCE` (the default, ``PERFGATE_SIM_MACHINE`` unset) is exactly 1.0: the shipped
   simulated floors and the seed table are the reference machine's.
-- :func:`start_jitter`: one start's factor, seeded by ``--sim-start-seed`` (``PERFGATE_SIM_START_SEED``) when
-  given (so a test is reproducible), else random: like a GPU's, a start's state is not the model's
+- :func:`start_jitter`: one start's factor, seeded by ``--sim-start-seed`` (``PERFGATE_SIM_START_SEED``, else
+  perfgate's sim engine passes ``<config key>:<n>`` for a config's n-th start: each start its own draw, the
+  same sequence every session), else random: like a GPU's, a start's state is not the model's
   ``--random-seed``, which the shipped profiles fix.
 - ``PERFGATE_SIM_SCALE`` (:func:`parse_scale`, default 1.0): a multiplier on the simulated speed, to
   inject a known regression (0.99 = every step 1 % slower, decode tok/s 1 % lower).
