@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from perfgate.judge import Decision, Judgement, Level, default_min_effect, unpaired
+from perfgate.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.metrics import METRICS
 from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
 from perfgate.report.machines import MachineMatch, compare_machines
@@ -173,19 +173,15 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
         if cv is not None:
             cv = math.hypot(cv, within)
         elif len(va) < 2 or len(vb) < 2:
-            from perfgate.judge import PRIOR_START_CV
-
             cv = math.hypot(PRIOR_START_CV, within)
         j = unpaired(va, vb, level=Level.STARTS, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source)
     else:
         cv, source = (band.machine_cv, "history") if band and band.machine_cv is not None else (None, "prior")
-        start = band.start_cv if band and band.start_cv is not None else None
-        from perfgate.judge import PRIOR_START_CV
-
+        start = band.start_cv if band and band.start_cv is not None else PRIOR_START_CV
         j = unpaired(va, vb, level=Level.MACHINES, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source,
-                     start_cv=math.hypot(start if start is not None else PRIOR_START_CV, within))
+                     start_cv=math.hypot(start, within))
     return MetricChange(verdict=j.decision.value, judgement=j, why=j.detail, **base)  # type: ignore[arg-type]
 
 
