@@ -4,7 +4,7 @@
     python benchmarks/client_accuracy.py --levels 1,8 --max-new-tokens 128 --json out.json
 
 Starts perfgate's simulated SGLang server for the seed box's baseline (the simulated profile
-``baselines/sim-rtxpro6000-x8/kimi-k2.5.toml``) the way the suite does (:class:`perfgate.server.Server`),
+``baselines/sim-rtxpro6000-x8/kimi-k2.5.toml``) the way the suite does (:class:`perfgate.serving.server.Server`),
 then, per concurrency level c, sends max(4, 2c) streaming requests with perfgate's client
 (:func:`perfgate.client.run_batch`) and prints, per level:
 
@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from perfgate.client import GenRequest, run_batch  # noqa: E402
 from perfgate.engines import get_engine  # noqa: E402
+from perfgate.measuring.workload import load_prompts  # noqa: E402
 from perfgate.profiles.load import load_profile  # noqa: E402
-from perfgate.server import Server  # noqa: E402
+from perfgate.serving.server import Server  # noqa: E402
 from perfgate.sim.behavior import simulate_launch  # noqa: E402
-from perfgate.workload import load_prompts  # noqa: E402
 
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
 

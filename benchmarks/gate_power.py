@@ -5,7 +5,7 @@
 
 Draws runs from the simulator's own model of a fleet (:mod:`perfgate.sim.variation`: a per-machine speed factor
 and a per-start jitter, their sds taken from real H200s) and judges them with the code the gate runs
-(:func:`perfgate.report.diff.compare_metric` on records built like the reports', :func:`perfgate.judge.paired`
+(:func:`perfgate.report.diff.compare_metric` on records built like the reports', :func:`perfgate.measuring.judge.paired`
 for paired runs), so the rates printed are the gate's, not a formula's:
 
 - **A/A false alarms**: two runs of the same stack and config, (a) on one machine, (b) on two machines of one
@@ -27,7 +27,7 @@ import random
 import sys
 from dataclasses import dataclass
 
-from perfgate.judge import Decision, paired
+from perfgate.measuring.judge import Decision, paired
 from perfgate.report.diff import compare_metric
 from perfgate.report.records import Record
 

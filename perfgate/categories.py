@@ -46,7 +46,7 @@ class Category(_Text):
     WITHIN_NOISE = "within-noise"
     NOT_EXERCISED = "not-exercised"
     CLIENT_BEHIND = "client-behind"  # an open-loop sender fell behind its schedule: the number is the client's
-    # the trace shows another all-reduce family than the one the variant asks for (perfgate.profiling)
+    # the trace shows another all-reduce family than the one the variant asks for (perfgate.plugin.profiling)
     FALLBACK = "fallback"
     WARM_CACHE = "warm-cache"
 
@@ -76,7 +76,7 @@ class Backend(_Text):
     """The communication backend a server variant must exercise: ``backend`` in ``baselines/variants.toml``
     (checked at load: an unknown one is an error naming these), the backend a fallback warning in the log
     names (:mod:`perfgate.classify.rules`) and the all-reduce family a trace's kernels show
-    (:mod:`perfgate.trace`). The micro tier's backends (``perfgate.allreduce.BACKENDS``) are another list:
+    (:mod:`perfgate.measuring.trace`). The micro tier's backends (``perfgate.allreduce.BACKENDS``) are another list:
     ways of running one all-reduce outside a server."""
 
     NCCL = "nccl"
@@ -90,7 +90,7 @@ class Backend(_Text):
     FLASHINFER_A2A = "flashinfer_a2a"  # MoE all-to-all
 
 
-#: the all-reduce backends whose kernels a trace tells apart (perfgate.trace's families)
+#: the all-reduce backends whose kernels a trace tells apart (perfgate.measuring.trace's families)
 TRACE_FAMILIES: frozenset[Backend] = frozenset({
     Backend.NCCL, Backend.CUSTOM_AR, Backend.FLASHINFER_AR_FUSION, Backend.PCIE_IPC, Backend.TORCH_SYMM_MEM,
     Backend.MSCCLPP,

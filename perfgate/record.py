@@ -88,7 +88,7 @@ START_CV = "start_cv"
 START_CI_LOW = "start_ci_low"
 START_CI_HIGH = "start_ci_high"
 
-# ------------------------------------------------------------------ paired comparisons (perfgate.judge.paired)
+# ------------------------------------------------------------------ paired comparisons (measuring.judge.paired)
 #: candidate/current (or variant/baseline) ratio over interleaved start pairs, its CI, the pairs, the decision
 PAIR_RATIO = "pair_ratio"
 PAIR_CI_LOW = "pair_ci_low"

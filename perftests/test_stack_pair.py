@@ -3,7 +3,7 @@ candidate stack (``--perfgate-candidate``) on this box.
 
 Both arms are measured in this session, their server starts interleaved (``--perfgate-starts N``: current 1,
 candidate 1, current 2, candidate 2, ...), and the record concludes from the candidate/current ratio of each
-start pair (``perfgate.judge.paired``): pass when the same or faster, fail (slower-than-baseline) when slower
+start pair (``perfgate.measuring.judge.paired``): pass when the same or faster, fail (slower-than-baseline) when slower
 beyond noise and the profile's min_effect, inconclusive when undecided. Without a candidate each record skips.
 """
 
@@ -15,6 +15,6 @@ pytestmark = pytest.mark.stack_pair
 @pytest.mark.perfgate(kind="stack-pair")
 def test_stack_pair(perf, perf_case):
     """The candidate stack is not slower than the current one on this box, judged on interleaved start pairs."""
-    from perfgate.stackpair import DECIDES
+    from perfgate.plugin.stackpair import DECIDES
 
     perf.conclude(perf_case, perf.stack_pair(perf_case), decides=DECIDES)

@@ -94,8 +94,8 @@ import http.server
 import os
 import threading
 
-import perfgate.server as _server
-import perfgate.server_manager as _server_manager
+import perfgate.serving.server as _server
+import perfgate.serving.manager as _server_manager
 
 pytest_plugins = ["perfgate.plugin"]
 
@@ -274,7 +274,7 @@ def leftovers(token: str, pgids: Sequence[int]) -> list[str]:
     """Live processes of the run: by process group (server logs) and by the run's environment token."""
     import psutil
 
-    from perfgate.procs import group_pids
+    from perfgate.serving.procs import group_pids
 
     left = [f"pgid {pg}: pids {pids}" for pg in sorted(set(pgids)) if (pids := group_pids(pg))]
     me = os.getpid()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from perfgate.errors import ConfigError
 from perfgate.profiles.load import load_profile
-from perfgate.variants import load_variants
+from perfgate.profiles.variants import load_variants
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = tomllib.loads((ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml").read_text())

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from perfgate import costmodel as cm
+from perfgate.measuring import costmodel as cm
 
 pos = st.floats(min_value=0.1, max_value=1e4, allow_nan=False, allow_infinity=False)
 accept = st.floats(min_value=0.5, max_value=16.0, allow_nan=False, allow_infinity=False)
@@ -255,7 +255,7 @@ def test_latency_interpolator_monotonic_through_monotonic_points(
 
 def test_a_traced_allreduce_count_and_time_replace_the_model():
     """A profile record's measured all-reduces per verify pass (SGLang's own trace) take the modelled ones' place."""
-    from perfgate.costmodel import spec_breakdown
+    from perfgate.measuring.costmodel import spec_breakdown
 
     kw = dict(baseline_tok_s=89.5, spec_tok_s=57.4, accept_len=2.0, layers=61, allreduces_per_layer=2, hidden=7168,
               verify_tokens=4, allreduce_latency_us=lambda nbytes: 100.0)

@@ -19,8 +19,8 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate import crosscheck as cc
 from perfgate.client import GenRequest, run_batch
+from perfgate.plugin import crosscheck as cc
 from perfgate.sim.testing import SimProcess
 
 PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS")

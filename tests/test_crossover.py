@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.crossover import Point, crossing, crossover, predicted
+from perfgate.measuring.crossover import Point, crossing, crossover, predicted
 
 LOADS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -73,8 +73,8 @@ def test_the_prediction_counts_only_the_requests_a_server_runs_at_once():
 
 
 def test_max_running_is_read_from_the_server_log(tmp_path):
-    from perfgate.loadcheck import max_running
-    from perfgate.metrics import summarize
+    from perfgate.measuring.metrics import summarize
+    from perfgate.plugin.loadcheck import max_running
 
     log = tmp_path / "s.log"
     log.write_text("server_args=ServerArgs(max_running_requests=None)\nmax_total_num_tokens=741945, "

@@ -7,7 +7,7 @@ from perfgate.engines.argv import render_flags
 from perfgate.engines.sglang import SGLangEngine
 from perfgate.engines.sim import SimEngine
 from perfgate.profiles.load import load_profile
-from perfgate.variants import load_variants
+from perfgate.profiles.variants import load_variants
 
 ROOT = Path(__file__).resolve().parent.parent
 

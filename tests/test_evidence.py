@@ -1,4 +1,4 @@
-"""What a run exercised, from NCCL's and SGLang's own log lines (perfgate.evidence).
+"""What a run exercised, from NCCL's and SGLang's own log lines (perfgate.serving.evidence).
 
 The fixtures are real server logs from perfgate's tp-2 run on 2x H200 (SGLang 0.5.17, NCCL 2.28,
 ``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,ENV,COLL``).
@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.evidence import TINY_BYTES, not_exercised, parse_evidence, read_evidence, summarize
+from perfgate.serving.evidence import TINY_BYTES, not_exercised, parse_evidence, read_evidence, summarize
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 

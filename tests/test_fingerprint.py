@@ -1,5 +1,5 @@
 """The machine in every record: machine.* and calib.* on the testcases and the suite (pytester on the simulated
-box), the session's calibration choices, and the report side reading them back (perfgate.fingerprint)."""
+box), the session's calibration choices, and the report side reading them back (perfgate.plugin.fingerprint)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from junitparser.xunit2 import JUnitXml
 
-from perfgate.fingerprint import session_fingerprint
+from perfgate.plugin.fingerprint import session_fingerprint
 from perfgate.record import MACHINE_PROPERTIES, fmt
 from perfgate.report import compare_machines, diff, read_report
 from perfgate.report.render import render_diff

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
-from perfgate.fleet import ConfigCost, config_costs, plan
+from perfgate.plugin.fleet import ConfigCost, config_costs, plan
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.variants import load_variants
 from perfgate.report.junit_read import read_report
-from perfgate.variants import load_variants
 from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
 

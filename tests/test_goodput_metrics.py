@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.client import RequestOutput
-from perfgate.goodput import Bound, LoadLevel, Slo, judge_level, load_trial, misses, request_values, search
+from perfgate.measuring.goodput import Bound, LoadLevel, Slo, judge_level, load_trial, misses, request_values, search
 
 SLO = Slo(bounds=(Bound(metric="ttft_ms", percentile=99, limit_ms=500.0),
                   Bound(metric="itl_ms", percentile=99, limit_ms=50.0)), attainment=0.9)
@@ -95,7 +95,7 @@ def test_an_inconclusive_level_stops_the_search():
 
 
 def test_the_lag_bound_is_the_larger_of_ms_and_a_share_of_the_gap():
-    from perfgate.goodput import max_lag_ms
+    from perfgate.measuring.goodput import max_lag_ms
 
     slo = Slo(bounds=SLO.bounds, max_send_lag_ms=10.0, max_send_lag_gap=0.1)
     assert max_lag_ms(slo, 1.0) == 100.0 and max_lag_ms(slo, 100.0) == 10.0

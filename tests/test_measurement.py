@@ -8,11 +8,11 @@ import pytest
 import tomlkit
 from junitparser.xunit2 import JUnitXml
 
-from perfgate.attach import check, mismatches
-from perfgate.baseline_update import write_updates
-from perfgate.config import ServerConfig
 from perfgate.errors import ConfigError
+from perfgate.plugin.ledger import write_updates
+from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
+from perfgate.serving.attach import check, mismatches
 from perfgate.sim.testing import SimProcess
 from tests import simproject
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.client import RequestOutput
-from perfgate.metrics import (
+from perfgate.measuring.metrics import (
     bootstrap_median_ci,
     bootstrap_ratio_ci,
     compute_trial,

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from junitparser.xunit2 import JUnitXml
 
-from perfgate import costmodel
 from perfgate.errors import ProfileSchemaError, ReportError
+from perfgate.measuring import costmodel
 from perfgate.profiles import MicroFloor
 from perfgate.profiles.load import load_profile
 from tests import simproject
@@ -197,7 +197,7 @@ def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tm
     prof.write_text(broken)
     assert mf.main([str(JUNIT), "--update", str(prof)]) == 1
     assert prof.read_text() == broken
-    # the refusal of perfgate's one profile writer (perfgate.baseline_update.write_profile), as for the floors
+    # the refusal of perfgate's one profile writer (perfgate.plugin.ledger.write_profile), as for the floors
     assert f"updating {prof} would break it" in capsys.readouterr().err
     assert not list(prof.parent.glob(".*tmp"))
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.preflight import argv_for, check_configs, profile_configs
 from perfgate.profiles.load import find_profiles, load_profile
-from perfgate.variants import load_variants
+from perfgate.profiles.variants import load_variants
+from perfgate.serving.preflight import argv_for, check_configs, profile_configs
 from tests.simproject import PROMPTS, make_project
 
 ROOT = Path(__file__).resolve().parent.parent

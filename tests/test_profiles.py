@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.config import confounders
 from perfgate.errors import ProfileNotFound, ProfileSchemaError
+from perfgate.profiles.config import confounders
 from perfgate.profiles.load import find_profiles, load_profile, resolve_profile
-from perfgate.variants import load_variants, spell_flags
+from perfgate.profiles.variants import load_variants, spell_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -301,7 +301,7 @@ def test_an_unknown_backend_in_a_variants_file_names_the_known_ones(tmp_path):
 def test_every_backend_the_log_rules_and_the_trace_name_is_a_variants_backend():
     from perfgate.categories import TRACE_FAMILIES, Backend
     from perfgate.classify.rules import FALLBACK_RULES
-    from perfgate.trace import kernel_group
+    from perfgate.measuring.trace import kernel_group
 
     assert all(isinstance(r.backend, Backend) for r in FALLBACK_RULES)
     for kernel in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "cross_device_reduce_1stage",

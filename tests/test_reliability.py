@@ -22,14 +22,14 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfgate.gpu
-import perfgate.server
+import perfgate.serving.gpu
+import perfgate.serving.server
 from perfgate.client import GenRequest, stream_generate
-from perfgate.config import ServerConfig
 from perfgate.errors import GpuMemoryNotReleased, PortInUse, ServerExitedError
-from perfgate.procs import group_pids
-from perfgate.server import Server
-from perfgate.server_manager import ServerManager
+from perfgate.profiles.config import ServerConfig
+from perfgate.serving.manager import ServerManager
+from perfgate.serving.procs import group_pids
+from perfgate.serving.server import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -208,8 +208,8 @@ def _fake_nvml(monkeypatch, held):
         asked.append(set(pids))
         return set(pids) & held()
 
-    monkeypatch.setattr(perfgate.gpu, "available", lambda: True)
-    monkeypatch.setattr(perfgate.gpu, "holders", holders)
+    monkeypatch.setattr(perfgate.serving.gpu, "available", lambda: True)
+    monkeypatch.setattr(perfgate.serving.gpu, "holders", holders)
     return asked
 
 
@@ -248,7 +248,7 @@ def test_a_failed_start_whose_gpu_memory_stays_held_blocks_the_next_launch(tmp_p
         raise GpuMemoryNotReleased("GPU memory still held by PIDs [4242]", pids=[4242], log_path=self.log_path)
 
     monkeypatch.setattr(Server, "_wait_gpu_release", wait_gpu_release)
-    monkeypatch.setattr(perfgate.gpu, "holders", lambda pids: set(pids) & held)
+    monkeypatch.setattr(perfgate.serving.gpu, "holders", lambda pids: set(pids) & held)
     dies = SleepEngine(script="import sys; sys.exit(3)")
     mgr = ServerManager(engine_for=lambda c: dies, log_dir=tmp_path, startup_timeout_s=lambda c: 30)
     with pytest.raises(ServerExitedError):
@@ -278,8 +278,8 @@ def test_a_stranger_answering_on_the_port_is_not_taken_for_the_server(tmp_path, 
     stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
     threading.Thread(target=stranger.serve_forever, daemon=True).start()
     try:
-        monkeypatch.setattr(perfgate.server, "free_port", lambda host="127.0.0.1": stranger.server_address[1])
-        monkeypatch.setattr(perfgate.server, "port_answers", lambda host, port, timeout=0.5: False)
+        monkeypatch.setattr(perfgate.serving.server, "free_port", lambda host="127.0.0.1": stranger.server_address[1])
+        monkeypatch.setattr(perfgate.serving.server, "port_answers", lambda host, port, timeout=0.5: False)
         s = Server(_cfg(), engine=SleepEngine(), log_dir=tmp_path, startup_timeout_s=30, poll_interval_s=0.1)
         with pytest.raises(PortInUse, match="not from the server perfgate started") as ei:
             with s:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from perfgate.config import ServerConfig
 from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
-from perfgate.procs import free_port, group_pids, port_answers
-from perfgate.server import Server
-from perfgate.server_manager import ServerManager
+from perfgate.profiles.config import ServerConfig
+from perfgate.serving.manager import ServerManager
+from perfgate.serving.procs import free_port, group_pids, port_answers
+from perfgate.serving.server import Server
 
 # A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
 HEALTHY = textwrap.dedent("""

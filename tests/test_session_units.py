@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.gpu import visible_entries
+from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
-from perfgate.servers import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
-from perfgate.variants import load_variants
+from perfgate.serving.gpu import visible_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
@@ -117,7 +117,7 @@ def test_collection_orders_records_by_config_and_tags_their_group(pytester):
     import json
     import shutil
 
-    from perfgate.workers import group_of
+    from perfgate.plugin.workers import group_of
 
     shutil.copytree(ROOT / "perftests", pytester.path / "perftests")
     pytester.makeconftest('''

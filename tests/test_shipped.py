@@ -49,8 +49,8 @@ def test_the_writer_refuses_the_installed_shipped_copy(tmp_path: Path, monkeypat
     """--perfgate-update-baselines on the shipped default profile would write inside site-packages."""
     import pytest
 
-    from perfgate import baseline_update
     from perfgate.errors import ConfigError
+    from perfgate.plugin import ledger as baseline_update
     from perfgate.profiles import shipped
 
     packaged = tmp_path / "site-packages" / "perfgate" / "data" / "project"

@@ -1,7 +1,7 @@
 """--sim-speedup is transparent: the simulator at its default speed-up and at real time, side by side.
 
 The same workloads, measured by perfgate's client and reduced by the records' own pure function
-(:func:`perfgate.metrics.compute_trial`), on two simulated seed boxes started with the shipped profile's flags,
+(:func:`perfgate.measuring.metrics.compute_trial`), on two simulated seed boxes started with the shipped profile's flags,
 one at ``--sim-speedup 4`` (the default) and one at 1: each metric a built-in record or the latency example
 (perftests/test_latency.py) uses agrees. The client adds the lead the simulated clock gained over each duration
 (``X-Perfgate-Sim-Ahead`` and ``meta_info.perfgate_sim_ahead_s``), so its own time and the network's count once;
@@ -26,10 +26,10 @@ import pytest
 from perfgate.client import GenRequest, flush_cache, run_batch
 from perfgate.engines.argv import render_flags
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
-from perfgate.metrics import Trial, compute_trial
+from perfgate.measuring.metrics import Trial, compute_trial
+from perfgate.measuring.workload import load_prompts
 from perfgate.profiles.load import load_profile
 from perfgate.sim.testing import SimProcess
-from perfgate.workload import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.config import ServerConfig
 from perfgate.engines.sim import SimEngine
+from perfgate.profiles.config import ServerConfig
 from perfgate.sim import simulate_launch
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
 from perfgate.sim.testing import SEED_BOX, SimProcess
@@ -137,7 +137,7 @@ def test_the_engine_passes_the_machine_seed_and_scale(monkeypatch: pytest.Monkey
 def _decode_tok_s(sim: SimProcess, n: int = 4, tokens: int = 96) -> float:
     from perfgate.client import run_batch
     from perfgate.client.stream import GenRequest
-    from perfgate.metrics import compute_trial
+    from perfgate.measuring.metrics import compute_trial
 
     url = f"http://127.0.0.1:{sim.port}"
     rates = []

@@ -7,7 +7,7 @@ import json
 import pytest
 from junitparser.xunit2 import JUnitXml
 
-from perfgate.settings import Settings, parse_candidate
+from perfgate.plugin.settings import Settings, parse_candidate
 from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
 
@@ -53,7 +53,7 @@ pytest_plugins = ["perfgate.plugin"]
 
 
 def pytest_sessionfinish(session):
-    from perfgate.session import STATE
+    from perfgate.plugin.state import STATE
 
     st = session.config.stash.get(STATE, None)
     if st is not None and st._manager is not None:
@@ -245,7 +245,7 @@ FAKE_BENCH = '''
 def pytest_configure(config):
     from pathlib import Path
 
-    import perfgate.crosscheck as cc
+    import perfgate.plugin.crosscheck as cc
 
     def run_bench(*, python, url, tokenizer, input_len, output_len, log_path, repeats=1, module="", timeout_s=0):
         Path(log_path).write_text("stand-in\\n")
@@ -271,9 +271,9 @@ def test_the_crosscheck_repeats_sglangs_benchmark_once_per_trial_of_the_option(p
 
 
 def test_the_fleet_plan_costs_the_sessions_trials_and_starts(pytester):
-    from perfgate.fleet import config_costs
+    from perfgate.plugin.fleet import config_costs
     from perfgate.profiles.load import load_profile
-    from perfgate.variants import load_variants
+    from perfgate.profiles.variants import load_variants
 
     prof = load_profile(_project(pytester, trials=3))
     variants = load_variants(pytester.path / "baselines" / "variants.toml")
@@ -375,10 +375,10 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     own Python is checked by that Python's SGLang (it may accept other flags)."""
     from types import SimpleNamespace
 
-    import perfgate.preflight as pre
-    from perfgate.launch_checks import flag_problem
+    import perfgate.serving.preflight as pre
+    from perfgate.plugin.launch_checks import flag_problem
     from perfgate.profiles.load import load_profile
-    from perfgate.variants import load_variants
+    from perfgate.profiles.variants import load_variants
     from tests.simproject import ROOT
 
     calls = []

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfgate.capture import CaptureError, capture, start_body
 from perfgate.client import GenRequest
-from perfgate.profiling import profile_verdict
+from perfgate.measuring.trace import TraceError, analyze, kernel_group, read_trace
+from perfgate.plugin.profiling import profile_verdict
+from perfgate.serving.capture import CaptureError, capture, start_body
 from perfgate.sim.behavior import simulate_launch
 from perfgate.sim.testing import H100_BOX, SEED_BOX, SimProcess
 from perfgate.sim.trace import TraceRecorder, step_kernels
-from perfgate.trace import TraceError, analyze, kernel_group, read_trace
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "h200-x1"
 SEED_TP8 = {"tp-size": 8, "cuda-graph-max-bs-decode": 128}

@@ -2,9 +2,9 @@
 
 import pytest
 
-from perfgate.metrics import Trial, summarize
+from perfgate.measuring.metrics import Trial, summarize
+from perfgate.measuring.verdict import Verdict, apply_expectation, compare_verdict, warm_cache, within_noise_or_faster
 from perfgate.profiles import Expectation
-from perfgate.verdict import Verdict, apply_expectation, compare_verdict, warm_cache, within_noise_or_faster
 
 
 def meas(values, name="x"):
@@ -101,8 +101,8 @@ def test_fewer_trials_than_an_interval_needs_is_no_verdict(n):
     v = compare_verdict(one, BASE, confidence=0.95, max_cv=0.05, what="v")
     assert v.outcome == "inconclusive" and v.category == "noise-unknown"
     assert f"{n} trial(s)" in v.message and "at least 3" in v.message
+    from perfgate.measuring.verdict import floor_verdict
     from perfgate.profiles import Floor
-    from perfgate.verdict import floor_verdict
 
     fv = floor_verdict(one, Floor(mode="baseline", tok_s=80.0), max_cv=0.05, where="p.toml", update_hint="x")
     assert fv.outcome == "inconclusive" and fv.category == "noise-unknown"
@@ -114,8 +114,8 @@ def test_one_judge_built_in_floors_and_perf_check_agree_on_the_same_data():
     take Profile.max_cv_for and the one limit_verdict."""
     import statistics
 
+    from perfgate.measuring.verdict import floor_verdict, limit_verdict
     from perfgate.profiles.load import load_profile
-    from perfgate.verdict import floor_verdict, limit_verdict
 
     values = [91.0, 100.0, 110.0, 98.0, 101.0]
     m = meas(values)

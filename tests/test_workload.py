@@ -1,12 +1,12 @@
-"""Requests never share a prefix with one sent before in the same batch (perfgate.workload)."""
+"""Requests never share a prefix with one sent before in the same batch (perfgate.measuring.workload)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfgate.measuring.workload import requests_for, unseen_prompt
 from perfgate.profiles import Workload
-from perfgate.workload import requests_for, unseen_prompt
 
 W = Workload(prompts="unused.jsonl", max_new_tokens=8)
 _TOKENS = st.lists(st.integers(0, 150_000), min_size=4, max_size=400, unique=True)

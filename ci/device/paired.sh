@@ -1,7 +1,7 @@
 #!/bin/bash
 # One machine, one session: the machine's fingerprint and calibration, the baseline floor, and a paired run of
 # the current stack against a candidate (default: the same Python, an A/A run), server starts interleaved
-# (current 1, candidate 1, current 2, candidate 2, ...) and judged on the paired ratio (perfgate.judge.paired).
+# (current 1, candidate 1, current 2, candidate 2, ...) and judged on the paired ratio (perfgate.measuring.judge.paired).
 # Usage: ci/device/paired.sh BUNDLE_DIR OUT_DIR [STARTS [CANDIDATE_SPEC [extra pytest args]]]
 #   CANDIDATE_SPEC as --perfgate-candidate takes it; default python=<this python3>: two identical stacks.
 set -uo pipefail

@@ -1,7 +1,7 @@
 """Capture SGLang's own decode-step traces for a profile's modes (real GPU), for reading kernel names.
 
 Starts each mode's server through perfgate's own lifecycle, captures ``--steps`` decode steps with
-perfgate.capture (``POST /start_profile``), copies the trace files to OUT and prints, per file, the
+perfgate.serving.capture (``POST /start_profile``), copies the trace files to OUT and prints, per file, the
 step spans and the 25 kernels with the most GPU time (name, count, total us), so a run shows what
 SGLang's trace holds before the parser relies on it.
 
@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from perfgate.capture import capture
+from perfgate import load_profile
 from perfgate.client import GenRequest
 from perfgate.engines import get_engine
-from perfgate import load_profile
-from perfgate.server import Server
-from perfgate.workload import load_prompts
+from perfgate.measuring.workload import load_prompts
+from perfgate.serving.capture import capture
+from perfgate.serving.server import Server
 
 
 def summarize(path: Path) -> None:

@@ -6,7 +6,7 @@ process per rank (``python -m perfgate.allreduce.rank --rank R --spec FILE``) wi
 free TCP port of 127.0.0.1, all ranks in one process group of their own, and returns one
 :class:`AllReduceResult` per size (and per timing mode). Every rank process is killed on a
 timeout, on any rank's failure and on any exception in the caller; a reaper
-(:mod:`perfgate.procs`) kills them if the caller itself dies.
+(:mod:`perfgate.serving.procs`) kills them if the caller itself dies.
 
 Backends (:data:`BACKENDS`): ``nccl`` and its tuned variants (``nccl-tree``,
 ``nccl-fewer-channels``, ``nccl-small-buffer``, the environment of the server variants of the
@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from perfgate.procs import perfgate_pythonpath
+from perfgate.serving.procs import perfgate_pythonpath
 
 Device = Literal["cpu", "cuda"]
 

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfgate import gpu
 from perfgate.allreduce import BACKENDS, DTYPE_BYTES, Device, rank_environment
 from perfgate.allreduce.results import AllReduceResult, aggregate
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
-from perfgate.procs import free_port, group_kw, signal_group, start_reaper, tail
+from perfgate.serving import gpu
+from perfgate.serving.procs import free_port, group_kw, signal_group, start_reaper, tail
 
 
 class _Ranks:

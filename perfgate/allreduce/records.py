@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.measuring.verdict import Verdict
+from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
-from perfgate.runner import PerfRun
-from perfgate.verdict import Verdict
 
 if TYPE_CHECKING:
     from perfgate.allreduce.results import AllReduceResult
+    from perfgate.plugin.state import PerfgateState
     from perfgate.profiles import Expectation
-    from perfgate.session import PerfgateState
 
 __all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "check", "expectation_key",
            "micro_cases", "micro_plan"]
@@ -142,7 +142,7 @@ def micro_plan(state: PerfgateState) -> MicroPlan:
 
 
 def _plan(state: PerfgateState) -> MicroPlan:
-    from perfgate.gpu import visible_count
+    from perfgate.serving.gpu import visible_count
 
     prof = state.profile
     model, micro = prof.model, prof.micro
@@ -243,7 +243,7 @@ def _run(state: PerfgateState, case: MicroCase, launch: _Launch) -> None:
 
 
 class MicroRun(PerfRun):
-    """:class:`~perfgate.runner.PerfRun` for a record with no server: no prefix cache to suspect, no server
+    """:class:`~perfgate.plugin.runner.PerfRun` for a record with no server: no prefix cache to suspect, no server
     log to read NCCL's evidence from."""
 
     def _warm_cache(self, case: Case, v: Verdict) -> Verdict:

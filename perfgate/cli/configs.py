@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from perfgate.cli.registry import EXIT_OK, EXIT_USAGE, subcommand
 
 if TYPE_CHECKING:
-    from perfgate.fleet import Cell
+    from perfgate.plugin.fleet import Cell
     from perfgate.profiles import Profile
 
 
@@ -29,9 +29,9 @@ def _check_flags_args(p: argparse.ArgumentParser) -> None:
             _check_flags_args)
 def _check_flags(args: argparse.Namespace) -> int:
     from perfgate.flagcheck.worker import sglang_version_at
-    from perfgate.preflight import check_configs, profile_configs
     from perfgate.profiles.load import find_profiles, load_profile
-    from perfgate.variants import load_variants
+    from perfgate.profiles.variants import load_variants
+    from perfgate.serving.preflight import check_configs, profile_configs
 
     variants = load_variants(args.variants)
     paths = [Path(p) for p in args.profiles] or [p for p in find_profiles(Path.cwd())]
@@ -87,10 +87,10 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from perfgate.fleet import config_costs, matrix, plan, totals
+    from perfgate.plugin.fleet import config_costs, matrix, plan, totals
     from perfgate.profiles.load import load_profile, resolve_profile
+    from perfgate.profiles.variants import load_variants
     from perfgate.report.junit_read import read_report
-    from perfgate.variants import load_variants
 
     for name in ("trials", "starts"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -119,7 +119,7 @@ def _plan(args: argparse.Namespace) -> int:
     for spec in args.profiles:
         prof = load_profile(resolve_profile(spec, Path.cwd()))
         label = prof.name.split("/")[0]
-        from perfgate.settings import Settings
+        from perfgate.plugin.settings import Settings
 
         settings = Settings(trials=args.trials, starts=args.starts or prof.workload.starts)
         costs = config_costs(prof, variants, reports, settings=settings)

@@ -1,7 +1,7 @@
 """Engines: how a ServerConfig becomes a command line and an environment.
 
 Every engine implements :class:`Engine`; adding one touches one module and one line of
-``ENGINES``. Both engines go through the same :class:`perfgate.server.Server` lifecycle, so
+``ENGINES``. Both engines go through the same :class:`perfgate.serving.server.Server` lifecycle, so
 CI (which only has the simulated engine) exercises the code that launches real SGLang.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from perfgate.config import ServerConfig
+from perfgate.profiles.config import ServerConfig
 
 
 class Engine(Protocol):

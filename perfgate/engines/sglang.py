@@ -7,9 +7,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from perfgate.config import ServerConfig
 from perfgate.engines.argv import render_flags
-from perfgate.variants import Spelling, spell_flags
+from perfgate.profiles.config import ServerConfig
+from perfgate.profiles.variants import Spelling, spell_flags
 
 
 def importable(module: str, python: str = "") -> bool:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfgate.flagcheck.parsing import BAD_FLAG, FlagProblem
-from perfgate.procs import perfgate_pythonpath
+from perfgate.serving.procs import perfgate_pythonpath
 
 DEFAULT_TIMEOUT_S = 300.0
 

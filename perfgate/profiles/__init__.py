@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.categories import EXPECTABLE
-from perfgate.config import ServerConfig
 from perfgate.errors import ProfileSchemaError
+from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.reader import _close
 
 SCHEMA_VERSION = 1
@@ -119,7 +119,7 @@ class Floor:
     accept_len: float | None = None
     accept_len_tolerance: float = 0.05
     measured: Mapping[str, object] = field(default_factory=dict)
-    # limits on the other metrics (perfgate.metrics.METRICS): a floor for higher-is-better ones, a
+    # limits on the other metrics (perfgate.measuring.metrics.METRICS): a floor for higher-is-better ones, a
     # ceiling for latencies; the same tolerance applies (floor x (1 - t), ceiling x (1 + t))
     limits: Mapping[str, float] = field(default_factory=dict)
     # [floors.<mode>.c<N>]: the limits at concurrency N (a user test measuring at another concurrency)
@@ -204,7 +204,7 @@ class Profile:
     variant_include: tuple[str, ...] | None
     variant_overrides: Mapping[str, Mapping[str, object]]
     micro: MicroSpec
-    slo: Mapping[str, Any] = field(default_factory=dict)  # mode -> perfgate.goodput.Slo ([slo]; none without it)
+    slo: Mapping[str, Any] = field(default_factory=dict)  # mode -> measuring.goodput.Slo ([slo]; none without)
     warnings: tuple[str, ...] = ()  # loud but not fatal: e.g. an NCCL_* name newer than perfgate's list
 
     @property
@@ -248,7 +248,7 @@ class Profile:
         *,
         variant: object | None = None,
     ) -> ServerConfig:
-        """The ServerConfig for a mode, optionally with a variant (a perfgate.variants.Variant)."""
+        """The ServerConfig for a mode, optionally with a variant (a perfgate.profiles.variants.Variant)."""
         m = self.mode(mode)
         flags: dict[str, object] = dict(self.server_flags)
         flags.update(m.flags)

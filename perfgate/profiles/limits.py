@@ -11,7 +11,7 @@ from perfgate.profiles.reader import TableReader, _close
 
 def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floor:
     """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
-    from perfgate.metrics import METRICS, RECORD_METRICS
+    from perfgate.measuring.metrics import METRICS, RECORD_METRICS
 
     per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
     f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", "max_cv", *METRICS, *RECORD_METRICS,

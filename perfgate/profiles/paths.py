@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from perfgate.profiles import Profile
-    from perfgate.variants import VariantSet
+    from perfgate.profiles.variants import VariantSet
 
 __all__ = ["is_repo_id", "path_problem", "missing_paths"]
 

@@ -8,8 +8,8 @@
     [slo.eagle3]                  # one mode: its keys replace the shared ones
     itl_ms_p99 = 80
 
-The metrics are :data:`perfgate.goodput.REQUEST_METRICS`; the search and schedule keys are
-:class:`perfgate.goodput.Slo`'s (docs/profiles.md lists them).
+The metrics are :data:`perfgate.measuring.goodput.REQUEST_METRICS`; the search and schedule keys are
+:class:`perfgate.measuring.goodput.Slo`'s (docs/profiles.md lists them).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ SETTINGS = frozenset({"attainment", "max_send_lag_ms", "max_send_lag_gap", "arri
 
 
 def slo(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Any]:
-    """``[slo]`` and its ``[slo.<mode>]`` overrides: each mode's :class:`perfgate.goodput.Slo` (none without
+    """``[slo]`` and its ``[slo.<mode>]`` overrides: each mode's :class:`perfgate.measuring.goodput.Slo` (none without
     ``[slo]``)."""
     if "slo" not in r.data:
         return {}
@@ -60,7 +60,7 @@ class _Merged(TableReader):
 
 def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
     from perfgate.client.schedule import ARRIVALS
-    from perfgate.goodput import REQUEST_METRICS, Bound, Slo
+    from perfgate.measuring.goodput import REQUEST_METRICS, Bound, Slo
 
     where = f"[slo.{mode}]" if own else "[slo]"
     bounds = []

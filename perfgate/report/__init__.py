@@ -1,7 +1,7 @@
 """Reading, comparing, gating and presenting perfgate's JUnit reports.
 
 ``junit_read`` is the one reader (``Record``/``Report``); ``diff`` compares two reports (pure; every number
-through :mod:`perfgate.judge`, with noise bands of ``noise`` from history); ``machines`` says whether two
+through :mod:`perfgate.measuring.judge`, with noise bands of ``noise`` from history); ``machines`` says whether two
 reports share a machine; ``gate`` applies a policy and picks the exit code; ``render`` writes text, Markdown
 or JSON; ``history`` tabulates many reports and finds sustained steps; ``matrix`` builds the variants × modes
 grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge`` joins the reports of several boxes.

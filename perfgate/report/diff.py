@@ -16,12 +16,12 @@ Sections:
 - the stack fingerprint of each side and the keys that changed,
 - the machine of each side (:func:`perfgate.report.machines.compare_machines`: same, different, unknown).
 
-Every numeric comparison is one call of :mod:`perfgate.judge`, at the level the two records cross: the same
+Every numeric comparison is one call of :mod:`perfgate.measuring.judge`, at the level the two records cross: the same
 machine (both carry one ``machine.id``) is judged against the noise between server starts, anything else
 against the noise between machines. That noise comes, in this order, from the records' own repeated starts
 (``start_values``, ``--perfgate-starts``), from a history of reports (:mod:`perfgate.report.noise`), or from
-the documented priors of :mod:`perfgate.judge` (and says so). A record's within-start interval (its trials)
-is added to it but never decides alone; a record measured with fewer than ``perfgate.metrics.MIN_TRIALS``
+the documented priors of :mod:`perfgate.measuring.judge` (and says so). A record's within-start interval (its trials)
+is added to it but never decides alone; a record measured with fewer than ``perfgate.measuring.metrics.MIN_TRIALS``
 trials, or with no interval at all, is *undecided*.
 """
 
@@ -32,8 +32,8 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from perfgate.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
-from perfgate.metrics import METRICS
+from perfgate.measuring.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
+from perfgate.measuring.metrics import METRICS
 from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
 from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
@@ -66,7 +66,8 @@ class Judging:
     """How a diff judges numbers: the practical floor per metric, the confidence, and noise bands from history.
 
     ``min_effect`` maps a metric name (or ``"default"``) to a fraction; a metric it does not name takes
-    :func:`perfgate.judge.default_min_effect`. ``bands`` maps a record id to its :class:`~perfgate.report.noise.Band`.
+    :func:`perfgate.measuring.judge.default_min_effect`.
+    ``bands`` maps a record id to its :class:`~perfgate.report.noise.Band`.
     """
 
     min_effect: Mapping[str, float] = field(default_factory=dict)

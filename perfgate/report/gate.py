@@ -87,7 +87,7 @@ class GatePolicy:
     # comparing reports of different hardware (GPU, count, SM, interconnect) is a usage error unless this is true
     allow_hardware_mismatch: bool = False
     # the practical floor of a change, per metric name ("default" for the rest); a metric it does not name
-    # takes perfgate.judge.default_min_effect (0.5 % throughput, 2 % latency)
+    # takes perfgate.measuring.judge.default_min_effect (0.5 % throughput, 2 % latency)
     min_effect: tuple[tuple[str, float], ...] = ()
     # reports (files, directories, globs) whose spread gives each record's noise band (perfgate.report.noise)
     history: tuple[str, ...] = ()

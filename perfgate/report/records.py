@@ -127,7 +127,7 @@ class Record:
     def noise_unknown(self) -> bool:
         """Measured with fewer trials than an interval needs: a CI or CV it carries (older reports wrote
         them) means nothing."""
-        from perfgate.metrics import MIN_TRIALS
+        from perfgate.measuring.metrics import MIN_TRIALS
 
         n = self.num("n")
         return n is not None and n < MIN_TRIALS

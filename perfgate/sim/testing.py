@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.procs import free_port
 from perfgate.profiles.shipped import shipped_root
+from perfgate.serving.procs import free_port
 
 #: the simulated boxes perfgate ships (perfgate.profiles.shipped)
 FIXTURES = (shipped_root() or Path.cwd()) / "fixtures" / "sim"

@@ -1,6 +1,6 @@
 """The simulated server's profiler: the trace files SGLang writes on ``/start_profile``, from the cost model.
 
-Same contract as SGLang (see :mod:`perfgate.capture`): ``profile_by_stage`` with ``num_steps`` records
+Same contract as SGLang (see :mod:`perfgate.serving.capture`): ``profile_by_stage`` with ``num_steps`` records
 the next prefill into ``<id>-TP-<rank>-EXTEND.trace.json.gz`` and then ``num_steps`` decode batches into
 ``<id>-TP-<rank>-DECODE.trace.json.gz``; without it, ``num_steps`` steps of any kind into
 ``<id>-TP-<rank>.trace.json.gz``; without ``num_steps``, until ``/stop_profile``. One file per

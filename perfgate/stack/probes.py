@@ -4,7 +4,7 @@
 the driver's CUDA version and NVLink state, and falls back to ``nvidia-smi``. Package versions
 come from ``importlib.metadata``. The NCCL version comes from torch, asked in a short
 subprocess so the pytest process never imports torch. Which GPUs count is
-:mod:`perfgate.gpu`'s (``CUDA_VISIBLE_DEVICES``).
+:mod:`perfgate.serving.gpu`'s (``CUDA_VISIBLE_DEVICES``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import Any
 
-from perfgate import gpu
+from perfgate.serving import gpu
 
 #: what a probe reports for a piece it cannot find (every field of a Stack starts as this)
 UNKNOWN = "unknown"

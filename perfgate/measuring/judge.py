@@ -1,0 +1,300 @@
+"""The judge: is a change beyond the noise it crosses *and* beyond a practical floor? (pure; no I/O)
+
+A number varies at three levels (:class:`Level`), and a comparison is judged against the level it crosses:
+
+- ``trials``: inside one server start (decode at batch 1 on an H200: CV 0.01-0.05 %). Decides only a
+  comparison inside one session on one machine with one start per config (a variant against its baseline,
+  :func:`perfgate.measuring.verdict.compare_verdict`); never a comparison between two runs.
+- ``starts``: server starts on one machine. Measured by ``--perfgate-starts N`` (between-start CV of the record),
+  learnt from history, or the prior :data:`PRIOR_START_CV`.
+- ``machines``: machines of one model. Learnt from history (reports of several machines) or the prior
+  :data:`PRIOR_MACHINE_CV`; more starts on each side do not shrink it, a paired run on one machine removes it.
+
+Three outcomes and two more (:class:`Decision`): ``regressed`` / ``improved`` need the ratio's confidence
+interval wholly on one side of 1 *and* the ratio beyond ``min_effect``; ``same`` needs the whole interval inside
+``[1 / (1 + min_effect), 1 + min_effect]``; anything else is ``undecided`` and says what would decide it
+(:attr:`Judgement.needs`). ``not-comparable`` is a comparison of two different configs.
+
+The priors come from real SGLang 0.5.17 on H200s (Llama-3.1-8B, dummy weights, decode at batch 1, one stack
+and config; docs/gate.md "Noise at three levels"): machine A 5 starts 210.42-210.48 tok/s, machine B 3 starts
+212.5-212.7, machines C 205.46 and D 212.7. The pooled between-start sd of log tok/s is 0.03 % (A 0.011 %,
+B 0.047 %, the starts spread evenly over the ranges): the prior takes 0.1 %, three times that, so a prior
+never claims more than was seen. The four machines' means have a CV of 1.6 %.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
+    "PRIOR_START_CV", "PRIOR_MACHINE_CV", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY", "t_quantile",
+]
+
+#: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
+PRIOR_START_CV = 0.001
+#: relative sd of one machine's mean around its model's mean (prior; the four H200s: 1.6 %)
+PRIOR_MACHINE_CV = 0.016
+#: the practical floor of a throughput-like metric (tok/s, goodput, acceptance): smaller changes are "same"
+MIN_EFFECT_THROUGHPUT = 0.005
+#: the practical floor of a latency (TTFT and ITL move more with the client and the arrival pattern)
+MIN_EFFECT_LATENCY = 0.02
+
+
+class _Text(str, Enum):
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__  # type: ignore[assignment]  # f"{Decision.SAME}" is "same" on 3.10-3.12
+    __hash__ = str.__hash__
+
+
+class Decision(_Text):
+    """What a comparison between two runs (or two arms of one run) came to."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    SAME = "same"
+    UNDECIDED = "undecided"
+    NOT_COMPARABLE = "not-comparable"
+
+
+class Level(_Text):
+    """The noise a comparison crosses."""
+
+    TRIALS = "trials"
+    STARTS = "starts"
+    MACHINES = "machines"
+
+
+_LEVEL_WORDS = {Level.TRIALS: "between trials of one start", Level.STARTS: "between starts on one machine",
+                Level.MACHINES: "between machines"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judgement:
+    """A comparison's decision with the figures behind it."""
+
+    decision: Decision
+    ratio: float | None  # new/old (candidate/current), in the metric's own units
+    ci: tuple[float, float] | None  # the ratio's confidence interval
+    level: Level
+    noise_cv: float | None  # relative sd of one observation at that level
+    noise_source: str  # "starts" (measured in the reports), "history", "prior", "none"
+    min_effect: float
+    n: int  # starts (or pairs) behind the figure, the smaller side
+    detail: str  # one line: the numbers, the interval, the level and where its noise came from
+    needs: str = ""  # what would decide an undecided comparison
+
+    @property
+    def blocks(self) -> bool:
+        return self.decision is Decision.REGRESSED
+
+
+def default_min_effect(metric: str, *, higher_is_better: bool | None = None) -> float:
+    """The documented practical floor of a metric: 0.5 % for throughput-like metrics, 2 % for latencies."""
+    if higher_is_better is None:
+        higher_is_better = not (metric.endswith("_ms") or "_ms_" in metric or metric.startswith(("ttft", "itl")))
+    return MIN_EFFECT_THROUGHPUT if higher_is_better else MIN_EFFECT_LATENCY
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (Lentz's method)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(c) > tiny else 1.0 + aa / tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(c) > tiny else 1.0 + aa / tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _t_cdf(t: float, df: float) -> float:
+    x = df / (df + t * t)
+    lbeta = math.lgamma(df / 2) + math.lgamma(0.5) - math.lgamma(df / 2 + 0.5)
+    front = math.exp(math.log(x) * df / 2 + math.log1p(-x) * 0.5 - lbeta) if 0 < x < 1 else 0.0
+    if x <= 0:
+        tail = 0.0
+    elif x < (df / 2 + 1) / (df / 2 + 0.5 + 2):
+        tail = front * _betacf(df / 2, 0.5, x) / (df / 2)
+    else:
+        tail = 1.0 - front * _betacf(0.5, df / 2, 1 - x) / 0.5
+    p = 0.5 * tail  # P(T > |t|)
+    return 1.0 - p if t >= 0 else p
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"a quantile needs 0 < p < 1, got {p}")
+    z = statistics.NormalDist().inv_cdf(p)
+    if math.isinf(df) or df > 1e6:
+        return z
+    lo, hi = -1e3, 1e3
+    for _ in range(200):  # bisection on the CDF: monotone, and 200 halvings reach double precision
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _logs(xs: Sequence[float]) -> list[float]:
+    out = [math.log(x) for x in xs if x is not None and x > 0 and math.isfinite(x)]
+    if len(out) != len(xs):
+        raise ValueError(f"a ratio needs positive finite values, got {list(xs)}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ decisions
+
+
+def decide(ratio: float, ci: tuple[float, float], *, higher_is_better: bool, min_effect: float) -> Decision:
+    """The rule of the module docstring, on a ratio new/old and its interval.
+
+    The practical floor is symmetric on the log scale (worse means below ``1 / (1 + min_effect)``, better above
+    ``1 + min_effect``), so A → B and B → A always get mirrored decisions.
+    """
+    good, lo, hi = (ratio, ci[0], ci[1]) if higher_is_better else (1 / ratio, 1 / ci[1], 1 / ci[0])
+    up = 1.0 + min_effect
+    if hi < 1.0 and good * up <= 1.0:
+        return Decision.REGRESSED
+    if lo > 1.0 and good >= up:
+        return Decision.IMPROVED
+    if lo * up >= 1.0 and hi <= up:
+        return Decision.SAME
+    return Decision.UNDECIDED
+
+
+def _starts_needed(log_ratio: float, se_one: float, q: float, min_effect: float) -> int | None:
+    """Starts (pairs, or starts per side) that would shrink the interval enough to decide, given the standard
+    error ``se_one`` at one; None when no number would (a ratio sitting on the edge of the band)."""
+    band, r = math.log1p(min_effect), abs(log_ratio)
+    margin = band - r if r < band else r  # the distance to the band's edge (to "same") or to 1 (to a change)
+    if margin <= 1e-12 or se_one <= 0:
+        return None
+    return max(2, math.ceil((q * se_one / margin) ** 2))
+
+
+def _judgement(log_mean: float, se: float, q: float, *, level: Level, noise_cv: float | None, source: str,
+               higher_is_better: bool, min_effect: float, n: int, confidence: float, what: str) -> tuple[
+                   Judgement, float]:
+    ratio = math.exp(log_mean)
+    ci = (math.exp(log_mean - q * se), math.exp(log_mean + q * se))
+    decision = decide(ratio, ci, higher_is_better=higher_is_better, min_effect=min_effect)
+    noise = f"{noise_cv:.3%}" if noise_cv is not None else "?"
+    detail = (f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({confidence:.0%} CI {what}, {_LEVEL_WORDS[level]}: "
+              f"sd {noise} from {source}; min effect {min_effect:.1%})")
+    return Judgement(decision=decision, ratio=ratio, ci=ci, level=level, noise_cv=noise_cv, noise_source=source,
+                     min_effect=min_effect, n=n, detail=detail), ratio
+
+
+def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
+           prior_cv: float | None = None) -> Judgement:
+    """Candidate/current ratios of interleaved start pairs (A1 B1 A2 B2 ...) on one machine.
+
+    The interval is a t-interval on the mean log ratio across pairs; with one pair the spread of a ratio comes
+    from ``prior_cv`` (one start's sd, default :data:`PRIOR_START_CV`) and the source says ``prior``.
+    """
+    logs = _logs(ratios)
+    if not logs:
+        raise ValueError("paired() needs at least one ratio")
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    if n >= 2:
+        sd = statistics.stdev(logs)
+        q = t_quantile(0.5 + confidence / 2, n - 1)
+        se, source, noise = sd / math.sqrt(n), "starts", sd / math.sqrt(2)
+    else:
+        noise = PRIOR_START_CV if prior_cv is None else prior_cv
+        sd = noise * math.sqrt(2)  # a ratio of two starts
+        q = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        se, source = sd, "prior"
+    j, _ = _judgement(mean, se, q, level=Level.STARTS, noise_cv=noise, source=source,
+                      higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=confidence,
+                      what=f"of {n} paired start(s)")
+    if j.decision is Decision.UNDECIDED:
+        need = _starts_needed(mean, max(sd, noise * math.sqrt(2)), q, min_effect)
+        j = _with_needs(j, f"about {need} interleaved start pairs would decide it" if need else
+                        "the two arms are indistinguishable at this min effect")
+    return j
+
+
+def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher_is_better: bool = True,
+             min_effect: float, confidence: float = 0.95, band_cv: float | None = None, band_source: str = "prior",
+             start_cv: float | None = None) -> Judgement:
+    """Two runs' per-start values of one record (one value each for single-start reports).
+
+    ``level`` ``starts``: the same machine; the interval comes from the runs' own starts when both have two or
+    more (a pooled t-interval), else from ``band_cv`` (history or the prior :data:`PRIOR_START_CV`).
+    ``level`` ``machines``: different (or unknown) machines; one machine's offset is not averaged away by its
+    starts, so the interval is ``band_cv`` (default :data:`PRIOR_MACHINE_CV`) for each side plus the start noise
+    (``start_cv``) over each side's starts.
+    """
+    a, b = _logs(old), _logs(new)
+    if not a or not b:
+        raise ValueError("unpaired() needs at least one value on each side")
+    na, nb = len(a), len(b)
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    measured = na >= 2 and nb >= 2
+    s_start = None
+    if measured:
+        pooled = ((na - 1) * statistics.variance(a) + (nb - 1) * statistics.variance(b)) / (na + nb - 2)
+        s_start = math.sqrt(pooled)
+    if level is Level.MACHINES:
+        machine = PRIOR_MACHINE_CV if band_cv is None else band_cv
+        within = s_start if s_start is not None else (PRIOR_START_CV if start_cv is None else start_cv)
+        se = math.sqrt(2 * machine**2 + within**2 * (1 / na + 1 / nb))
+        q, noise, source = z, machine, band_source if band_cv is not None else "prior"
+    elif measured and band_cv is None:
+        assert s_start is not None
+        se = s_start * math.sqrt(1 / na + 1 / nb)
+        q, noise, source = t_quantile(0.5 + confidence / 2, na + nb - 2), s_start, "starts"
+    else:
+        noise = PRIOR_START_CV if band_cv is None else band_cv
+        if s_start is not None:
+            noise = max(noise, s_start)
+        se = noise * math.sqrt(1 / na + 1 / nb)
+        q, source = z, band_source if band_cv is not None else "prior"
+    j, _ = _judgement(diff, se, q, level=level, noise_cv=noise, source=source, higher_is_better=higher_is_better,
+                      min_effect=min_effect, n=min(na, nb), confidence=confidence,
+                      what=f"of {na} vs {nb} start(s)")
+    if j.decision is Decision.UNDECIDED:
+        if level is Level.MACHINES:
+            j = _with_needs(j, "the reports come from different (or unidentified) machines, whose spread "
+                               f"(sd {noise:.1%} from {source}) covers this change; a paired run on one machine "
+                               "(--perfgate-candidate) or a baseline report from the same machine would decide it")
+        else:
+            need = _starts_needed(diff, noise * math.sqrt(2), z, min_effect)
+            j = _with_needs(j, f"about {need} starts per side (--perfgate-starts {need}) or a paired run would "
+                               "decide it" if need else "the two runs are indistinguishable at this min effect")
+    return j
+
+
+def _with_needs(j: Judgement, needs: str) -> Judgement:
+    from dataclasses import replace
+
+    return replace(j, needs=needs)

@@ -1,0 +1,271 @@
+"""Verdicts: floors, comparisons and expectations -> pass / fail / xfail / xpass / inconclusive.
+
+Pure functions: measurements and profile data in, a :class:`Verdict` out. The plugin turns
+a final verdict into the pytest outcome; messages say what, the numbers, and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perfgate.categories import Category, Outcome
+from perfgate.measuring.metrics import METRICS, MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
+from perfgate.profiles import DEFAULT_TOLERANCE, Expectation, Floor
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """Outcome of one check before expectations: pass, fail (with category) or inconclusive."""
+
+    outcome: str  # "pass" | "fail" | "inconclusive" | "skip"
+    category: str | None = None
+    message: str = ""
+    properties: dict[str, object] = field(default_factory=dict)
+    # a comparison that could not tell the two apart (CI straddles 1, or a difference below min_effect):
+    # "not slower" for a variant, no verdict for speculation
+    indistinct: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Final:
+    """A verdict after its expectation: what pytest should do and what the record says."""
+
+    outcome: str  # "pass" | "fail" | "xfail" | "xpass" | "inconclusive" | "skip"
+    category: str | None
+    message: str
+    expected: str  # "pass" | "xfail:<category>"
+
+
+def pct(x: float) -> str:
+    """A fraction as a percentage with the digits it needs: 0.0001 is 0.01 %, not 0.0 %."""
+    if x != 0 and abs(x) < 0.01:
+        return f"{x * 100:.2g}%"
+    return f"{x:.1%}"
+
+
+def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
+    if m.tok_s is None:
+        return None
+    if not m.tok_s.noise_known:
+        return Verdict(outcome="inconclusive", category="noise-unknown",
+                       message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no "
+                                f"confidence interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} "
+                                f"tok/s is recorded without a verdict; raise [workload] trials or --perfgate-trials"))
+    if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
+        return Verdict(outcome="inconclusive", category="noisy",
+                       message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
+                               f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials")
+    return None
+
+
+def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: str, update_hint: str) -> Verdict:
+    """Decode tok/s against ``floor * (1 - tolerance)``: :func:`limit_verdict` on ``tok_s``."""
+    return limit_verdict(m, "tok_s", floor.tok_s if floor is not None else None,
+                         floor.tolerance if floor is not None else DEFAULT_TOLERANCE, max_cv=max_cv, where=where,
+                         update_hint=update_hint)
+
+
+def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
+                  where: str, update_hint: str) -> Verdict:
+    """The one judge of a limit: any metric of :data:`~perfgate.measuring.metrics.METRICS`, in the metric's direction.
+
+    Built-in floors and a user's ``perf_check`` both come here, with the noise bar of
+    :meth:`perfgate.profiles.Profile.max_cv_for`, so the same data gives the same verdict whichever test asked.
+    Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
+    ``value <= ceiling x (1 + tolerance)``; too few trials or too noisy is inconclusive.
+    """
+    spec = METRICS[metric]
+    st = m.stat(metric)
+    if st is None:
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
+                       message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
+    if not st.noise_known:
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
+                       message=(f"inconclusive: noise unknown: {st.n} trial(s) of {m.config_name} give no confidence "
+                                f"interval (it needs at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} is "
+                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
+    if st.cv is not None and st.cv > max_cv:
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
+                       message=(f"inconclusive: too noisy, {metric} CV {pct(st.cv)} of {st.n} trials exceeds the "
+                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials"))
+    got = st.median
+    if limit is None:
+        return Verdict(outcome=Outcome.SKIP, message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency "
+                                                      f"{m.concurrency}; no limit for it in {where}; record one with "
+                                                      f"{update_hint}"))
+    if spec.higher_is_better:
+        bound, word, sign, rel, bad = limit * (1 - tolerance), "floor", "−", ">=", "<"
+        ok = got >= bound
+    else:
+        bound, word, sign, rel, bad = limit * (1 + tolerance), "ceiling", "+", "<=", ">"
+        ok = got <= bound
+    if ok:
+        return Verdict(outcome=Outcome.PASS,
+                       message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
+    return Verdict(
+        outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE,
+        message=(f"{metric} {got:.4g} {spec.unit} {bad} {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
+                 f"[{where}]; if intended, run {update_hint}"),
+    )
+
+
+def acceptance_verdict(accept_len: float | None, floor: Floor | None, *, where: str) -> Verdict:
+    if accept_len is None:
+        return Verdict(outcome="fail", category="crash",
+                       message="no acceptance length: the responses carried no spec_verify_ct (is speculation on?)")
+    if floor is None or floor.accept_len is None:
+        return Verdict(outcome="skip",
+                       message=f"acceptance length {accept_len:.2f} recorded; no accept_len floor in {where}")
+    limit = floor.accept_len * (1 - floor.accept_len_tolerance)
+    if accept_len >= limit:
+        return Verdict(outcome="pass", message=f"acceptance length {accept_len:.2f} >= {limit:.2f}")
+    return Verdict(outcome="fail", category="wrong-output" if accept_len < 1.0 else "slower-than-baseline",
+                   message=f"acceptance length {accept_len:.2f} < floor {floor.accept_len:g} × (1 − "
+                           f"{floor.accept_len_tolerance:g}) = {limit:.2f} [{where}]")
+
+
+def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,
+                    what: str, min_effect: float = 0.0) -> Verdict:
+    """Candidate vs baseline decode tok/s by the CI of the ratio of medians.
+
+    Faster or slower needs the CI to exclude 1 *and* the ratio to differ from 1 by at least
+    ``min_effect``: with very quiet trials a 0.05 % drift is significant but means nothing.
+    """
+    if candidate.tok_s is None:
+        return Verdict(outcome="fail", category="crash",
+                       message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
+    if baseline.tok_s is None:
+        return Verdict(outcome="inconclusive", message=f"{what}: the baseline has no measurement to compare with")
+    for m in (candidate, baseline):
+        noisy = _noisy(m, max_cv)
+        if noisy:
+            return Verdict(outcome="inconclusive", category=noisy.category,
+                           message=f"{what} ({m.config_name}): {noisy.message}")
+    from perfgate.measuring.metrics import paired_ratios
+
+    pairs = paired_ratios(candidate, baseline)
+    if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
+        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect)
+    ratio = candidate.tok_s.median / baseline.tok_s.median
+    lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
+    props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
+    desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
+            f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
+    if (lo > 1.0 or hi < 1.0) and abs(ratio - 1.0) < min_effect:
+        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                       message=desc + f": a {ratio - 1:+.2%} difference, below the profile's min_effect "
+                                      f"{min_effect:.0%}: negligible")
+    if lo > 1.0:
+        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+    if hi < 1.0:
+        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+    n = min(candidate.tok_s.n, baseline.tok_s.n)
+    need = trials_to_resolve(n, ratio, lo, hi)
+    more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
+    return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props,
+                   indistinct=True)
+
+
+def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[float], *, confidence: float,
+                   what: str, min_effect: float) -> Verdict:
+    """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.measuring.judge.paired``): faster
+    or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided is no verdict (indistinct)."""
+    from perfgate.measuring.judge import Decision, paired
+    from perfgate.record import PAIR_DECISION, PAIR_N
+
+    assert candidate.tok_s is not None and baseline.tok_s is not None
+    j = paired(ratios, min_effect=min_effect, confidence=confidence)
+    assert j.ratio is not None and j.ci is not None
+    props: dict[str, object] = {"vs_baseline": j.ratio, "vs_baseline_ci_low": j.ci[0], "vs_baseline_ci_high": j.ci[1],
+                                PAIR_N: j.n, PAIR_DECISION: str(j.decision)}
+    desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s (medians over "
+            f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
+    if j.decision is Decision.REGRESSED:
+        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+    if j.decision is Decision.IMPROVED:
+        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+    if j.decision is Decision.SAME:
+        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                       message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
+    return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+                   message=desc + f": undecided; {j.needs}")
+
+
+def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
+    """A floor this box has passed before that cannot be checked now is a failure, not a green skip.
+
+    ``floor`` names the stored floor (None: there is none, and an inconclusive record stays one). The
+    category keeps why (noisy, noise-unknown, warm-cache); the message says what would resolve it.
+    """
+    if floor is None or v.outcome != "inconclusive":
+        return v
+    return Verdict(outcome="fail", category=v.category, properties=v.properties,
+                   message=f"lost verdict: {floor} was not checked: {v.message.removeprefix('inconclusive: ')}")
+
+
+def warm_cache(v: Verdict, m: Measurement) -> Verdict:
+    """A pass or a numeric failure measured partly from SGLang's prefix cache becomes inconclusive.
+
+    perfgate flushes the cache before every trial and sweep level and never repeats a prompt, so this
+    happens only where the flush did not take (an attached server serving other clients, a server that
+    refuses /flush_cache) and a request shared a prefix with one seen before.
+    """
+    numeric = v.outcome == "pass" or v.category in ("slower-than-baseline", "wrong-output")
+    if not m.cache_hits or not numeric:
+        return v
+    return Verdict(outcome="inconclusive", category="warm-cache", properties=v.properties,
+                   message=(f"inconclusive: warm cache: {m.cache_hits} measured request(s) of {m.config_name} were "
+                            f"served partly from SGLang's prefix cache ({m.cached_tokens} cached prompt tokens), so "
+                            f"TTFT and throughput measure the cache, not the model; check that the server accepts "
+                            f"POST /flush_cache and serves no other client; measured: {v.message}"))
+
+
+def within_noise_or_faster(v: Verdict) -> Verdict:
+    """For variants: a ratio CI straddling 1 means 'not slower beyond noise' (category ``within-noise``).
+
+    Expected to pass, that is a pass; expected to be slower, it is inconclusive (see apply_expectation).
+    """
+    if v.outcome == "inconclusive" and v.indistinct:
+        return Verdict(outcome="inconclusive", category="within-noise", message=v.message, properties=v.properties)
+    return v
+
+
+def apply_expectation(v: Verdict, exp: Expectation | None, *, profile_path: str) -> Final:
+    """An xfail is strict and must fail for its stated reason."""
+    if exp is None or exp.expect == "pass":
+        expected = "pass"
+        if v.outcome == "inconclusive" and v.category == "within-noise":
+            return Final(outcome="pass", category=None, expected=expected,
+                         message=v.message.replace(": the CI straddles 1", ": within noise of the baseline"))
+        if v.outcome == "pass":
+            return Final(outcome="pass", category=None, message=v.message, expected=expected)
+        if v.outcome in ("inconclusive", "skip"):
+            return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
+        if v.category == "missing-dependency":
+            return Final(outcome="skip", category=v.category, message=f"skipped [missing-dependency]: {v.message}",
+                         expected=expected)
+        return Final(outcome="fail", category=v.category, message=f"[{v.category}] {v.message}", expected=expected)
+    expected = f"xfail:{exp.category}"
+    where = f"{profile_path}" + (f":{exp.line}" if exp.line else "") + f" ({exp.key})"
+    if v.outcome == "pass":
+        return Final(outcome="xpass", category=None, expected=expected,
+                     message=(f"[XPASS(strict)] UNBLOCKED: expected to fail with {exp.category} ({exp.reason}) but it "
+                              f"passed: {v.message}. Update the expectation at {where} to expect = \"pass\"."))
+    if v.outcome in ("inconclusive", "skip"):
+        return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
+    if v.category == exp.category:
+        return Final(outcome="xfail", category=v.category, expected=expected,
+                     message=f"[{v.category}] {exp.reason} — observed: {v.message}")
+    if v.category == "missing-dependency":
+        return Final(outcome="skip", category=v.category, expected=expected,
+                     message=f"skipped [missing-dependency]: {v.message}")
+    return Final(outcome="fail", category=v.category, expected=expected,
+                 message=(f"expected to fail with {exp.category} ({exp.reason}) but failed with {v.category}: "
+                          f"{v.message} [{where}]"))
+
+
+def _errs(m: Measurement) -> str:
+    if not m.errors:
+        return "no errors recorded"
+    uniq = list(dict.fromkeys(m.errors))
+    return "; ".join(uniq[:3])

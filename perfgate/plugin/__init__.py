@@ -1,0 +1,354 @@
+"""perfgate's pytest plugin: options, markers, fixtures and hooks (heavy modules load lazily).
+
+Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``; a ``conftest.py`` with
+``pytest_plugins = ["perfgate.plugin"]`` does the same without installing). It stays inert in sessions
+that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
+the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
+fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_case``, ``perf``), wherever the test lives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from perfgate.plugin.activation import activate, wants_perf
+from perfgate.plugin.state import STATE, PerfgateState, state_of
+from perfgate.record import case_of, fmt
+
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile
+
+MARKERS = {
+    "baseline": "throughput floors for plain decoding (perfgate)",
+    "speculative": "speculative decoding vs the baseline, acceptance length (perfgate)",
+    "backends": "the backend compatibility matrix: one record per variant x mode (perfgate)",
+    "stack_pair": "the current stack against --perfgate-candidate on this box, starts interleaved (perfgate)",
+    "micro": "fast tier: all-reduce micro-benchmarks, no server (perfgate)",
+    # pytest-xdist registers it too; perfgate tags every record with its config's group, with or without xdist
+    "xdist_group(name)": "the pytest-xdist group of a record: its server config (perfgate.plugin.workers)",
+    "load": "serving under load: goodput under the profile's [slo], the speculation crossover (perfgate)",
+    "profile": "where each decode step's GPU time goes, from SGLang's own trace: all-reduces, backend (perfgate)",
+    "perfgate(kind, modes, variants)": "a perfgate record of the given kind (perf_case or perf_server tests); "
+                                       "modes=[...] and variants=True choose its configs",
+}
+
+
+
+# ----------------------------------------------------------------------------- hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("perfgate", "perfgate: SGLang performance regression suite")
+    parser.addini("perfgate_profile", "perfgate: the profile to run (a path, or <hardware>/<model> under baselines/), "
+                  "as --perfgate-profile; also switches perfgate on from the start (needed under pytest-xdist)",
+                  default="")
+    parser.addini("perfgate", "perfgate: switch the plugin on for every session of this project (otherwise it "
+                  "switches on when a collected test uses a perfgate fixture)", type="bool", default=False)
+    g.addoption("--perfgate-profile", default=None, metavar="PATH|HW/MODEL",
+                help="profile to run (a path, or <hardware>/<model> under baselines/; env PERFGATE_PROFILE). "
+                     "Default: the simulated seed box when no NVIDIA GPU is visible, else the profile matching "
+                     "the GPUs.")
+    g.addoption("--perfgate-url", default=None, metavar="URL",
+                help="attach to a running server instead of launching; tests whose config differs are skipped")
+    g.addoption("--perfgate-update-baselines", action="store_true", default=False,
+                help="write the measured floors (with stack, date, n, CV) back into the profile")
+    g.addoption("--perfgate-allow-hardware-mismatch", action="store_true", default=False,
+                help="run a profile on hardware other than the one it is for")
+    g.addoption("--perfgate-log-dir", default=None, metavar="DIR", help="where server logs go")
+    g.addoption("--perfgate-sim-stack", default=None, metavar="PKG=VER,...",
+                help="simulated stack overrides, e.g. flashinfer=0.8.0 (env PERFGATE_SIM_STACK)")
+    g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse.SUPPRESS)
+    g.addoption("--perfgate-variants", default=None, metavar="A,B", help="only these variants")
+    g.addoption("--perfgate-shard", default=None, metavar="I/N",
+                help="run cell I of the profile's configs split into N (as `perfgate plan` splits them without "
+                     "reports; tests with no server config, the micro tier, run in cell 1)")
+    g.addoption("--perfgate-configs", default=None, metavar="KEY,KEY",
+                help="run only the records of these server configs (the keys of a `perfgate plan` cell); a "
+                     "variant's baseline is still measured to compare with, its records are not reported")
+    g.addoption("--perfgate-variants-file", default=None, metavar="PATH",
+                help="variants file (default baselines/variants.toml)")
+    g.addoption("--perfgate-crosscheck", default="auto", choices=("auto", "on", "off"),
+                help="measure each mode with SGLang's own bench_one_batch_server too: auto = with the real engine "
+                     "(default), on = also on the simulated server, off = never (saves ~1 min per mode)")
+    g.addoption("--perfgate-calibrate", default="auto", choices=("auto", "on", "off"),
+                help="calibrate the GPU at session start (HBM copy, bf16 GEMM; a few seconds, recorded as calib.*): "
+                     "auto = with the real engine (default; the simulator's modelled figures for a simulated "
+                     "profile; not when attached with --perfgate-url), on = also when attached, off = never")
+    g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
+                help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
+    g.addoption("--perfgate-starts", default=None, type=_positive_starts, metavar="N",
+                help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
+                     "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+    g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
+                help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
+                     "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
+    g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
+                help="override the profile's server start-up timeout")
+    g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
+                help="while a server starts, print its phase and elapsed time at least every S seconds (default 15)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
+    return value
+
+
+def _positive_starts(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
+                                f"e.g. 3")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
+    return value
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, desc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {desc}")
+    config.stash[STATE] = PerfgateState(config)
+    if wants_perf(config):  # named on the command line, in the environment or in the ini file
+        activate(config, early=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    st = state_of(node.config)
+    node.workerinput["perfgate_run"] = st.log_dir.name
+    node.workerinput["perfgate_active"] = st.active
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist, send all records of one server config to one worker (each config starts once)."""
+    if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
+        return None
+    from perfgate.plugin.workers import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    st = config.stash.get(STATE, None)
+    if st is not None:
+        from perfgate.errors import PerfgateError
+
+        try:
+            st.stop()  # normally already done at sessionfinish
+        except PerfgateError as e:
+            sys.stderr.write(f"perfgate: server teardown failed: {e}\n")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from perfgate.plugin.activation import add_suite_properties
+
+    add_suite_properties(session.config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    from perfgate.plugin.collection import parametrize
+
+    parametrize(metafunc)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order perf tests by server config (baseline configs first) so each config starts once."""
+    from perfgate.plugin.collection import order_items
+
+    order_items(config, items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    """A record skipped from perfgate's own code (inconclusive, missing dependency) is reported at the test
+    that made it, as pytest does for skip marks, not at the line of perfgate that concluded it."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        raw = Path(str(rep.longrepr[0]))
+        candidates = ([raw] if raw.is_absolute()
+                      else [item.config.invocation_params.dir / raw, item.config.rootpath / raw])
+        if any(c.resolve().is_relative_to(_PACKAGE_DIR) for c in candidates):
+            fspath, lineno, _ = item.reportinfo()
+            rep.longrepr = (str(fspath), (lineno or 0) + 1, rep.longrepr[2])
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # perfgate/
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    if not any(case_of(it) is not None for it in items):
+        return []
+    from perfgate.plugin.terminal import banner
+
+    return banner(state_of(config))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    st = config.stash.get(STATE, None)
+    if st is None or st._profile is None:
+        return
+    from perfgate.plugin.terminal import summary
+
+    summary(terminalreporter, st, worker=hasattr(config, "workerinput"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """--perfgate-update-baselines: the floors are written here, whatever plugins are active (not from the
+    terminal summary); under xdist a worker hands its updates to the controller, which writes them once."""
+    config = session.config
+    st = config.stash.get(STATE, None)
+    if st is not None and hasattr(config, "workeroutput"):
+        config.workeroutput["perfgate_updates"] = {
+            "updates": [list(u) for u in st.updates], "meta": st.update_meta,
+            "refused": [list(r) for r in st.update_refused],
+        }
+    elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
+        _write_updates(config, st)
+    if st is not None:
+        _teardown_servers(session, st)
+
+
+def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
+    from perfgate.plugin.ledger import REPORT, finish
+
+    lines = config.stash[REPORT] = finish(st)
+    if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
+        for line, _colour in lines:
+            sys.stderr.write(line + "\n")
+
+
+def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
+    """Stop the last server here (not only at unconfigure), so a teardown problem is a clear line and exit 1."""
+    from perfgate.errors import PerfgateError
+
+    try:
+        st.stop()
+    except PerfgateError as e:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"perfgate: server teardown failed: {e}"
+        if tr is not None:
+            tr.write_line(msg, red=True)
+        else:
+            sys.stderr.write(msg + "\n")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    st = node.config.stash.get(STATE, None)
+    got = getattr(node, "workeroutput", {}).get("perfgate_updates")
+    if st is None or not got:
+        return
+    st.updates.extend(tuple(u) for u in got["updates"])
+    for mode, meta in got["meta"].items():
+        st.update_meta.setdefault(mode, {}).update(meta)
+    st.update_refused.extend(tuple(r) for r in got["refused"])
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def perfgate_state(request: pytest.FixtureRequest) -> PerfgateState:
+    """The session's perfgate state (profile, variants, stack, server manager)."""
+    return state_of(request.config)
+
+
+@pytest.fixture(scope="session")
+def perfgate_profile(perfgate_state: PerfgateState) -> Profile:
+    """The active, validated profile."""
+    return perfgate_state.profile
+
+
+@pytest.fixture
+def perfgate_record(request: pytest.FixtureRequest) -> Any:
+    """``record(name, value)``: a JUnit property on this test (no xunit2 warning)."""
+
+    def record(name: str, value: object) -> None:
+        request.node.user_properties.append((name, fmt(value)))
+
+    return record
+
+
+@pytest.fixture
+def perf(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
+    """perfgate's per-test helper (perfgate.plugin.runner.PerfRun) behind the built-in tests: measure a case,
+    compare, conclude. Tests of your own use perf_server, measure and perf_check."""
+    from perfgate.plugin.runner import PerfRun
+
+    return PerfRun(item=request.node, state=perfgate_state)
+
+
+@pytest.fixture
+def perf_case(request: pytest.FixtureRequest) -> Any:
+    """The record a built-in perf test produces (kind, mode, variant), parametrized by perfgate from the
+    profile for tests marked @pytest.mark.perfgate(kind=...)."""
+    raise pytest.UsageError(f"perfgate: {request.node.nodeid}: perf_case is parametrized by perfgate; mark the "
+                            f"test @pytest.mark.perfgate(kind=...)")
+
+
+@pytest.fixture
+def perf_server(request: pytest.FixtureRequest, perf: Any) -> Any:
+    """A running server of one config (perfgate.plugin.api.PerfServer: mode, variant, url, log_path). The test
+    runs once per mode of the profile (or per @pytest.mark.perfgate(modes=[...]), plus each variant with
+    variants=True); each config starts once per session, tests ordered by config; a failed start is the
+    test's record (classified, with its log)."""
+    from perfgate.plugin.api import start
+
+    return start(perf, request.param)
+
+
+@pytest.fixture
+def measure(perf: Any) -> Any:
+    """measure(perf_server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=,
+    requests_per_trial=, request_timeout_s=) -> perfgate.Measurement: the mode's workload with those keys
+    replaced, measured cold (prefix cache flushed per trial), median/CI/CV per metric, recorded on the test."""
+    from perfgate.plugin.api import Measure
+
+    return Measure(perf)
+
+
+@pytest.fixture
+def perf_check(perf: Any) -> Any:
+    """perf_check(measurement, metric, *, limit=None, tolerance=None): conclude this test's record on one
+    metric (tok_s, output_tok_s, ttft_ms, ttft_ms_p99, itl_ms, itl_ms_p99) in its direction, against the
+    profile's [floors.<mode>] / [floors.<mode>.c<N>] or the given limit, through the profile's expectations.
+    Ends the test: call it last."""
+    from perfgate.plugin.api import Check
+
+    return Check(perf)
+
+
+@pytest.fixture
+def step_profile(perf: Any) -> Any:
+    """step_profile(perf_server, *, num_steps=16) -> perfgate.measuring.trace.StepProfile: capture SGLang's own trace
+    of a few decode steps (speculative cycles) on the server, record all-reduces per step, their time and
+    share, the backend that ran them, GEMM/attention/other time and rank skew, and conclude the record
+    (a variant whose trace shows another all-reduce backend than its own is a `fallback`). Call it last."""
+    from perfgate.plugin.profiling import StepProfiler
+
+    return StepProfiler(perf)
+

@@ -1,0 +1,151 @@
+"""Switching perfgate on for a session: when (a profile named, or a collected test using a perfgate fixture),
+and what it does then: inputs validated with the file, key and fix; GPUs partitioned under xdist; SIGTERM made
+a clean end; the JUnit file kept current; the stack, the machine (perfgate.plugin.fingerprint) and ``perfgate.*`` on
+the JUnit suite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from perfgate.plugin.state import PerfgateState, state_of
+
+__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties"]
+
+
+def activate(config: pytest.Config, *, early: bool) -> None:
+    """Switch perfgate on for this session: inputs validated (file, key and fix), GPUs partitioned under
+    xdist, SIGTERM made a clean end, the JUnit file kept current. Early: at configure, when the profile is
+    named; late: at collection, when a collected test uses a perfgate fixture."""
+    st = state_of(config)
+    if st.active:
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if not early and workerinput is not None and not workerinput.get("perfgate_active") \
+            and not st.profile.simulated:
+        raise pytest.UsageError(
+            "perfgate: under pytest-xdist perfgate must know the profile before the workers start, to give each "
+            "its own GPUs: pass --perfgate-profile, set PERFGATE_PROFILE, or set perfgate_profile (or "
+            "perfgate = true) in the pytest ini file")
+    st.active = True
+    install_sigterm()
+    validate_inputs(config)
+    if early:
+        from perfgate.plugin.workers import assign_gpus
+
+        assign_gpus(config)
+    from perfgate.plugin.junitguard import install
+
+    install(config)  # the JUnit file stays current: a killed pytest loses no finished record
+    if not early:
+        add_suite_properties(config)
+
+
+def activate_late(config: pytest.Config) -> None:
+    activate(config, early=False)
+
+
+def validate_inputs(config: pytest.Config) -> None:
+    """Bad profiles, variants or options fail here, before collection, with the file, key and fix."""
+    st = state_of(config)
+    p = st.profile
+    vs = st.variants
+    names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
+    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant", "profile", "goodput", "crossover"}
+    for n in names:
+        if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
+            from perfgate.profiles.reader import _close
+
+            where = "[variants] include / overrides / [expectations]"
+            raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
+                                    f"{vs.path} nor a check ({', '.join(sorted(checks))}); "
+                                    f"{_close(n, list(vs.variants) + sorted(checks))}")
+    wanted = st.opt("perfgate_variants")
+    for n in (wanted.split(",") if wanted else []):
+        if n not in vs.variants:
+            from perfgate.profiles.reader import _close
+
+            raise pytest.UsageError(f"perfgate: --perfgate-variants: unknown variant '{n}' in {vs.path}; "
+                                    f"{_close(n, vs.variants)}")
+        if p.variant_include is not None and n not in p.variant_include:
+            raise pytest.UsageError(
+                f"perfgate: --perfgate-variants: '{n}' is a variant of {vs.path} but not in {p.path} [variants] "
+                f"include ({', '.join(p.variant_include) or 'empty'}), so no record would run; add it to include "
+                f"or pick one of those")
+    if p.simulated:
+        _ = st.stack  # validates --perfgate-sim-stack
+        from perfgate.plugin.fingerprint import sim_variation_problem
+
+        bad = sim_variation_problem()  # PERFGATE_SIM_MACHINE, PERFGATE_SIM_SCALE
+        if bad:
+            raise pytest.UsageError(f"perfgate: {bad}")
+    else:  # a profile for other hardware is refused here, not once per test
+        from perfgate.errors import HardwareMismatch
+
+        try:
+            st.check_hardware()
+        except HardwareMismatch as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+    if not p.simulated and not st.opt("perfgate_url"):  # every path SGLang would be handed, before any launch
+        from perfgate.profiles.paths import missing_paths
+
+        missing = missing_paths(p, vs)
+        if missing:
+            raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
+
+
+def install_sigterm() -> None:
+    """SIGTERM ends the session like Ctrl-C: JUnit is written, servers are torn down."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def _term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, _term)
+
+
+def wants_perf(config: pytest.Config) -> bool:
+    """Activated from the start: a profile named (option, environment, ini) or ``perfgate = true`` in the ini."""
+    if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
+        return True
+    return bool(config.getini("perfgate_profile")) or bool(config.getini("perfgate"))
+
+
+def add_suite_properties(config: pytest.Config) -> None:
+    """The stack and perfgate.* on the JUnit suite (written by the controller, so they survive -n N)."""
+    st = state_of(config)
+    if hasattr(config, "workerinput") or not st.active:
+        return
+    _ = st.fingerprint  # the machine and its calibration, at session start (before any server)
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for k, v in suite_properties(st).items():
+        xml.add_global_property(k, v)
+
+
+def suite_properties(st: PerfgateState) -> dict[str, str]:
+    import perfgate
+
+    p = st.profile
+    props = {
+        "perfgate.version": perfgate.__version__,
+        "perfgate.engine": p.engine.name,
+        "perfgate.profile": p.name,
+        "perfgate.profile_path": str(p.path),
+        "perfgate.simulated": "true" if p.simulated else "false",
+        "perfgate.started_at": st.started_at,
+    }
+    props.update(st.stack.as_properties())
+    props.update(st.fingerprint.as_properties())
+    return props

@@ -1,0 +1,277 @@
+"""Writing your own perf tests: what the ``perf_server``, ``measure`` and ``perf_check`` fixtures hand out.
+
+A user test gets the same lifecycle (one server start per config, tests ordered by config), the same
+JUnit record (an ``outcome``, the numbers, the stack), the same terminal matrix and the same gate as
+perfgate's built-in tests::
+
+    import pytest
+
+    pytestmark = pytest.mark.perfgate(kind="ttft", modes=["baseline", "eagle3"])
+
+    def test_ttft_at_concurrency_4(perf_server, measure, perf_check):
+        m = measure(perf_server, concurrency=4, max_new_tokens=64)
+        perf_check(m, "ttft_ms")          # against [floors.<mode>.c4] ttft_ms (a ceiling), or skip
+
+``docs/writing-tests.md`` has the whole guide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfgate.measuring.metrics import METRICS, Measurement
+from perfgate.profiles import DEFAULT_TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
+
+if TYPE_CHECKING:
+    from perfgate.measuring.goodput import LoadLevel
+    from perfgate.plugin.loadrun import Goodput, Levels
+    from perfgate.plugin.runner import PerfRun
+    from perfgate.profiles.config import ServerConfig
+    from perfgate.record import Case
+
+__all__ = ["PerfServer", "Measure", "Check"]
+
+#: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
+MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
+                "request_timeout_s")
+
+
+@dataclass(frozen=True)
+class PerfServer:
+    """A running server of one config: a profile's mode, optionally with a variant.
+
+    ``url`` serves SGLang's HTTP API (or the simulated server's); ``log_path`` is its log. With
+    ``--perfgate-url`` it is the attached server and ``log_path`` is empty.
+    """
+
+    mode: str
+    variant: str | None
+    config: ServerConfig
+    url: str
+    log_path: str
+    startup_s: float | None
+    case: Case
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def start(perf: PerfRun, case: Case) -> PerfServer:
+    """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
+    from perfgate.plugin.pool import ServerFailed
+
+    st = perf.state
+    config = st.config_for(case)
+    perf._identity(case, config)
+    perf.preflight(case)
+    if case.variant:
+        perf.controlled(case)
+    st.check_hardware()
+    st.servers.admit(perf, config, case)
+    if config.key in st.failed:
+        perf.conclude(case, st.failed[config.key])
+    failed: ServerFailed | None = None
+    try:
+        ep = st.servers.endpoint(perf, config, record_log=True)
+    except ServerFailed as e:
+        failed = e
+    if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
+        st.failed[config.key] = failed.verdict
+        if failed.log:
+            perf.record("log", failed.log)
+        perf.conclude(case, failed.verdict)
+    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=ep.url, log_path=ep.log_path,
+                      startup_s=ep.startup_s, case=case)
+
+
+class Measure:
+    """``measure(server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=, requests_per_trial=,
+    request_timeout_s=) -> Measurement``.
+
+    The mode's workload with the given keys replaced, measured as the built-in tests measure: warm-up,
+    SGLang's prefix cache flushed before every trial and no prompt repeated, median, bootstrap CI and CV
+    per metric. Each distinct workload of a config is measured once per session. The numbers are
+    recorded on the test (JUnit properties) at once, so a failing test still carries them.
+    """
+
+    def __init__(self, perf: PerfRun) -> None:
+        self._perf = perf
+
+    def __call__(self, server: PerfServer, **overrides: Any) -> Measurement:
+        unknown = set(overrides) - set(MEASURE_KEYS)
+        if unknown:
+            raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+        perf = self._perf
+        w = perf.state.profile.workload_for(server.mode)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "prompts" in given:
+            given["prompts"] = Path(given["prompts"])
+        for k in ("concurrency", "max_new_tokens", "trials", "requests_per_trial"):
+            if k in given and (not isinstance(given[k], int) or isinstance(given[k], bool) or given[k] < 1):
+                raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
+        w = perf.state.settings.workload(w, **given)
+        m = perf.measure(server.case, workload=None if not given else w)
+        perf.record("concurrency", m.concurrency)
+        for name in METRICS:
+            st = m.stat(name)
+            if st is not None and name not in ("tok_s",):  # tok_s and its CI/CV are recorded by measure()
+                perf.record(name, st.median)
+        return m
+
+    def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
+        """One open-loop ``rate`` (requests per second) on the server, on the schedule of the mode's ``[slo]``,
+        with the workload's trials: a :class:`perfgate.measuring.goodput.LoadLevel` judged against the SLOs."""
+        from perfgate.plugin.loadrun import measure_rate
+
+        return measure_rate(self._perf, server.case, rate, workload=self._workload(server, overrides))
+
+    def goodput(self, server: PerfServer, **overrides: Any) -> Goodput:
+        """The highest open-loop rate meeting the mode's ``[slo]``: bracketed by doubling from ``rate_start``,
+        then bisected to ``resolution``; ``perf_check(g, "goodput_rps")`` concludes the record on it. Every mode
+        is measured with the same tokens per request (the most any mode's workload asks) unless overridden."""
+        from perfgate.plugin.loadrun import measure_goodput
+
+        return measure_goodput(self._perf, server.case, workload=self._workload(server, overrides))
+
+    def levels(self, server: PerfServer, loads: tuple[int, ...] | None = None) -> Levels:
+        """Closed-loop measurements at each of ``loads`` streams (default: the mode's ``[slo]``
+        ``crossover_levels``), every mode with the same tokens per request (the most any mode's workload asks);
+        ``perf_check(levels, "crossover")`` compares a speculative mode's with the baseline's."""
+        from perfgate.plugin.loadrun import measure_levels, slo_of
+
+        perf = self._perf
+        loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
+        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
+
+    def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
+        unknown = set(overrides) - set(MEASURE_KEYS)
+        if unknown:
+            raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; "
+                            f"known: {', '.join(MEASURE_KEYS)}")
+        perf = self._perf
+        w = perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
+        trials = perf.state.profile.slo.get(server.mode)
+        given = {"max_new_tokens": _shared_tokens(perf),
+                 **({"trials": trials.trials} if trials and trials.trials else {}),
+                 **{k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}}
+        return replace(w, **given)
+
+
+def _shared_tokens(perf: PerfRun) -> int:
+    """Tokens per request under load, the same in every mode: the baseline's ``[slo] max_new_tokens``, else the
+    most any mode's workload asks."""
+    p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    if slo is not None and slo.max_new_tokens:
+        return int(slo.max_new_tokens)
+    return max(p.workload_for(m).max_new_tokens for m in p.modes)
+
+
+def _shared_trials(perf: PerfRun) -> int | None:
+    p = perf.state.profile
+    slo = p.slo.get(p.baseline_mode())
+    return slo.trials if slo is not None else None
+
+
+class Check:
+    """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
+
+    ``metric`` is one of ``perfgate.measuring.metrics.METRICS`` (``tok_s``, ``output_tok_s`` and ``*_ms`` latencies,
+    ``_p99`` too); its direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``;
+    latency: at or below ``limit x (1 + tolerance)``). Without ``limit`` the profile's
+    ``[floors.<mode>]`` (at the profile's concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is
+    used; none there: the number is recorded and the test skips, saying how to record one. The record
+    goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict xfail.
+    This ends the test (pass, fail, xfail, skip): call it last.
+    """
+
+    def __init__(self, perf: PerfRun) -> None:
+        self._perf = perf
+
+    def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
+                 tolerance: float | None = None) -> None:
+        from perfgate.measuring.verdict import limit_verdict, lost_verdict
+        from perfgate.plugin.loadrun import Goodput, Levels
+
+        if isinstance(m, (Goodput, Levels)):
+            return self._load(m, metric)
+        if metric not in METRICS:
+            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}")
+        perf = self._perf
+        case = _case_of_test(perf)
+        st = perf.state
+        p = st.profile
+        floors = p.floors.get(case.mode)
+        at = None
+        if floors is not None:
+            at = floors if m.concurrency == p.workload_for(case.mode).concurrency and floors.limit(metric) else None
+            at = floors.at(m.concurrency) or at
+        stored = at.limit(metric) if at is not None else None
+        lim = limit if limit is not None else stored
+        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else DEFAULT_TOLERANCE)
+        spec = METRICS[metric]
+        stat = m.stat(metric)
+        perf.record(METRIC, metric)
+        perf.record(DIRECTION, spec.direction)
+        if stat is not None:
+            perf.record(metric, stat.median)
+            if stat.ci_low is not None and stat.ci_high is not None:
+                perf.record(f"{metric}_ci_low", stat.ci_low)
+                perf.record(f"{metric}_ci_high", stat.ci_high)
+            if stat.cv is not None:
+                perf.record(f"{metric}_cv", stat.cv)
+        from perfgate.plugin.starts import start_properties
+
+        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
+            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
+        if lim is not None:
+            perf.record(LIMIT, lim)
+            perf.record(TOLERANCE, tol)
+        where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
+            case.mode).concurrency else "]")
+        max_cv = p.max_cv_for(case.mode, at)
+        v = limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
+                           update_hint=f"a `{metric} = <value>` line there, or --perfgate-update-baselines")
+        if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
+            from perfgate.plugin.ledger import note_update
+
+            same_c = m.concurrency == p.workload_for(case.mode).concurrency
+            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv,
+                        table=case.mode if same_c else f"{case.mode}.c{m.concurrency}")
+        v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
+        perf.conclude(case, v)
+
+
+    def _load(self, m: Goodput | Levels, metric: str) -> None:
+        """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
+        from perfgate.plugin.loadcheck import conclude_crossover, conclude_goodput
+        from perfgate.plugin.loadrun import Goodput, measure_levels
+
+        perf = self._perf
+        case = _case_of_test(perf)
+        want = "goodput_rps" if isinstance(m, Goodput) else "crossover"
+        if metric != want:
+            raise ValueError(f"perf_check(): a {type(m).__name__} is judged on '{want}', not '{metric}'")
+        if isinstance(m, Goodput):
+            return conclude_goodput(perf, case, m)
+        base_mode = perf.state.profile.baseline_mode()
+        if case.mode == base_mode or not perf.state.profile.modes[case.mode].speculative:
+            return conclude_crossover(perf, case, m, None)
+        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
+                              trials=_shared_trials(perf))
+        return conclude_crossover(perf, case, base, m)
+
+
+def _case_of_test(perf: PerfRun) -> Case:
+    from perfgate.record import case_of
+
+    case = case_of(perf.item)
+    if case is None:
+        raise RuntimeError("perf_check() needs the test to use perf_server (it names the mode and variant)")
+    return case

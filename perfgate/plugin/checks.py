@@ -1,0 +1,201 @@
+"""The built-in checks of a record, with the profile's context: floors, acceptance, speculation and variants
+against the baseline measured in the same run, the concurrency sweep, preflight and controlled comparisons.
+
+Each returns a :class:`~perfgate.measuring.verdict.Verdict` (or concludes the record itself where the check ends it:
+``preflight``, ``controlled``); the verdict rules live in :mod:`perfgate.measuring.verdict`, this module gives them
+the profile's limits and records the numbers they used. :class:`Checks` is mixed into
+:class:`perfgate.plugin.runner.PerfRun`, whose ``record``/``conclude`` it uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from perfgate.measuring.metrics import METRICS, Measurement, token_match
+from perfgate.measuring.verdict import (
+    Verdict,
+    acceptance_verdict,
+    compare_verdict,
+    floor_verdict,
+    lost_verdict,
+    within_noise_or_faster,
+)
+from perfgate.plugin.ledger import note_update
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, Case
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from perfgate.plugin.state import PerfgateState
+    from perfgate.profiles import Expectation
+    from perfgate.profiles.config import ServerConfig
+
+__all__ = ["Checks"]
+
+
+class Checks:
+    """The checks of :class:`perfgate.plugin.runner.PerfRun` (``perf.floor(...)``, ``perf.compare(...)``, ...)."""
+
+    state: PerfgateState
+
+    def record(self, name: str, value: object) -> None:  # pragma: no cover - PerfRun's
+        raise NotImplementedError
+
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:  # pragma: no cover - PerfRun's
+        raise NotImplementedError
+
+    def _identity(self, case: Case, config: ServerConfig | None = None) -> None:  # pragma: no cover - PerfRun's
+        raise NotImplementedError
+
+    @property
+    def profile(self) -> Any:
+        return self.state.profile
+
+    def where(self) -> str:
+        return str(self.state.profile.path)
+
+    def update_hint(self) -> str:
+        return (f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} "
+                f"--perfgate-update-baselines`")
+
+    def floor(self, case: Case, m: Measurement) -> Verdict:
+        p = self.profile
+        fl = p.floors.get(case.mode)
+        self.record(METRIC, "tok_s")
+        self.record(DIRECTION, METRICS["tok_s"].direction)
+        if fl is not None and fl.tok_s is not None:  # the names perf_check writes: one record contract
+            self.record(LIMIT, fl.tok_s)
+            self.record(TOLERANCE, fl.tolerance)
+        v = floor_verdict(m, fl, max_cv=p.max_cv_for(case.mode, fl), where=f"{self.where()}, mode {case.mode}",
+                          update_hint=self.update_hint())
+        note_update(self.state, case.mode, "tok_s", fl.tok_s if fl else None, m, v)
+        return lost_verdict(v, f"the {case.mode} floor ({fl.tok_s:g} tok/s)" if fl and fl.tok_s is not None else None)
+
+    def acceptance(self, case: Case, m: Measurement) -> Verdict:
+        fl = self.profile.floors.get(case.mode)
+        v = acceptance_verdict(m.accept_len, fl, where=f"{self.where()}, mode {case.mode}")
+        note_update(self.state, case.mode, "accept_len", fl.accept_len if fl else None, m, v)
+        return lost_verdict(v, f"the {case.mode} acceptance floor ({fl.accept_len:g})"
+                            if fl and fl.accept_len is not None else None)
+
+    def compare(self, case: Case, candidate: Measurement, baseline: Measurement, *, what: str) -> Verdict:
+        """Candidate vs the baseline measured in this run: outputs first, then speed."""
+        w = self.profile.workload
+        tm = token_match(candidate.outputs, baseline.outputs)
+        if tm is not None:
+            self.record("token_match", tm)
+            if tm < w.token_match_min:
+                return Verdict(outcome="fail", category="wrong-output",
+                               message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
+                                       f"{w.token_match_min:.0%}): the output changed")
+        v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what,
+                            min_effect=w.min_effect)
+        for k, val in v.properties.items():
+            self.record(k, val)
+        return v
+
+    def stack_pair(self, case: Case) -> Verdict:
+        """The current stack against ``--perfgate-candidate`` on this box, starts interleaved (plugin.stackpair)."""
+        from perfgate.plugin.stackpair import stack_pair_verdict
+
+        return stack_pair_verdict(self, case)  # type: ignore[arg-type]  # Checks is PerfRun's
+
+    def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
+        """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
+        for pt in m.sweep:
+            for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):
+                value = getattr(pt, name)
+                if value is not None:
+                    self.record(f"c{pt.concurrency}_{name}", value)
+        if not m.sweep:
+            return Verdict(outcome="fail", category="crash", message="the concurrency sweep produced no points")
+        failed = {pt.concurrency: pt.failures for pt in m.sweep if pt.failures}
+        if failed:
+            return Verdict(outcome="fail", category="crash",
+                           message="requests failed in the concurrency sweep: " + ", ".join(
+                               f"{n} at concurrency {c}" for c, n in failed.items()))
+        levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
+        return Verdict(outcome="pass", message=f"output tok/s by concurrency {levels}")
+
+    def explain_speculation(self, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
+        """Attach the cost model's breakdown; a slower speculation says what it would take."""
+        p = self.profile
+        if spec.tok_s is None or base.tok_s is None or not spec.accept_len:
+            return v
+        from perfgate.measuring import costmodel
+        mode = p.modes[case.mode]
+        verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
+        lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
+        # the config's step profile, when this session took one (profile records run before this one): the
+        # all-reduces per verify pass as measured in SGLang's own trace, not modelled
+        prof = self.state.step_profiles.get(self.state.config_for(case).key)
+        measured = (prof.allreduce_count, prof.allreduce_us / 1000.0) if prof is not None and prof.allreduce_count \
+            else None
+        bd = costmodel.spec_breakdown(
+            baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
+            layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
+            verify_tokens=verify_tokens, allreduce_latency_us=lat, measured_allreduce=measured,
+        )
+        for k, val in bd.as_properties().items():
+            self.record(k, val)
+        if v.outcome == "fail" and v.category == "slower-than-baseline":
+            return Verdict(outcome=v.outcome, category=v.category, message=f"{v.message}. {bd.what_it_would_take()}",
+                           properties=v.properties)
+        return v
+
+    def variant_verdict(self, case: Case, m: Measurement, base: Measurement) -> Verdict:
+        v = within_noise_or_faster(self.compare(case, m, base, what=f"{case.variant} in {case.mode}"))
+        return self._unexercised(case, m, v)
+
+    def _unexercised(self, case: Case, m: Measurement, v: Verdict) -> Verdict:
+        """A variant meant for NCCL's all-reduce whose all-reduces NCCL never saw tested nothing: inconclusive.
+
+        Whatever its speed (same, faster or slower), the difference is not the variant's doing, so it
+        is neither a pass nor a slower-than-baseline failure. Decided only where NCCL logged its calls.
+        """
+        from perfgate.serving.evidence import not_exercised, read_evidence
+
+        variant = self.state.variants.get(case.variant) if case.variant else None
+        if variant is None or not variant.backend or not m.log_path or v.category == "wrong-output":
+            return v
+        why = not_exercised(variant.backend, read_evidence(m.log_path))
+        if why is None:
+            return v
+        return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
+                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
+                               f"but {why}; measured: {v.message}")
+
+    def preflight(self, case: Case) -> None:
+        """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's
+        required packages (missing-dependency record); real engine only."""
+        config = self.state.config_for(case)
+        v = self.state.launch_problem(config)
+        if v is not None:
+            self._identity(case, config)
+            self.conclude(case, v)
+
+    def controlled(self, case: Case) -> None:
+        """A variant's config may differ from the baseline's only in the keys it declares."""
+        from perfgate.profiles.config import confounders
+
+        cand = self.state.config_for(case)
+        ref = self.state.config_for(type(case)(case.profile, "floor", case.mode, None))
+        bad = confounders(cand, ref)
+        if bad:
+            self._identity(case, cand)
+            self.conclude(case, Verdict(
+                outcome="inconclusive", category="confounded",
+                message=(f"inconclusive: confounded: {case.variant} differs from the {_baseline_of(case.mode)} in "
+                         f"{', '.join(sorted(bad))}, which the variant does not declare "
+                         f"({_diffs(cand, ref, bad)}); make the runs differ only in the variant's keys")))
+
+
+def _diffs(a: ServerConfig, b: ServerConfig, keys: set[str]) -> str:
+    sa, sb = a.settings(), b.settings()
+    return ", ".join(f"{k}: {sb.get(k)!r} -> {sa.get(k)!r}" for k in sorted(keys))
+
+
+def _baseline_of(mode: str) -> str:
+    """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
+    return "baseline" if mode == "baseline" else f"{mode} baseline"

@@ -1,0 +1,142 @@
+"""Collection: which records a perf test produces (parametrization from the profile), in what order they run
+(by server config, so each config starts once), and which of them a CI cell keeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from perfgate.plugin.activation import activate_late
+from perfgate.plugin.state import PERF_FIXTURES, RUN_ORDER, PerfgateState, state_of
+from perfgate.record import Case, case_of
+
+__all__ = ["parametrize", "order_items", "select_cell"]
+
+
+#: a usage error met while parametrizing: pytest would make it a collection error of that module (exit 2, a
+#: traceback); kept here and raised again when collection ends, so the run ends as a usage error (exit 4) with
+#: one message, whichever directory the test is in
+_USAGE = pytest.StashKey[pytest.UsageError]()
+
+
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """``perf_server`` / ``perf_case`` tests get one parameter per record of their kind (``Case.id`` as the id)."""
+    from perfgate.errors import PerfgateError
+
+    try:
+        _parametrize(metafunc)
+    except (pytest.UsageError, PerfgateError) as e:
+        err = e if isinstance(e, pytest.UsageError) else pytest.UsageError(f"perfgate: {e}")
+        metafunc.config.stash.setdefault(_USAGE, err)
+
+
+def _parametrize(metafunc: pytest.Metafunc) -> None:
+    mark = metafunc.definition.get_closest_marker("perfgate")
+    if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
+        activate_late(metafunc.config)
+        cases = state_of(metafunc.config).cases("allreduce")
+        metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])
+        return
+    if "perf_server" in metafunc.fixturenames:
+        activate_late(metafunc.config)
+        kw = mark.kwargs if mark is not None else {}
+        st = state_of(metafunc.config)
+        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")),
+                         where=metafunc.definition.nodeid)
+        metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
+        return
+    if "perf_case" not in metafunc.fixturenames:
+        return
+    if mark is None or "kind" not in mark.kwargs:
+        raise pytest.UsageError(f"perfgate: {metafunc.definition.nodeid} uses perf_case without "
+                                f"@pytest.mark.perfgate(kind=...)")
+    activate_late(metafunc.config)
+    st = state_of(metafunc.config)
+    kind = mark.kwargs["kind"]
+    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
+                     where=metafunc.definition.nodeid)
+    params: list[Any] = list(cases)
+    if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
+        p = st.profile
+        params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
+                                         else pytest.mark.baseline]) for c in cases]
+    metafunc.parametrize("perf_case", params, ids=[c.id for c in cases])
+
+
+def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order perf tests by server config (baseline configs first) so each config starts once; tag each with its
+    config's ``xdist_group``; keep only this CI cell's configs (``--perfgate-shard`` / ``--perfgate-configs``)."""
+    err = config.stash.get(_USAGE, None)
+    if err is not None:
+        raise err
+    st = state_of(config)
+    if not st.active and any(PERF_FIXTURES & set(getattr(it, "fixturenames", ())) for it in items):
+        activate_late(config)
+    if not st.active:
+        return
+    # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
+    empty = [it for it in items if it.get_closest_marker("perfgate") is not None and case_of(it) is None
+             and {"perf_case", "perf_server"} & set(getattr(it, "fixturenames", ()))]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [it for it in items if it not in empty]
+    perf = [it for it in items if case_of(it) is not None]
+    if not perf:  # nothing to order (e.g. only the micro tier): a CI cell still keeps only its share
+        select_cell(config, st, items)
+        return
+    first_seen: dict[str, int] = {}
+    keyed: list[tuple[tuple[float, ...], pytest.Item]] = []
+    base = st.profile.baseline_mode()
+    base_key = st.config_for(Case(st.profile.name, "floor", base)).key
+    for idx, it in enumerate(items):
+        case = case_of(it)
+        if case is None:
+            keyed.append(((0, 0, 0, idx), it))
+            continue
+        cfg = st.config_for(case)
+        key = cfg.key
+        it.add_marker(pytest.mark.xdist_group(name=f"perfgate:{key}"))  # perfgate.plugin.workers groups the same way
+        st.selected_configs[key] = cfg
+        if case.kind in ("speculation-vs-baseline", "variant"):
+            bcfg = st.config_for(case.baseline(case.mode if case.kind == "variant" else base))
+            st.selected_configs[bcfg.key] = bcfg
+        first_seen.setdefault(key, len(first_seen))
+        is_base = key == base_key  # by config: a variant that changes nothing runs on the baseline's server
+        keyed.append(((1, 0 if is_base else 1, first_seen[key], RUN_ORDER.get(case.kind, 9), idx), it))
+    items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
+    select_cell(config, st, items)
+
+
+def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Item]) -> None:
+    """--perfgate-shard / --perfgate-configs: keep the records of this cell's configs only."""
+    shard, keys_opt = st.opt("perfgate_shard"), st.opt("perfgate_configs")
+    if not shard and not keys_opt:
+        return
+    if shard and keys_opt:
+        raise pytest.UsageError("perfgate: --perfgate-shard and --perfgate-configs pick the same thing; give one")
+    from perfgate.plugin.fleet import config_costs, shard_keys
+
+    if shard:
+        try:
+            keys = shard_keys(config_costs(st.profile, st.variants, settings=st.settings), shard)
+        except ValueError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+        rest = shard.split("/")[0] == "1"  # tests with no server config go to cell 1
+    else:
+        keys = {k.strip() for k in keys_opt.split(",") if k.strip()}
+        known = {c.key for c in config_costs(st.profile, st.variants)}
+        unknown = sorted(keys - known)
+        if unknown:
+            raise pytest.UsageError(f"perfgate: --perfgate-configs: {', '.join(unknown)} are not config keys of "
+                                    f"{st.profile.path}; `perfgate plan {st.profile.name}` lists them")
+        rest = False
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for it in items:
+        case = case_of(it)
+        own = st.config_for(case).key in keys if case is not None else rest
+        (keep if own else drop).append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

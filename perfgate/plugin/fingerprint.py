@@ -1,0 +1,112 @@
+"""The session's machine fingerprint: which machine its records come from, and that machine's calibration.
+
+Found once per session (:attr:`perfgate.plugin.state.PerfgateState.fingerprint`), at session start when perfgate
+is on, and in any case before the first server starts (the GPU is free then): the :class:`Machine` from
+NVML (:mod:`perfgate.stack.machine`) and a short torch :class:`Calibration`
+(:mod:`perfgate.stack.calibration`) in the server's Python. ``--perfgate-calibrate``: ``auto`` (default)
+calibrates with the real engine, takes the simulator's modelled figures for a simulated profile, and does
+not calibrate when attached (``--perfgate-url``: the server holds the GPU, and may be on another box);
+``on`` always, ``off`` never. A real GPU run says the calibration in one terminal line. Every record
+carries :meth:`Fingerprint.as_properties` next to its ``stack.*`` (``machine.*``, ``calib.*``:
+perfgate.record).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfgate.stack.calibration import Calibration
+from perfgate.stack.machine import Machine
+
+if TYPE_CHECKING:
+    from perfgate.plugin.state import PerfgateState
+
+__all__ = ["CALIBRATE_CHOICES", "Fingerprint", "session_fingerprint", "sim_variation_problem"]
+
+CALIBRATE_CHOICES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fingerprint:
+    """A session's machine and its calibration."""
+
+    machine: Machine
+    calibration: Calibration
+
+    def as_properties(self) -> dict[str, str]:
+        """The ``machine.*`` and ``calib.*`` JUnit properties (perfgate.record)."""
+        return {**self.machine.as_properties(), **self.calibration.as_properties()}
+
+
+def sim_variation_problem() -> str | None:
+    """What is wrong with ``PERFGATE_SIM_MACHINE`` / ``PERFGATE_SIM_SCALE`` here, or None."""
+    from perfgate.sim.variation import MACHINE_ENV, SCALE_ENV, check_machine_name, parse_scale
+
+    name = os.environ.get(MACHINE_ENV, "").strip()
+    if name:
+        bad = check_machine_name(name)
+        if bad:
+            return bad
+    try:
+        parse_scale(os.environ.get(SCALE_ENV))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _sim_machine_name() -> str:
+    from perfgate.sim.variation import MACHINE_ENV, REFERENCE, check_machine_name
+
+    name = os.environ.get(MACHINE_ENV, "").strip() or REFERENCE
+    return name if check_machine_name(name) is None else REFERENCE
+
+
+def _calibrates(st: PerfgateState) -> tuple[bool, str]:
+    """Whether this session calibrates, and why not."""
+    when = st.opt("perfgate_calibrate") or "auto"
+    if when == "off":
+        return False, "--perfgate-calibrate off"
+    if st.config.getoption("collectonly", False):
+        return False, "collection only"
+    if when == "auto" and st.opt("perfgate_url"):
+        return False, "attached with --perfgate-url (the server holds the GPU); --perfgate-calibrate on to measure"
+    return True, ""
+
+
+def session_fingerprint(st: PerfgateState) -> Fingerprint:
+    """Probe (or, simulated, model) the machine and calibrate it as ``--perfgate-calibrate`` says. Never
+    raises; a real GPU run writes the calibration's terminal line."""
+    from perfgate.stack import calibration, machine
+
+    p = st.profile
+    run, why = _calibrates(st)
+    if p.simulated:
+        name = _sim_machine_name()
+        count = st.stack.gpu_count if isinstance(st.stack.gpu_count, int) else 0
+        fp = Fingerprint(machine=machine.simulated_machine(name, count),
+                         calibration=calibration.simulated_calibration(name, str(st.stack.gpu)) if run
+                         else Calibration(reason=why))
+        return fp
+    box = machine.probe_machine()
+    cal = calibration.run_calibration(p.engine.python) if run else Calibration(reason=why)
+    fp = Fingerprint(machine=box, calibration=cal)
+    if run:
+        _say(st, cal.line(box.id))
+    return fp
+
+
+def _say(st: PerfgateState, msg: str) -> None:
+    """One line on the terminal, past output capture (the controller only under xdist)."""
+    config = st.config
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or hasattr(config, "workerinput"):
+        return
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None:
+        tr.write_line(msg)
+        return
+    with capman.global_and_fixture_disabled():
+        tr.ensure_newline()
+        tr.write_line(msg)

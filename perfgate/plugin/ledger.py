@@ -1,0 +1,199 @@
+"""``--perfgate-update-baselines``: write measured floors back into a profile, keeping its layout.
+
+Only the keys that change are touched (tomlkit keeps every comment, blank line and the order of
+the file); each updated mode gets a ``[floors.<mode>.measured]`` table with the date, trials,
+CV and the stack fingerprint. The result is loaded again before this returns; a file that would
+no longer load is put back as it was and :class:`~perfgate.errors.ConfigError` is raised.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import tomlkit
+
+from perfgate.errors import ConfigError, PerfgateError
+from perfgate.measuring.verdict import Verdict, pct
+from perfgate.profiles import DEFAULT_TOLERANCE
+from perfgate.record import Case
+
+if TYPE_CHECKING:
+    from perfgate.measuring.metrics import Measurement
+    from perfgate.plugin.state import PerfgateState
+
+
+
+def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],
+                  meta: Mapping[str, Mapping[str, object]]) -> Path:
+    """Set ``[floors.<mode>] <key> = new`` (``[floors.<mode>.c<N>]`` for ``<mode>.c<N>``) and its ``measured``
+    table (comments are kept), through :func:`write_profile`."""
+    from perfgate.profiles.load import load_profile
+
+    path = Path(path)
+    original = path.read_text()
+    try:
+        prof = load_profile(path)
+        known = set(prof.floors)  # floors this profile has, with an ``extends`` parent's
+        modes = set(prof.modes)
+    except PerfgateError:
+        known, modes = set(), set()
+    doc = tomlkit.parse(original)
+    floors: Any = doc.get("floors")
+    if floors is None:
+        floors = tomlkit.table(is_super_table=True)
+        doc["floors"] = floors
+    def table(name: str, *, create: bool, key: str = "") -> Any:
+        """``[floors.<mode>]``, or ``[floors.<mode>.c<N>]`` for a name ``<mode>.c<N>`` (N a concurrency)."""
+        mode, level = name, None
+        m = re.fullmatch(r"(.+)\.(c\d+)", name)
+        if m and m.group(1) in modes and name not in modes:
+            mode, level = m.group(1), m.group(2)
+        if mode not in floors:
+            if not create:
+                return None
+            t = tomlkit.table()
+            if key == "tok_s" and mode not in known and level is None:
+                t["tolerance"] = DEFAULT_TOLERANCE
+            floors[mode] = t
+        if level is None:
+            return floors[mode]
+        if level not in floors[mode]:
+            if not create:
+                return None
+            floors[mode][level] = tomlkit.table()
+        return floors[mode][level]
+
+    for name, key, _old, new in updates:
+        table(name, create=True, key=key)[key] = new
+    for name, m in meta.items():
+        t = table(name, create=False)
+        if t is None:
+            continue
+        values = {k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in m.items()}
+        measured = t.get("measured")
+        if measured is None:
+            measured = tomlkit.table()
+            t["measured"] = measured
+        for k in [k for k in measured if k not in values]:
+            del measured[k]  # stale facts of an older measurement
+        for k, v in values.items():
+            measured[k] = v
+    return write_profile(path, tomlkit.dumps(doc))
+
+
+def write_profile(path: Path, text: str) -> Path:
+    """Replace the profile at ``path`` with ``text``, only if ``text`` loads as a profile there: it is written
+    next to it first (same folder, so ``extends`` and relative paths resolve as they will), loaded, and then
+    moved over the original in one step. A text that would not load leaves the file as it was and raises
+    :class:`~perfgate.errors.ConfigError`. Every profile writer goes through here (``--perfgate-update-baselines``,
+    ``scripts/micro_floors.py --update``)."""
+    import os
+
+    from perfgate.profiles.load import load_profile
+    from perfgate.profiles.shipped import is_shipped_copy
+
+    path = Path(path)
+    if is_shipped_copy(path):
+        raise ConfigError(f"{path} is the copy of the profile that perfgate ships, inside the installation: copy it "
+                          f"(and the profile it extends) into your project's baselines/ and run again")
+    tmp = path.with_name(f".{path.name}.perfgate-update.tmp")
+    tmp.write_text(text)
+    try:
+        load_profile(tmp)
+    except PerfgateError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"updating {path} would break it ({e}); the file was left as it was") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return path
+
+
+# ----------------------------------------------------------------------------- at session finish
+
+#: what writing the updates came to, (line, colour) each, for the terminal summary to print
+REPORT = pytest.StashKey["list[tuple[str, str]]"]()
+
+
+def finish(state: PerfgateState) -> list[tuple[str, str]]:
+    """--perfgate-update-baselines, at session finish: write every limit noted during the run (the xdist
+    workers' included, shipped to the controller when each ends) into the profile, once, whatever plugins are
+    active; return what was written and refused, one line each with its colour (``""``, ``yellow``, ``red``)."""
+    st = state
+    path = st.profile.path
+    lines = [(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", "yellow")
+             for mode, key, why in st.update_refused]
+    if not st.updates:
+        return [*lines, ("perfgate: --perfgate-update-baselines: nothing measured to write", "")]
+    try:
+        write_updates(path, st.updates, st.update_meta)
+    except (PerfgateError, OSError) as e:
+        return [*lines, (f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", "red")]
+    return [*lines, *((f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}",
+                       "") for mode, key, old, new in st.updates)]
+
+
+# ----------------------------------------------------------------------------- during the run
+
+
+def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
+    """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
+    key = {"floor": "tok_s", "acceptance": "accept_len"}.get(case.kind)
+    if key is not None and state.opt("perfgate_update_baselines"):
+        state.update_refused.append((case.mode, key, why))
+
+
+def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measurement, v: Verdict, *,
+                table: str | None = None, max_cv: float | None = None) -> None:
+    """Remember a limit to write; never from a failed, noisy or inconclusive measurement.
+
+    ``key`` is ``tok_s``, ``accept_len`` or any of ``perfgate.measuring.metrics.METRICS`` (a user's ``perf_check``);
+    ``table`` is the floors table it goes to (default ``mode``; ``<mode>.c<N>`` for a limit at concurrency N).
+    """
+    from perfgate.measuring.metrics import METRICS
+
+    st = state
+    if not st.opt("perfgate_update_baselines"):
+        return
+    table = table or mode
+    stat = m.stat(key) if key in METRICS else None
+    new = m.accept_len if key == "accept_len" else (stat.median if stat is not None else None)
+    noise = stat if stat is not None else m.tok_s
+    limit_cv = max_cv if max_cv is not None else st.profile.workload.max_cv
+    why = ""
+    if m.failures:
+        why = f"{m.failures} request(s) failed"
+    elif new is None:
+        why = "nothing was measured"
+    elif v.category == "noisy" or v.outcome == "inconclusive":
+        why = v.message.removeprefix("inconclusive: ")
+    elif noise is not None and noise.cv is not None and noise.cv > limit_cv:
+        why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(limit_cv)}"
+    elif v.outcome == "fail" and v.category != "slower-than-baseline":
+        why = f"the measurement failed ({v.category})"
+    if why:
+        st.update_refused.append((table, key, why))
+        return
+    assert new is not None
+    st.updates.append((table, key, old, round(float(new), 2)))
+    meta = st.update_meta.setdefault(table, {})
+    meta.update({
+        "date": _dt.date.today().isoformat(),
+        "n": noise.n if noise is not None else 0,
+        "cv": round(noise.cv, 4) if noise is not None and noise.cv is not None else 0.0,
+        "engine": st.profile.engine.name,
+        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get(
+            "attention-backend", "auto")),
+        **({"concurrency": m.concurrency} if table != mode else {}),
+        **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
+        **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
+        # the machine it was measured on: a floor of one machine is not a fleet's (perfgate floors)
+        "machine": st.fingerprint.machine.id,
+        **({"hbm_gbps": st.fingerprint.calibration.hbm_gbps} if st.fingerprint.calibration.hbm_gbps else {}),
+    })

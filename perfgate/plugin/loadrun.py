@@ -1,0 +1,166 @@
+"""Measuring under load on a record's server: one open-loop rate with the workload's trials, the goodput
+search over rates, and the closed-loop levels of the crossover record (both modes).
+
+Each trial of a level replays the same seeded schedule on fresh prompts, with SGLang's prefix cache
+flushed before it, as the closed-loop trials are. The open-loop client sends in the server's time: a
+simulated server run with ``--sim-speedup s`` (its ``/server_info`` says so) gets the schedule ``s`` times
+sooner, and every duration comes back in simulated time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from perfgate.measuring.goodput import LoadLevel, LoadTrial, Search, Slo, judge_level, load_trial, search
+from perfgate.measuring.metrics import Measurement
+
+if TYPE_CHECKING:
+    from perfgate.plugin.runner import PerfRun
+    from perfgate.profiles import Workload
+    from perfgate.profiles.config import ServerConfig
+    from perfgate.record import Case
+
+#: where the load records' prompts start in the endless prompt sequence (past the closed-loop records')
+PROMPT_BASE = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Goodput:
+    """A goodput search of one mode against its SLOs (``perf_check(g, "goodput_rps")`` judges it)."""
+
+    mode: str
+    slo: Slo
+    search: Search
+    trials: int
+    time_scale: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Levels:
+    """One mode's closed-loop measurements at each of ``loads`` streams (the crossover record's)."""
+
+    mode: str
+    loads: tuple[int, ...]
+    measurements: tuple[Measurement, ...]
+
+
+def slo_of(perf: PerfRun, mode: str) -> Slo:
+    """The mode's SLOs, or a usage error naming the profile and the table to add."""
+    p = perf.state.profile
+    slo = p.slo.get(mode)
+    if slo is None:
+        import pytest
+
+        pytest.fail(f"{p.path}: no [slo] table: a goodput or crossover record needs the SLOs it is held to; add "
+                    f"[slo] with e.g. ttft_ms_p99 = 500 and itl_ms_p99 = 50 (docs/profiles.md, [slo])", pytrace=False)
+    return slo
+
+
+def _endpoint(perf: PerfRun, case: Case) -> tuple[ServerConfig, str]:
+    from perfgate.plugin.pool import ServerFailed
+
+    config = perf.state.config_for(case)
+    failed: ServerFailed | None = None
+    try:
+        url = perf.state.servers.endpoint(perf, config).url
+    except ServerFailed as e:
+        failed = e
+    if failed is not None:  # concluded outside the except block: no "during handling" chain
+        perf.state.failed[config.key] = failed.verdict
+        perf.conclude(case, failed.verdict)
+    return config, url
+
+
+def time_scale(url: str) -> float:
+    """The simulator's ``--sim-speedup`` from its ``/server_info`` (1 for a real SGLang)."""
+    from perfgate.client import get_json
+
+    info = get_json(url, "/server_info") or {}
+    try:
+        s = float(info.get("perfgate_sim_speedup") or 1.0)
+    except (TypeError, ValueError):
+        return 1.0
+    return s if s > 0 else 1.0
+
+
+class _Rates:
+    """Measures rates on one server: warm-up once, then each level's trials on unseen prompts."""
+
+    def __init__(self, perf: PerfRun, case: Case, slo: Slo, workload: Workload) -> None:
+        from perfgate.measuring.workload import load_prompts
+
+        self.perf, self.case, self.slo, self.w = perf, case, slo, workload
+        self.config, self.url = _endpoint(perf, case)
+        self.scale = time_scale(self.url)
+        self.prompts = load_prompts(workload.prompts)
+        self.offset = PROMPT_BASE
+        self.trials = perf.state.opt("perfgate_trials") or workload.trials
+        self._warm = False
+
+    def __call__(self, rate: float) -> LoadLevel:
+        from perfgate.client import Schedule, flush_cache, run_batch, run_open_loop
+        from perfgate.measuring.workload import requests_for
+
+        w, slo = self.w, self.slo
+        if not self._warm and w.warmup:
+            run_batch(self.url, requests_for(w, self.prompts, w.warmup, offset=self.offset), concurrency=w.warmup,
+                      timeout_s=w.request_timeout_s)
+            self.offset += w.warmup
+        self._warm = True
+        sched = Schedule(rate=rate, requests=slo.requests, arrival=slo.arrival, duration_s=slo.duration_s,
+                         seed=slo.seed)
+        offsets = sched.offsets()
+        trials: list[LoadTrial] = []
+        for _ in range(self.trials):
+            flush_cache(self.url)
+            reqs = requests_for(w, self.prompts, len(offsets), offset=self.offset)
+            self.offset += len(offsets)
+            outs, wall = run_open_loop(self.url, reqs, offsets, timeout_s=w.request_timeout_s, time_scale=self.scale)
+            trials.append(load_trial(outs, wall, slo, rate))
+            if any(not o.success for o in outs) and not self.perf.state.servers.alive(self.config):
+                self._died(outs)
+        return judge_level(rate, trials, slo)
+
+    def _died(self, outs: Any) -> None:
+        from perfgate.measuring.verdict import Verdict
+
+        st = self.perf.state
+        err = st.manager.current._exited_error("while serving") if st.manager.current else None
+        msg = str(err) if err is not None else "; ".join(dict.fromkeys(o.error for o in outs if not o.success))
+        v = Verdict(outcome="fail", category=(err.category if err is not None else None) or "crash",
+                    message=f"the server of {self.config.name} died under load: {msg}")
+        st.failed[self.config.key] = v
+        self.perf.conclude(self.case, v)
+
+
+def measure_rate(perf: PerfRun, case: Case, rate: float, *, slo: Slo | None = None,
+                 workload: Workload | None = None) -> LoadLevel:
+    """One open-loop rate on the case's server, with the workload's trials, judged against the SLOs."""
+    slo = slo or slo_of(perf, case.mode)
+    w = workload or perf.state.profile.workload_for(case.mode)
+    return _Rates(perf, case, slo, w)(rate)
+
+
+def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
+                    workload: Workload | None = None) -> Goodput:
+    """The highest rate the case's server serves within its SLOs (:func:`perfgate.measuring.goodput.search`)."""
+    slo = slo or slo_of(perf, case.mode)
+    w = workload or perf.state.profile.workload_for(case.mode)
+    rates = _Rates(perf, case, slo, w)
+    found = search(rates, slo)
+    return Goodput(mode=case.mode, slo=slo, search=found, trials=rates.trials, time_scale=rates.scale)
+
+
+def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new_tokens: int | None = None,
+                   trials: int | None = None) -> Levels:
+    """Closed-loop measurements of the case's config at each of ``loads`` streams (2 x streams requests a
+    trial, at least 4), each cached per workload like any ``measure(...)``; ``case`` may be another mode's
+    (the crossover record measures the baseline's levels, cached when the baseline's record measured them)."""
+    w0 = perf.state.profile.workload_for(case.mode)
+    ms = []
+    for c in loads:
+        w = replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
+                    max_new_tokens=max_new_tokens or w0.max_new_tokens, trials=trials or w0.trials)
+        ms.append(perf.measure(case, primary=False, workload=w))
+    return Levels(mode=case.mode, loads=tuple(loads), measurements=tuple(ms))

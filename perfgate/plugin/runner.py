@@ -1,0 +1,344 @@
+"""PerfRun: what a perf test does — measure a case, record it, conclude it.
+
+Numbers are recorded as JUnit properties *before* any assertion, so failing tests still carry
+their measurements. Conclusions go through the profile's expectations: an xfail is strict and
+must fail for its stated reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
+from perfgate.measuring.verdict import Verdict, apply_expectation
+from perfgate.plugin.checks import Checks
+from perfgate.plugin.ledger import refuse_update
+from perfgate.plugin.pool import ServerFailed
+from perfgate.record import Case, fmt
+
+if TYPE_CHECKING:
+    from perfgate.plugin.state import PerfgateState
+    from perfgate.profiles import Expectation, Workload
+    from perfgate.profiles.config import ServerConfig
+
+
+@dataclass
+class PerfRun(Checks):
+    """Per-test helper handed out by the ``perf`` fixture: record, measure, check
+    (:class:`perfgate.plugin.checks.Checks`),
+    conclude."""
+
+    item: pytest.Item
+    state: PerfgateState
+    _identity_done: bool = field(default=False, init=False)
+    _measured: Measurement | None = field(default=None, init=False)  # this record's own measurement
+
+    # ------------------------------------------------------------------ recording
+
+    def record(self, name: str, value: object) -> None:
+        props = self.item.user_properties
+        for i, (k, _) in enumerate(props):
+            if k == name:
+                props[i] = (name, fmt(value))
+                return
+        props.append((name, fmt(value)))
+
+    def _identity(self, case: Case, config: ServerConfig | None = None) -> None:
+        if self._identity_done:
+            return
+        self._identity_done = True
+        p = self.state.profile
+        self.record("engine", p.engine.name)
+        self.record("profile", p.name)
+        self.record("mode", case.mode)
+        self.record("variant", case.variant or "")
+        self.record("kind", case.kind)
+        cfg = config or self.state.config_for(case)
+        self.record("config", cfg.key)
+        for k, v in self.state.stack.as_properties().items():
+            self.record(k, v)
+        for k, v in self.state.fingerprint.as_properties().items():  # machine.*, calib.* (perfgate.plugin.fingerprint)
+            self.record(k, v)
+
+    def _record_measurement(self, m: Measurement, prefix: str = "") -> None:
+        if m.tok_s is not None:
+            self.record(prefix + "tok_s", m.tok_s.median)
+            if m.tok_s.ci_low is not None and m.tok_s.ci_high is not None:  # else: noise unknown, no interval
+                self.record(prefix + "tok_s_ci_low", m.tok_s.ci_low)
+                self.record(prefix + "tok_s_ci_high", m.tok_s.ci_high)
+            self.record(prefix + "n", m.tok_s.n)
+            if m.tok_s.cv is not None:
+                self.record(prefix + "cv", m.tok_s.cv)
+        if m.ttft_ms is not None:
+            self.record(prefix + "ttft_ms", m.ttft_ms.median)
+        if m.itl_ms is not None:
+            self.record(prefix + "itl_ms", m.itl_ms.median)
+        if m.accept_len is not None:
+            self.record(prefix + "accept_len", m.accept_len)
+        if m.startup_s is not None:
+            self.record(prefix + "startup_s", m.startup_s)
+        if m.failures:
+            self.record(prefix + "failed_requests", m.failures)
+        self.record(prefix + "cached_tokens", m.cached_tokens)
+        if not prefix:
+            from perfgate.plugin.starts import start_properties
+
+            for k, v in start_properties(m).items():
+                self.record(k, v)
+
+    # ------------------------------------------------------------------ measuring
+
+    def measure(self, case: Case, *, primary: bool = True, workload: Workload | None = None) -> Measurement:
+        """Measure the case's config (once per session and workload); on a server failure, conclude the case.
+
+        ``workload`` replaces the mode's (a user test measuring at another concurrency, say); each distinct
+        workload of a config is measured once per session, on the config's one server.
+        """
+        st = self.state
+        config = st.config_for(case)
+        if primary:
+            self._identity(case, config)
+        refused = None
+        try:
+            st.check_hardware()
+        except Exception as e:
+            refused = f"perfgate: {e}"
+        if refused is not None:  # failed outside the except block: no "during handling" chain in the report
+            pytest.fail(refused, pytrace=False)
+        st.servers.admit(self, config, case if primary else None)
+        key = config.key
+        mkey = key if workload is None else f"{key}@{workload_key(workload)}"
+        if mkey not in st.measurements and key not in st.failed and st.settings.starts > 1:
+            self._measure_starts(case, config, workload, mkey)
+        log = st.servers.log_of(config)
+        if mkey in st.measurements:
+            m = st.measurements[mkey]
+        elif key in st.failed:
+            v = st.failed[key]
+            if primary:
+                if log:
+                    self.record("log", log)
+                refuse_update(self.state, case, f"the {config.name} server failed ({v.category})")
+                self.conclude(case, v)
+            self._fail_dependency(case, config, v)
+        else:
+            failed: ServerFailed | None = None
+            try:
+                m = self._measure_config(case, config, record_log=primary, workload=workload)
+            except ServerFailed as e:
+                failed = e
+            if failed is not None:  # concluded outside the except block: no "during handling" chain
+                f = failed
+                st.failed[key] = f.verdict
+                if f.log and primary:
+                    self.record("log", f.log)
+                if primary:
+                    refuse_update(self.state, case, f"the measurement failed ({f.verdict.category})")
+                    self.conclude(case, f.verdict)
+                self._fail_dependency(case, config, f.verdict)
+            st.measurements[mkey] = m
+        if primary and case.kind == "sweep" and not m.sweep:
+            m = self._sweep(case, config, m)
+        if primary:
+            self.record("log", m.log_path)
+            self._record_measurement(m)
+            self._measured = m
+        return m
+
+    def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
+        """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
+        from perfgate.plugin.starts import group_for, measure_interleaved
+
+        st = self.state
+        group = group_for(st, config, self.item) if workload is None else [config]
+        w = workload or st.settings.workload(st.profile.workload_for(config.mode))
+
+        def one(c: ServerConfig) -> Measurement:
+            return self._measure_config(case, c, record_log=c.key == config.key, workload=workload)
+
+        def failed(c: ServerConfig, e: ServerFailed) -> None:
+            st.failed[c.key] = e.verdict
+
+        measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=failed,
+                            key_of=lambda c: mkey if c.key == config.key else c.key)
+
+    def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
+        self.conclude(case, Verdict(outcome="fail", category=v.category,
+                                    message=f"the {config.name} server this record compares against failed: "
+                                            f"{v.message}"))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
+                        workload: Workload | None = None) -> Measurement:
+        from perfgate.client import flush_cache, run_batch
+        from perfgate.measuring.workload import load_prompts, requests_for
+
+        st = self.state
+        p = st.profile
+        w = workload or st.settings.workload(p.workload_for(config.mode))
+        ep = st.servers.endpoint(self, config, record_log=record_log)
+        url, startup_s, log_path = ep.url, ep.startup_s, ep.log_path
+        prompts = load_prompts(w.prompts)
+        flush_cache(url)
+        per = w.per_trial
+        trials: list[Trial] = []
+        outputs: dict[int, tuple[int, ...]] = {}
+        during = ""
+        n_trials = w.trials  # the profile's, the command line's or the test's (perfgate.plugin.settings)
+        if w.warmup:  # prompts after the trials' (and before the sweep's): none is measured warm, flush or not
+            outs, wall = run_batch(url, requests_for(w, prompts, w.warmup, offset=n_trials * per),
+                                   concurrency=min(w.concurrency, w.warmup), timeout_s=w.request_timeout_s)
+            if any(not o.success for o in outs):  # a failing warm-up is the record: no trials to wait for
+                trials.append(compute_trial(outs, wall))
+                during = " (warm-up)"
+        for t in range(0 if trials else n_trials):
+            # each trial measures the model, not SGLang's prefix cache: flushed before it, prompts unseen in it
+            flush_cache(url)
+            reqs = requests_for(w, prompts, per, offset=t * per)
+            outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
+            trials.append(compute_trial(outs, wall))
+            for i, o in enumerate(outs):
+                idx = (t * per + i) % len(prompts)
+                if o.success and idx not in outputs:
+                    outputs[idx] = o.output_ids
+            if any(not o.success for o in outs):  # the record fails anyway: no more timeouts to wait out
+                break
+        m = summarize(config_key=config.key, config_name=config.name, trials=trials, confidence=w.confidence,
+                      outputs=tuple(outputs.get(i, ()) for i in range(len(prompts))), startup_s=startup_s,
+                      log_path=log_path, concurrency=w.concurrency)
+        if m.failures:
+            # a server that died while serving is classified from its log
+            if not st.servers.alive(config):
+                err = st.manager.current._exited_error("while serving") if st.manager.current else None
+                st.manager.stop()
+                if err is not None:
+                    st.manager.failures[config.key] = err
+                    raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
+                                        log_path)
+            from perfgate.serving.procs import tail
+
+            uniq = list(dict.fromkeys(m.errors))
+            self._record_measurement(m)
+            msg = f"{m.failures} request(s) failed while measuring {config.name}{during}: {'; '.join(uniq[:3])}"
+            if log_path:
+                msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
+                    "    | " + ln for ln in tail(log_path, 15).splitlines())
+            raise ServerFailed(Verdict(outcome="fail", category="crash", message=msg), log_path)
+        return m
+
+    def _sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:
+        """The optional concurrency sweep on the config's (still running) server: 2 x c requests per level."""
+        from dataclasses import replace
+
+        from perfgate.client import flush_cache, run_batch
+        from perfgate.measuring.workload import load_prompts, requests_for
+
+        st = self.state
+        w = st.settings.workload(st.profile.workload_for(config.mode))
+        failed: ServerFailed | None = None
+        try:
+            url = st.servers.endpoint(self, config).url
+        except ServerFailed as e:
+            failed = e
+        if failed is not None:  # concluded outside the except block: no "during handling" chain
+            self.conclude(case, failed.verdict)
+        prompts = load_prompts(w.prompts)
+        points = []
+        offset = w.trials * w.per_trial + w.warmup  # past the floor's prompts
+        for c in w.concurrency_sweep:
+            flush_cache(url)
+            outs, wall = run_batch(url, requests_for(w, prompts, 2 * c, offset=offset), concurrency=c,
+                                   timeout_s=w.request_timeout_s)
+            offset += 2 * c
+            points.append(sweep_point(c, outs, wall))
+        m = replace(m, sweep=tuple(points))
+        st.measurements[config.key] = m
+        return m
+
+    def crosscheck(self, case: Case) -> None:
+        """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
+        from perfgate.plugin.crosscheck import run_crosscheck
+
+        run_crosscheck(self, case)
+
+    # ------------------------------------------------------------------ conclude
+
+    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
+        """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
+        from perfgate.measuring.verdict import warm_cache
+
+        m = self._measured or self.state.measurements.get(self.state.config_for(case).key)
+        return v if m is None else warm_cache(v, m)
+
+    def _quiet(self, message: str) -> str:
+        """An expected failure in one line (category and evidence) and its log; the log tail only with -v."""
+        if self.item.config.getoption("verbose") > 0:
+            return message
+        first = message.splitlines()[0] if message else ""
+        first = first if len(first) <= 400 else first[:399] + "…"
+        log = dict(self.item.user_properties).get("log")
+        return first + (f"  (log: {log})" if log else "")
+
+    def _record_evidence(self, case: Case) -> None:
+        """What the run exercised, from NCCL's lines in the server log (when the profile turns them on)."""
+        from perfgate.serving.evidence import read_evidence, summarize
+
+        st = self.state
+        log = st.servers.log_of(st.config_for(case))
+        if not log:
+            return
+        ev = read_evidence(log)
+        if ev.nccl_logging or ev.backends:
+            for k, val in summarize(ev).items():
+                self.record(k, val)
+
+    def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
+                 default: Expectation | None = None) -> None:
+        """Apply the expectation and end the test with the matching pytest outcome.
+
+        ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
+        naming another category (``slower-than-baseline`` for a record that compares no speed) does not
+        apply to it. ``default``: the expectation where the profile has none for this record (a kind's
+        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN).
+        """
+        self._identity(case)
+        for k, val in v.properties.items():
+            self.record(k, val)
+        self._record_evidence(case)
+        v = self._warm_cache(case, v)
+        exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack) or default
+        if exp is not None and decides is not None and exp.category not in decides:
+            exp = None
+        final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
+        if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
+            # only an optional attempt (a variant) is skipped for a missing package; a profile's own mode that
+            # cannot start (SGLang itself not installed) measured nothing: that must not pass CI as a skip
+            from dataclasses import replace
+
+            final = replace(final, outcome="fail", message=f"[missing-dependency] {v.message}")
+        self.record("outcome", final.outcome)
+        self.record("category", final.category or "")
+        self.record("expected", final.expected)
+        self.record("reason", final.message[:300])
+        if final.outcome == "pass":
+            return
+        if final.outcome in ("fail", "xpass"):
+            pytest.fail(final.message, pytrace=False)
+        if final.outcome == "xfail":
+            pytest.xfail(self._quiet(final.message))
+        if final.outcome == "inconclusive":
+            msg = final.message if final.message.startswith("inconclusive") else f"inconclusive: {final.message}"
+            pytest.skip(msg)
+        pytest.skip(final.message)
+
+
+def workload_key(w: Workload) -> str:
+    """A short stable id of a workload (measurements of one config are cached per workload)."""
+    import hashlib
+
+    text = repr(sorted((k, str(v)) for k, v in vars(w).items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:10]

@@ -1,0 +1,143 @@
+"""Settings: every perfgate option the measuring path reads, resolved once per session, with one precedence.
+
+    a test's explicit argument  >  command-line option (or its environment variable)  >  profile
+
+A test's explicit argument is a keyword of ``measure(...)`` (``trials=10``); the command line is
+``--perfgate-trials``, ``--perfgate-starts``, ``--perfgate-candidate``, ``--perfgate-startup-timeout``,
+``--perfgate-crosscheck``, ``--perfgate-sim-stack`` (``PERFGATE_SIM_STACK``) and ``--perfgate-sim-fault``;
+the profile is its ``[workload]`` (``trials``, ``starts``) and ``[engine]`` (``startup_timeout_s``).
+:func:`resolve` builds the frozen :class:`Settings` the first time the session needs it (the profile is
+loaded lazily); :meth:`Settings.workload` applies it to a profile's workload, and the runner, the
+cross-check and the fleet planner read trials and starts from there, nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile, Workload
+    from perfgate.profiles.config import ServerConfig
+
+__all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "CANDIDATE_ARM"]
+
+#: the arm name a candidate config carries in its engine options (part of its config key)
+CANDIDATE_ARM = "candidate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """The candidate arm of a stack-pair comparison (``--perfgate-candidate SPEC``).
+
+    ``python``: the server's interpreter (another virtualenv with its own SGLang); ``env``: variables
+    set on the candidate's server; ``sim_stack``: simulated stack overrides (``KEY=VER,...``).
+    """
+
+    spec: str
+    python: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    sim_stack: str = ""
+
+    def apply(self, config: ServerConfig) -> ServerConfig:
+        """``config`` on the candidate arm: its environment added, the arm in its engine options (and key)."""
+        env = {**config.env_dict, **dict(self.env)}
+        opts: dict[str, object] = {**dict(config.engine_options), "arm": CANDIDATE_ARM}
+        if self.python:
+            opts["python"] = self.python
+        if self.sim_stack:
+            opts["sim_stack"] = self.sim_stack
+        return replace(config, env=tuple(sorted(env.items())), engine_options=tuple(sorted(opts.items())))
+
+
+_CANDIDATE_FIX = ("expected comma-separated python=/path/to/venv/bin/python, env.NAME=VALUE or "
+                  "sim-stack=KEY=VER;KEY=VER, e.g. --perfgate-candidate 'env.PERFGATE_SIM_SCALE=0.99'")
+
+
+def parse_candidate(text: str) -> Candidate:
+    """``python=PATH,env.NAME=VALUE,sim-stack=KEY=VER;KEY=VER`` -> :class:`Candidate`; ValueError says the fix."""
+    python, sim_stack = "", ""
+    env: dict[str, str] = {}
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError(f"--perfgate-candidate {text!r}: empty; {_CANDIDATE_FIX}")
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not value.strip():
+            raise ValueError(f"--perfgate-candidate {text!r}: {item!r} is not KEY=VALUE; {_CANDIDATE_FIX}")
+        value = value.strip()
+        if key == "python":
+            python = value
+        elif key == "sim-stack":
+            pairs = [p.strip() for p in value.split(";") if p.strip()]
+            if not all("=" in p for p in pairs):
+                raise ValueError(f"--perfgate-candidate {text!r}: sim-stack={value!r} is not KEY=VER;KEY=VER; "
+                                 f"{_CANDIDATE_FIX}")
+            sim_stack = ",".join(pairs)
+        elif key.startswith("env.") and key[4:].replace("_", "").isalnum():
+            env[key[4:]] = value
+        else:
+            raise ValueError(f"--perfgate-candidate {text!r}: unknown key {key!r}; {_CANDIDATE_FIX}")
+    return Candidate(spec=text, python=python, env=tuple(sorted(env.items())), sim_stack=sim_stack)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The session's resolved options (see the module docstring for the precedence)."""
+
+    #: --perfgate-trials: replaces every workload's trials unless a test names its own (None: the profile's)
+    trials: int | None = None
+    #: server starts per config: --perfgate-starts > [workload] starts > 1
+    starts: int = 1
+    #: where ``starts`` came from: "option", "profile" or "default"
+    starts_from: str = "default"
+    #: --perfgate-candidate: the other arm of the stack-pair records (None: they skip)
+    candidate: Candidate | None = None
+    #: --perfgate-startup-timeout (None: the profile's [engine] startup_timeout_s)
+    startup_timeout_s: float | None = None
+    crosscheck: str = "auto"
+    sim_stack: str = ""
+    sim_fault: str = ""
+    url: str = ""
+    progress_interval_s: float = 15.0
+
+    def workload(self, w: Workload, **explicit: Any) -> Workload:
+        """``w`` (a profile's workload) with the command line's overrides, then a test's ``explicit`` keys."""
+        given = {k: v for k, v in explicit.items() if v is not None}
+        if self.trials is not None and "trials" not in given:
+            given["trials"] = self.trials
+        return replace(w, **given) if given else w
+
+    def startup_timeout(self, profile_timeout_s: float) -> float:
+        return float(self.startup_timeout_s or profile_timeout_s)
+
+
+def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
+    """The session's :class:`Settings` from ``opt(name)`` (pytest's getoption), the profile and the environment."""
+    starts, starts_from = profile.workload.starts, "profile" if profile.workload.starts != 1 else "default"
+    if opt("perfgate_starts"):
+        starts, starts_from = int(opt("perfgate_starts")), "option"
+    if opt("perfgate_url"):  # an attached server is not perfgate's to restart
+        starts, starts_from = 1, "attached"
+    cand_text = opt("perfgate_candidate") or ""
+    candidate = None
+    if cand_text:
+        import pytest
+
+        try:
+            candidate = parse_candidate(cand_text)
+        except ValueError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+    return Settings(
+        trials=opt("perfgate_trials"),
+        starts=starts,
+        starts_from=starts_from,
+        candidate=candidate,
+        startup_timeout_s=opt("perfgate_startup_timeout"),
+        crosscheck=opt("perfgate_crosscheck") or "auto",
+        sim_stack=opt("perfgate_sim_stack") or environ.get("PERFGATE_SIM_STACK", ""),
+        sim_fault=opt("perfgate_sim_fault") or "",
+        url=opt("perfgate_url") or "",
+        progress_interval_s=float(opt("perfgate_progress_interval")),
+    )

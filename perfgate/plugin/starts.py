@@ -1,0 +1,198 @@
+"""Repeated server starts (``--perfgate-starts N``): the server start is the unit a verdict must repeat.
+
+A restart on the same machine moves decode tok/s by more than the trials inside one start say (issue 22),
+so with N > 1 every config a session measures is started N times, each start measured with the workload's
+trials, and the configs compared with each other are started interleaved (A B A B, never A A B B): when a
+config's measurement is first needed, :func:`measure_interleaved` measures it and every config it is
+compared with (directly or through another: the connected group of :attr:`PerfgateState.compared`), start by
+start, each start a new server process, and caches one pooled :class:`~perfgate.measuring.metrics.Measurement` per
+config whose ``starts`` keep the per-start measurements (:func:`combine`). Comparisons then judge the
+per-start pairs (:func:`perfgate.measuring.metrics.paired_ratios`, ``perfgate.measuring.judge.paired``); a record
+carries the between-start
+spread (:func:`start_properties`). pytest's item order is untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
+from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, Case, case_of
+
+if TYPE_CHECKING:
+    from perfgate.plugin.pool import ServerFailed
+    from perfgate.plugin.state import PerfgateState
+    from perfgate.profiles.config import ServerConfig
+
+__all__ = ["combine", "start_stats", "start_properties", "note_comparison", "note_comparisons",
+           "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
+
+
+def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
+    """One measurement of N starts: the trials pooled (CI and CV over all of them), each metric's median the
+    median over the starts' medians, ``starts`` the per-start measurements (their outputs: the first's)."""
+    if not per_start:
+        raise ValueError("combine() needs at least one start")
+    if len(per_start) == 1:
+        return per_start[0]
+    first, last = per_start[0], per_start[-1]
+    pooled = summarize(config_key=first.config_key, config_name=first.config_name,
+                       trials=[t for m in per_start for t in m.trials], confidence=confidence,
+                       outputs=first.outputs, startup_s=first.startup_s, log_path=last.log_path,
+                       concurrency=first.concurrency)
+    over: dict[str, Stat | None] = {}
+    for name in METRICS:
+        s = pooled.stat(name)
+        meds = [x.stat(name).median for x in per_start if x.stat(name) is not None]  # type: ignore[union-attr]
+        over[name] = replace(s, median=statistics.median(meds)) if s is not None and meds else s
+    return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]
+
+
+def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """(between-start CV, CI low, CI high) of the mean across starts (a t-interval); Nones below 2 starts."""
+    if len(values) < 2:
+        return None, None, None
+    from perfgate.measuring.judge import t_quantile
+
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    half = t_quantile(0.5 + confidence / 2, len(values) - 1) * sd / math.sqrt(len(values))
+    return (sd / mean if mean else None), mean - half, mean + half
+
+
+def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float = 0.95) -> dict[str, object]:
+    """The record's between-start properties (none for a single start)."""
+    if len(m.starts) < 2:
+        return {}
+    values = m.start_values(metric)
+    cv, lo, hi = start_stats(values, confidence)
+    out: dict[str, object] = {N_STARTS: len(m.starts), START_VALUES: ",".join(f"{v:.6g}" for v in values)}
+    if cv is not None:
+        out[START_CV] = cv
+    if lo is not None and hi is not None:
+        out[START_CI_LOW], out[START_CI_HIGH] = lo, hi
+    return out
+
+
+def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:
+    """``a`` is compared with ``b`` in this session: their starts interleave."""
+    if a.key != b.key:
+        st.compared.setdefault(a.key, set()).add(b.key)
+        st.compared.setdefault(b.key, set()).add(a.key)
+        st.selected_configs.setdefault(a.key, a)
+        st.selected_configs.setdefault(b.key, b)
+
+
+def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
+    """Which configs the session's final items compare (a variant and a speculative mode with their baseline, a
+    stack-pair's two arms): with --perfgate-starts N > 1 their starts interleave. Called at the first
+    measurement, after every plugin (``-m``, ``-k``, shards) has deselected what it does not run."""
+    for it in items:
+        case = case_of(it)
+        if case is not None:
+            pair = compared_configs(st, case)
+            if len(pair) == 2:
+                note_comparison(st, *pair)
+
+
+def compared_configs(st: PerfgateState, case: Case) -> list[ServerConfig]:
+    """The record's config and the one it is compared with, if any."""
+    own = st.config_for(case)
+    if case.kind in ("speculation-vs-baseline", "variant"):
+        base = case.mode if case.kind == "variant" else st.profile.baseline_mode()
+        return [own, st.config_for(case.baseline(base))]
+    if case.kind == "stack-pair" and st.settings.candidate is not None:
+        return [own, st.config_for(case.on_candidate())]
+    return [own]
+
+
+def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[ServerConfig]:
+    """The configs to start interleaved with ``config`` when ``item`` first needs it: the whole group of
+    configs compared with each other (:func:`group_of`); under pytest-xdist, where a worker runs only some of
+    the records, ``config`` and the one the item's own record compares it with."""
+    if not st.compared_known:
+        st.compared_known = True
+        note_comparisons(st, list(getattr(item.session, "items", ())))
+    if not hasattr(item.config, "workerinput"):
+        return group_of(st, config)
+    case = case_of(item)
+    mine = compared_configs(st, case) if case is not None else []
+    return [config, *(c for c in mine if c.key != config.key)] if any(c.key == config.key for c in mine) else [config]
+
+
+def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
+    """``config`` and every config compared with it, directly or through another, in a stable order (the
+    config first, then in the order the session selected them)."""
+    seen = {config.key}
+    todo = [config.key]
+    while todo:
+        for k in st.compared.get(todo.pop(), ()):
+            if k not in seen:
+                seen.add(k)
+                todo.append(k)
+    order = [k for k in st.selected_configs if k in seen and k != config.key]
+    return [config, *(st.selected_configs[k] for k in order)]
+
+
+def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: int,
+                        measure_one: Callable[[ServerConfig], Measurement], *,
+                        confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
+                        key_of: Callable[[ServerConfig], str] = lambda c: c.key) -> None:
+    """Start each of ``configs`` ``n`` times, round by round (A B A B ...), measure each start with
+    ``measure_one`` and cache the pooled measurement in ``st.measurements``. A config whose start or
+    measurement fails is handed to ``on_failure`` and not started again; the others go on."""
+    from perfgate.plugin.pool import ServerFailed as Failed
+
+    per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
+    for _ in range(n):
+        for cfg in configs:
+            if cfg.key in st.failed or key_of(cfg) in st.measurements:
+                continue
+            _fresh_start(st, cfg)
+            failed: ServerFailed | None = None
+            try:
+                m = measure_one(cfg)
+            except Failed as e:
+                failed = e
+            if failed is not None:
+                on_failure(cfg, failed)
+                continue
+            per[cfg.key].append(m)
+            st.measured_starts.add(st.manager.starts)
+    for cfg in configs:
+        if cfg.key not in st.failed and key_of(cfg) not in st.measurements and per[cfg.key]:
+            st.measurements[key_of(cfg)] = combine(per[cfg.key], confidence=confidence)
+
+
+def _fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
+    """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
+    ``perf_server`` fixture started): the next measurement then starts a new server process."""
+    if st.servers.attached:
+        return
+    cur = st.manager.current  # always the latest start (number st.manager.starts)
+    if cur is not None and cur.config.key == cfg.key and st.manager.starts not in st.measured_starts:
+        return
+    st.manager.stop()
+
+
+def label(config: ServerConfig) -> str:
+    """A config's name, with ``@candidate`` for a stack-pair's candidate arm."""
+    return config.name + ("@candidate" if dict(config.engine_options).get("arm") else "")
+
+
+def starts_line(st: PerfgateState) -> str:
+    """The terminal summary's line of server starts per config (empty when every config started once)."""
+    m = st._manager
+    if m is None or len(m.started_configs) == len(set(m.started_configs)) and st.settings.starts == 1:
+        return ""
+    counts: dict[str, int] = {}
+    for k in m.started_configs:
+        counts[k] = counts.get(k, 0) + 1
+    names = {k: label(c) for k, c in st.selected_configs.items()}
+    how = f"--perfgate-starts {st.settings.starts}" if st.settings.starts_from == "option" else \
+        f"[workload] starts = {st.settings.starts}" if st.settings.starts_from == "profile" else "one start each"
+    return (f"perfgate: server starts per config ({how}): "
+            + ", ".join(f"{names.get(k, k)} {n}" for k, n in counts.items()))

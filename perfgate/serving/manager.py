@@ -1,0 +1,90 @@
+"""Which server runs: at most one live server per process, each distinct config started once.
+
+Failed starts are remembered and re-raised without a second launch; a failed start whose GPU
+memory was not released blocks every later launch until NVML shows the memory free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfgate.engines import Engine
+from perfgate.errors import GpuMemoryNotReleased, ServerError
+from perfgate.profiles.config import ServerConfig
+from perfgate.serving.server import ProgressFn, Server
+
+
+@dataclass
+class ServerManager:
+    """At most one live server per process; each distinct config started once."""
+
+    engine_for: Callable[[ServerConfig], Engine]
+    log_dir: Path
+    startup_timeout_s: Callable[[ServerConfig], float] = lambda c: 1200.0
+    on_progress: ProgressFn | None = None
+    progress_every_s: float = 15.0
+    current: Server | None = None
+    starts: int = 0
+    started_configs: list[str] = field(default_factory=list)
+    failures: dict[str, ServerError] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
+    gpu_blocked: GpuMemoryNotReleased | None = None
+
+    def ensure(self, config: ServerConfig) -> Server:
+        """The running server for ``config``, starting it (and stopping another) if needed."""
+        if self.current is not None and self.current.config.key == config.key:
+            if self.current.alive():
+                return self.current
+            err = self.current._exited_error("while serving")
+            self.failures[config.key] = err
+            self.stop()
+            raise err
+        if config.key in self.failures:
+            raise self.failures[config.key]
+        self.stop()
+        self._check_gpu_released()
+        server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
+                        startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
+                        progress_every_s=self.progress_every_s)
+        self.starts += 1
+        self.started_configs.append(config.key)
+        try:
+            server.start()
+            self.logs[config.key] = str(server.log_path)
+            server.wait_ready()
+        except ServerError as e:
+            if server.log_path:
+                self.logs[config.key] = str(server.log_path)
+            try:
+                server.stop()
+            except GpuMemoryNotReleased as g:
+                self.gpu_blocked = g  # the next launch would only run out of memory: say why instead
+            except ServerError:
+                pass
+            self.failures[config.key] = e
+            raise
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                server.stop()
+            raise
+        self.current = server
+        return server
+
+    def _check_gpu_released(self) -> None:
+        err, self.gpu_blocked = self.gpu_blocked, None
+        if err is None:
+            return
+        from perfgate.serving import gpu
+        if gpu.holders(err.pids):
+            self.gpu_blocked = err
+            raise err
+
+    def stop(self) -> None:
+        """Tear down the current server, if any."""
+        server, self.current = self.current, None
+        if server is not None:
+            server.stop()
