@@ -17,6 +17,22 @@ def test_every_shipped_pattern_names_files() -> None:
         assert list(root.glob(pattern)), pattern
 
 
+def test_baselines_holds_only_profiles_and_the_wheel_ships_no_evidence() -> None:
+    """baselines/ is what users edit (a profile per box and model, and variants.toml); the run evidence the
+    docs cite (reports, logs, tarballs) lives under evidence/, and no shipped pattern reaches it."""
+    from perfgate.profiles.load import find_profiles
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(p.relative_to(root / "baselines") for p in (root / "baselines").rglob("*") if p.is_file()
+                   and "__pycache__" not in p.parts and not p.name.startswith("."))
+    profiles = sorted(p.relative_to(root / "baselines") for p in find_profiles(root))
+    assert files == sorted([Path("variants.toml"), *profiles]), "run evidence belongs under evidence/<hardware>/"
+    assert all(load_profile(root / "baselines" / p).name for p in profiles)
+    assert (root / "evidence" / "README.md").is_file()
+    assert all(pattern.startswith(("fixtures/", "baselines/")) and pattern.endswith((".toml", ".jsonl"))
+               for pattern in SHIPPED)
+
+
 def test_a_relative_path_to_a_shipped_box_resolves_outside_the_checkout(tmp_path: Path) -> None:
     got = resolve_path(tmp_path, "fixtures/sim/h100-x8-nvlink.toml")
     assert got == shipped_file("fixtures/sim/h100-x8-nvlink.toml") and got.is_file()
