@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand
+
+if TYPE_CHECKING:
+    from perfgate.report.records import Report
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
@@ -22,7 +26,7 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
     format_args(p)
 
 
-def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list:
+def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list[Report]:
     from perfgate.report.gate import history_paths
     from perfgate.report.junit_read import read_reports
 
