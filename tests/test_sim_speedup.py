@@ -1,17 +1,22 @@
 """--sim-speedup is transparent: the simulator at its default speed-up and at real time, side by side.
 
 The same workloads, measured by perfgate's client and reduced by the records' own pure function
-(:func:`perfgate.measuring.metrics.compute_trial`), on two simulated seed boxes started with the shipped profile's flags,
-one at ``--sim-speedup 4`` (the default) and one at 1: each metric a built-in record or the latency example
+(:func:`perfgate.measuring.metrics.compute_trial`), on two simulated seed boxes started with the shipped profile's flags
+and the same start seed (as a record's start n of a config is seeded ``<config key>:<n>`` at any speed-up), one at
+``--sim-speedup 4`` (the default) and one at 1: each metric a built-in record or the latency example
 (perftests/test_latency.py) uses agrees. The client adds the lead the simulated clock gained over each duration
 (``X-Perfgate-Sim-Ahead`` and ``meta_info.perfgate_sim_ahead_s``), so its own time and the network's count once;
 multiplying whole durations by the speed-up, as before, made the single-stream TTFT 3 % long.
 
 Shorter than the records' workloads (the real-time side costs real seconds), in the same shapes: one stream
 (the floor, acceptance and speculation records: tok/s, TTFT, ITL, acceptance) and four streams (the latency
-example: TTFT, output tok/s). Every number here comes from the cost model's steps plus the same real
-overheads on both sides, so the two agree far inside the tolerance on a quiet machine; the tolerance leaves
-room for a loaded one.
+example: TTFT, output tok/s, tok/s, ITL and the two 99th percentiles), the two servers measured back to back in
+each of :data:`ROUNDS` rounds; a metric's difference is the median of the rounds' differences. Every median
+agrees within 0.2 % (:data:`TOLERANCE`) but TTFT, held at 0.3 % (:data:`TTFT_TOLERANCE`: this machine delivers
+a first token quicker after a shorter sleep, which no lead can add back). The 99th percentiles are not
+reproducible at speed-up 1 itself (a tail of this machine's scheduling delays; the 4-stream ones moved by up to
+0.5 % between rounds), so each is held against speed-up 1's own range over its rounds (:data:`TAIL_METRICS`).
+docs/measurement.md has the figures.
 """
 
 from __future__ import annotations
@@ -33,14 +38,22 @@ from perfgate.sim.testing import SimProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
-# The records themselves agree within 0.25 % over their full workloads (docs/measurement.md); these workloads are
-# shorter and this machine may be shared, so a few hundred microseconds of someone else's load in one trial move
-# a median by more than that. Multiplying durations by the speed-up, as before, was 1.5-6 % off on TTFT.
-TOLERANCE = 0.005
-ROUNDS = 3  # per workload and speed-up; each metric is the median over rounds, as over trials in a record
+# Both sides run the same code on the same simulated start. What still differs is wall time this machine spends
+# around a token: a thread woken after a long sleep wakes slower (docs/measurement.md), and the first token comes
+# after the prefill's sleep, 102 ms at speed-up 1 and 25.6 ms at 4, so it reaches the client 0.07-0.11 ms sooner
+# at speed-up 4 (ITL and tok/s are differences of two deliveries alike: it cancels there). That is up to 0.22 % of
+# a one-stream TTFT on this 2-core VM: the lead cannot add it (it is not simulated time), so TTFT gets
+# TTFT_TOLERANCE and every other median TOLERANCE.
+TOLERANCE = 0.002
+TTFT_TOLERANCE = 0.003
+ROUNDS = 5  # per workload and speed-up: the two servers measured back to back in each
+START_SEED = "test-sim-speedup:0"  # both servers: one simulated start (its jitter), as a record's at either speed-up
 # (mode, streams, requests, tokens): the shapes of the records, shortened
 WORKLOADS = {"baseline": [(1, 5, 24), (4, 8, 16)], "eagle3": [(1, 5, 32)]}
 METRICS = {1: ("tok_s", "ttft_ms", "itl_ms", "accept_len"), 4: ("ttft_ms", "output_tok_s", "tok_s", "itl_ms")}
+# the latency example's 99th percentiles: a tail of this machine's scheduling delays, not reproducible at speed-up 1
+# itself, so each is held against speed-up 1's own range over its rounds instead of a tolerance
+TAIL_METRICS = {1: (), 4: ("ttft_ms_p99", "itl_ms_p99")}
 
 
 def _measure(sim: SimProcess, streams: int, requests: int, tokens: int, prompts: list[tuple[int, ...]]) -> Trial:
@@ -57,6 +70,7 @@ def _sim(mode: str, speedup: float, tmp: Path) -> Iterator[SimProcess]:
     prof = load_profile(PROFILE)
     config = prof.config(mode)
     flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
+    flags += ["--sim-start-seed", START_SEED]
     if speedup != 1.0:
         flags += ["--sim-speedup", f"{speedup:g}"]
     with SimProcess.start(flags, log_path=tmp / f"{mode}-{speedup:g}.log", hardware=ROOT / str(prof.engine.sim_hardware),
@@ -81,24 +95,36 @@ def _rounds(mode: str, tmp: Path) -> dict[float, dict[tuple[int, int, int], list
     return out
 
 
-def _median(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return statistics.median(vals) if vals else None
+def _paired(slow: list[Trial], fast: list[Trial], metric: str) -> float | None:
+    """The median over rounds of each round's relative difference (fast - slow) / slow: both servers are measured
+    back to back in a round, so load from elsewhere on the machine that spoils one round spoils it on both sides."""
+    diffs = [(getattr(f, metric) - getattr(s, metric)) / getattr(s, metric) for s, f in zip(slow, fast)
+             if getattr(s, metric) and getattr(f, metric) is not None]
+    return statistics.median(diffs) if diffs else None
+
+
+def _spread(xs: list[float]) -> float:
+    """Range over median: how far one side's rounds disagree among themselves."""
+    return (max(xs) - min(xs)) / statistics.median(xs)
 
 
 @pytest.mark.parametrize("mode", sorted(WORKLOADS))
 def test_the_default_speedup_measures_what_real_time_measures(mode, tmp_path):
     got = _rounds(mode, tmp_path)
     slow, fast = got[1.0], got[DEFAULT_SIM_SPEEDUP]
-    rows, worst = [], 0.0
+    rows, bad = [], []
     for shape, trials in slow.items():
-        for metric in METRICS[shape[0]]:
-            a, b = (_median([getattr(t, metric) for t in ts]) for ts in (trials, fast[shape]))
-            if a is None and b is None and metric == "accept_len" and mode == "baseline":
+        for metric in METRICS[shape[0]] + TAIL_METRICS[shape[0]]:
+            values = [getattr(t, metric) for t in trials]
+            if metric == "accept_len" and mode == "baseline":
+                assert all(v is None for v in values + [getattr(t, metric) for t in fast[shape]])
                 continue  # no speculation, no acceptance
-            assert a is not None and b is not None, (shape, metric, a, b)
-            diff = (b - a) / a
-            worst = max(worst, abs(diff))
-            rows.append(f"{shape[0]} stream(s) {metric}: {a:.4f} at speed-up 1, {b:.4f} at {DEFAULT_SIM_SPEEDUP:g} "
-                        f"({diff:+.3%})")
-    assert worst <= TOLERANCE, "\n".join(rows)
+            diff = _paired(trials, fast[shape], metric)
+            assert diff is not None and None not in values, (shape, metric, values)
+            own = _spread(values)
+            limit = own if metric in TAIL_METRICS[shape[0]] else TTFT_TOLERANCE if metric == "ttft_ms" else TOLERANCE
+            rows.append(f"{shape[0]} stream(s) {metric}: median {statistics.median(values):.4f} at speed-up 1, "
+                        f"{diff:+.3%} at {DEFAULT_SIM_SPEEDUP:g} (speed-up 1's own range {own:.3%}; limit {limit:.3%})")
+            if abs(diff) > limit:
+                bad.append(rows[-1])
+    assert not bad, "\n".join(["off:", *bad, "all:", *rows])

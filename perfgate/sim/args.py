@@ -304,8 +304,8 @@ def build_parser(version: str, *, sim_options: bool = True) -> argparse.Argument
         g.add_argument("--sim-scale", dest="sim_scale", default=None,
                        help="multiply the simulated speed by this, e.g. 0.99 = 1 %% slower (env PERFGATE_SIM_SCALE)")
         g.add_argument("--sim-start-seed", dest="sim_start_seed", default=None,
-                       help="seed of this start's jitter (env PERFGATE_SIM_START_SEED; default --random-seed, "
-                            "else random)")
+                       help="seed of this start's jitter (env PERFGATE_SIM_START_SEED; default: random, each start "
+                            "its own; the model's --random-seed does not seed it)")
     return p
 
 

@@ -11,14 +11,16 @@ Batched requests (a list of prompts in one call) are simulated only for a batch 
 list (what SGLang's bench_one_batch_server sends at --batch-size 1): /generate's answer carries
 ``"index": 0`` (and is a list of one when not streaming); other batches answer 400.
 
+Layered bottom-up; each module imports only the ones above it in this list (no cycle):
+
 - :mod:`perfgate.sim.http.state`      :class:`ServerState`, shared by all handler threads
-- :mod:`perfgate.sim.http.server`     :class:`SimHTTPServer` and :class:`SimHandler` (routing)
-- :mod:`perfgate.sim.http.base`       the handler's plumbing: answers, request bodies, errors
+- :mod:`perfgate.sim.http.base`       :class:`StateServer` and the handler's plumbing: answers, request bodies, errors
 - :mod:`perfgate.sim.http.info`       health, readiness, model/server info, models, flush, metrics
 - :mod:`perfgate.sim.http.profile`    ``/start_profile`` and ``/stop_profile`` (a trace recorder)
 - :mod:`perfgate.sim.http.generation` what both generation endpoints share, SSE writing included
 - :mod:`perfgate.sim.http.native`     ``/generate``
 - :mod:`perfgate.sim.http.openai`     ``/v1/completions``
+- :mod:`perfgate.sim.http.server`     :class:`SimHandler` (routing, composes the endpoints) and :class:`SimHTTPServer`
 """
 
 from perfgate.sim.http.server import SimHandler, SimHTTPServer

@@ -1,19 +1,18 @@
-"""The request handler's plumbing, shared by every endpoint mixin: access log, JSON/text answers,
-request bodies (Content-Length or chunked), SGLang's error shape and the engine-not-up check."""
+"""The floor every endpoint module stands on: :class:`StateServer` (a threading HTTP server that holds the
+:class:`ServerState`) and the request handler's plumbing, shared by every endpoint mixin: access log,
+JSON/text answers, request bodies (Content-Length or chunked), SGLang's error shape and the engine-not-up
+check. It imports no endpoint module and not :mod:`perfgate.sim.http.server`, which composes them."""
 
 from __future__ import annotations
 
 import json
 import socket
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from perfgate.sim.engine_loop import EngineLoop
 from perfgate.sim.http.state import ServerState
-
-if TYPE_CHECKING:
-    from perfgate.sim.http.server import SimHTTPServer
 
 
 class ClientGone(Exception):
@@ -24,13 +23,26 @@ def error(message: str, code: int, typ: str = "BadRequestError") -> dict[str, An
     return {"error": {"message": message, "type": typ, "code": code}}
 
 
+class StateServer(ThreadingHTTPServer):
+    """A threading HTTP server whose handlers share one :class:`ServerState`; binds at construction
+    (``OSError`` errno 98 when the port is taken). :class:`perfgate.sim.http.server.SimHTTPServer`
+    names the handler that routes the endpoints."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, host: str, port: int, state: ServerState, handler: type[HandlerBase]) -> None:
+        self.state = state
+        super().__init__((host, port), handler)
+
+
 class HandlerBase(BaseHTTPRequestHandler):
     """One connection of the simulated server: what all its endpoints use."""
 
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
-    server: SimHTTPServer
+    server: StateServer
 
     def setup(self) -> None:
         super().setup()

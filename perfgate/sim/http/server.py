@@ -1,27 +1,15 @@
-"""The simulated server itself: :class:`SimHTTPServer` and :class:`SimHandler`, which routes each
-request to its endpoint mixin (info, profiler, native generation, OpenAI completions)."""
+"""The simulated server composed: :class:`SimHandler` routes each request to its endpoint mixin (info,
+profiler, native generation, OpenAI completions) and :class:`SimHTTPServer` serves it. The top of
+:mod:`perfgate.sim.http`: it imports the endpoint modules, none of them imports it."""
 
 from __future__ import annotations
 
-from http.server import ThreadingHTTPServer
-
-from perfgate.sim.http.base import ClientGone
+from perfgate.sim.http.base import ClientGone, StateServer
 from perfgate.sim.http.info import InfoEndpoints
 from perfgate.sim.http.native import NativeGenerate
 from perfgate.sim.http.openai import OpenAICompletions
 from perfgate.sim.http.profile import ProfileEndpoints
 from perfgate.sim.http.state import ServerState
-
-
-class SimHTTPServer(ThreadingHTTPServer):
-    """Binds at construction (``OSError`` errno 98 when the port is taken)."""
-
-    daemon_threads = True
-    request_queue_size = 256
-
-    def __init__(self, host: str, port: int, state: ServerState) -> None:
-        self.state = state
-        super().__init__((host, port), SimHandler)
 
 
 class SimHandler(InfoEndpoints, ProfileEndpoints, NativeGenerate, OpenAICompletions):
@@ -60,3 +48,11 @@ class SimHandler(InfoEndpoints, ProfileEndpoints, NativeGenerate, OpenAICompleti
             self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+class SimHTTPServer(StateServer):
+    """The simulated SGLang server: :class:`SimHandler` over a :class:`StateServer`; binds at construction
+    (``OSError`` errno 98 when the port is taken)."""
+
+    def __init__(self, host: str, port: int, state: ServerState) -> None:
+        super().__init__(host, port, state, SimHandler)
