@@ -53,7 +53,7 @@ def stack_pair_verdict(perf: PerfRun, case: Case) -> Verdict:
             "stack-pair: no candidate stack to compare with; pass --perfgate-candidate SPEC (python=/other/venv/"
             "bin/python, env.NAME=VALUE, sim-stack=KEY=VER;...) and --perfgate-starts 3 to measure this config "
             "under both stacks on this box, starts interleaved (docs/gate.md)"))
-    if st.servers.attached:
+    if perf.servers.attached:
         return Verdict(outcome="skip", message="stack-pair: an attached server (--perfgate-url) has one stack; "
                                                "launch the servers to compare two")
     perf.record(CANDIDATE, cand.spec)
