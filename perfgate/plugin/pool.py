@@ -276,10 +276,10 @@ class Launcher(Pool):
         except ServerError as e:
             failed = e
         if failed is not None:  # raised outside the except block: no "during handling" chain in the report
-            e = failed
-            hint = bad_flag_hint(self, config, getattr(e, "log_path", None)) if e.category == "bad-flag" else ""
-            raise self._raise(config, Verdict(outcome="fail", category=e.category or "crash", message=hint + str(e)),
-                              self.log_of(config))
+            err = failed
+            hint = bad_flag_hint(self, config, getattr(err, "log_path", None)) if err.category == "bad-flag" else ""
+            raise self._raise(config, Verdict(outcome="fail", category=err.category or "crash",
+                                              message=hint + str(err)), self.log_of(config))
         if on_log is not None:
             on_log(str(server.log_path))
         fb = fallback_verdict(self, config, server.log_path)
