@@ -150,11 +150,10 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
     if a is None or b is None:
         return None
     up = METRICS[metric].higher_is_better if metric in METRICS else new.prop("direction", "higher") != "lower"
-    old_ci, new_ci = old.metric_ci(metric), new.metric_ci(metric)
     sm = same_machine(old, new)
     machines = {True: "same", False: "different", None: "unknown"}[sm]
-    change = partial(MetricChange, old=a, new=b, old_ci=old_ci, new_ci=new_ci, metric=metric, higher_is_better=up,
-                     machines=machines)  # typed, unlike a dict of keywords
+    change = partial(MetricChange, old=a, new=b, old_ci=old.metric_ci(metric), new_ci=new.metric_ci(metric),
+                     metric=metric, higher_is_better=up, machines=machines)  # typed, unlike a dict of keywords
     if old.config and new.config and old.config != new.config:
         return change(verdict=NOT_COMPARABLE, why=f"config {old.config} → {new.config}: another server config, so "
                       "not a change of the same thing")
