@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import METRICS, Measurement
 from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
@@ -225,7 +225,7 @@ class Check:
                 perf.record(f"{metric}_ci_low", stat.ci_low)
                 perf.record(f"{metric}_ci_high", stat.ci_high)
             if stat.cv is not None:
-                perf.record(f"{metric}_cv", stat.cv)
+                perf.record(cv_name(metric), stat.cv)
         from perfgate.plugin.starts import start_properties
 
         for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():

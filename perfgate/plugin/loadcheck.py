@@ -14,7 +14,7 @@ from perfgate.measuring.metrics import RECORD_METRICS, Measurement, Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
 if TYPE_CHECKING:
     from perfgate.plugin.loadrun import Goodput, Levels
@@ -58,8 +58,6 @@ def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str
     ``--perfgate-update-baselines`` ``new_floor`` (default: the value) is the floor written, unless the verdict
     is inconclusive or the record failed for another reason than being slower."""
     lim, tol, where = _limit(perf, case, metric)
-    perf.record(METRIC, metric)
-    perf.record(DIRECTION, "higher")
     if lim is not None:
         perf.record(LIMIT, lim)
         perf.record(TOLERANCE, tol)
@@ -78,9 +76,16 @@ def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str
     return v
 
 
+def _metric(perf: PerfRun, metric: str) -> None:
+    """What the record is judged on, whatever its outcome (an inconclusive record says it too)."""
+    perf.record(METRIC, metric)
+    perf.record(DIRECTION, "higher")
+
+
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """Record a goodput search and conclude the record on ``goodput_rps`` against its floor."""
     s = g.search
+    _metric(perf, GOODPUT)
     perf.record(SLO, g.slo.describe())
     perf.record(SLO_ATTAINMENT, g.slo.attainment)
     perf.record(ARRIVAL, f"{g.slo.arrival}, {g.slo.requests} requests a trial, seed {g.slo.seed}")
@@ -118,7 +123,7 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         perf.record(f"{GOODPUT}_ci_low", st.ci_low)
         perf.record(f"{GOODPUT}_ci_high", st.ci_high)
     if st is not None and st.cv is not None:
-        perf.record(f"{GOODPUT}_cv", st.cv)
+        perf.record(cv_name(GOODPUT), st.cv)
     bracket = (f"between {best.rate:g} and {s.next_rate:g} req/s" if s.next_rate is not None
                else f"at rate_max {best.rate:g} req/s or above")
     what = f"goodput {got:.4g} req/s (the SLOs break {bracket})"
@@ -201,6 +206,7 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
                                                             f"({', '.join(map(str, base.loads))} streams), recorded"))
         return
     x, (presult, pload) = crossover_of(base, spec)
+    _metric(perf, CROSSOVER)
     perf.record(CROSSOVER_BASELINE, base.mode)
     perf.record(CROSSOVER_RESULT, x.result)
     perf.record(CROSSOVER, x.value)

@@ -18,7 +18,7 @@ from perfgate.measuring.verdict import Verdict, apply_expectation
 from perfgate.plugin.checks import Checks
 from perfgate.plugin.ledger import refuse_update
 from perfgate.plugin.pool import ServerFailed
-from perfgate.record import Case, fmt
+from perfgate.record import Case, cv_name, fmt
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -72,7 +72,7 @@ class PerfRun(Checks):
                 self.record(prefix + "tok_s_ci_high", m.tok_s.ci_high)
             self.record(prefix + "n", m.tok_s.n)
             if m.tok_s.cv is not None:
-                self.record(prefix + "cv", m.tok_s.cv)
+                self.record(prefix + cv_name("tok_s"), m.tok_s.cv)
         if m.ttft_ms is not None:
             self.record(prefix + "ttft_ms", m.ttft_ms.median)
         if m.itl_ms is not None:

@@ -134,7 +134,7 @@ def within_start_cv(r: Record, metric: str) -> float | None:
     ci = r.metric_ci(metric)
     if ci is not None:
         return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
-    cv = r.num("cv" if metric == "tok_s" else f"{metric}_cv")
+    cv = r.cv(metric)
     n = r.num("n")
     if cv is not None and n:
         return cv * math.sqrt(math.pi / 2) / math.sqrt(n)  # the median's sd is ~1.25 x the mean's
