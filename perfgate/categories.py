@@ -19,8 +19,9 @@ class Word(str, Enum):
     def __str__(self) -> str:  # f"{Category.OOM}" is "oom" on every Python version
         return str(self.value)
 
-    # str.__format__, not Enum's: f"{Decision.SAME}" is "same" on 3.10-3.12 too (Enum's is typed differently)
-    __format__ = str.__format__  # type: ignore[assignment]
+    def __format__(self, format_spec: str) -> str:  # str's, not Enum's: f"{Decision.SAME}" is "same" on 3.10-3.12 too
+        return str.__format__(self, format_spec)
+
     __hash__ = str.__hash__  # a member finds its text's entry in a dict, and the reverse
 
 

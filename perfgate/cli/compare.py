@@ -38,8 +38,9 @@ def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), bas
                     "changes", _diff_args)
 def _run_diff(args: argparse.Namespace) -> int:
     from perfgate.report.diff import diff
-    from perfgate.report.gate import GatePolicy, judging_for
+    from perfgate.report.gate import judging_for
     from perfgate.report.junit_read import read_report
+    from perfgate.report.policy import GatePolicy
     from perfgate.report.render import render_diff
 
     policy = GatePolicy().with_overrides(min_effect=(("default", args.min_effect),) if args.min_effect is not None
@@ -95,8 +96,9 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
     _gate_args,
 )
 def _run_gate(args: argparse.Namespace) -> int:
-    from perfgate.report.gate import load_policy, run_gate
+    from perfgate.report.gate import run_gate
     from perfgate.report.junit_read import read_report
+    from perfgate.report.policy import load_policy
     from perfgate.report.render import render_diff
 
     policy = load_policy(Path(args.pyproject) if args.pyproject else None)
