@@ -131,7 +131,7 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
 
 _PLAN = pytest.StashKey[MicroPlan]()
-_RUNS = pytest.StashKey[dict]()
+_RUNS = pytest.StashKey[dict[tuple[str, int], "_Launch"]]()
 
 
 def micro_plan(state: PerfgateState) -> MicroPlan:
@@ -271,7 +271,7 @@ def check(perf: PerfRun, case: MicroCase) -> None:
     run = MicroRun(item=perf.item, state=perf.state)
     st = run.state
     launch = _launch(st, case)
-    run._identity(case, _LaunchConfig(launch.key))  # type: ignore[arg-type]
+    run._identity(case, _LaunchConfig(launch.key))  # type: ignore[arg-type]  # _identity reads only .key
     run.record("backend", case.backend)
     run.record("world_size", case.world_size)
     _run(st, case, launch)

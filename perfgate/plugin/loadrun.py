@@ -50,7 +50,7 @@ class Levels:
 def slo_of(perf: PerfRun, mode: str) -> Slo:
     """The mode's SLOs, or a usage error naming the profile and the table to add."""
     p = perf.state.profile
-    slo = p.slo.get(mode)
+    slo: Slo | None = p.slo.get(mode)
     if slo is None:
         import pytest
 

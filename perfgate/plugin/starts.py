@@ -48,9 +48,10 @@ def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Me
     over: dict[str, Stat | None] = {}
     for name in METRICS:
         s = pooled.stat(name)
-        meds = [x.stat(name).median for x in per_start if x.stat(name) is not None]  # type: ignore[union-attr]
+        meds = [st.median for x in per_start if (st := x.stat(name)) is not None]
         over[name] = replace(s, median=statistics.median(meds)) if s is not None and meds else s
-    return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]
+    # METRICS names exactly Measurement's Stat | None fields; mypy cannot see a dict's keys as those fields
+    return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]  # (see above)
 
 
 def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:

@@ -86,7 +86,7 @@ class PerfgateState:
             return Path(given).resolve()
         wid = os.environ.get("PYTEST_XDIST_WORKER")
         if wid and hasattr(self.config, "workerinput"):
-            run = self.config.workerinput.get("perfgate_run", "run")
+            run = str(self.config.workerinput.get("perfgate_run", "run"))
             return self.config.rootpath / "perfgate-logs" / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
