@@ -2,7 +2,7 @@
 
 The same workloads, measured by perfgate's client and reduced by the records' own pure function
 (:func:`perfgate.measuring.metrics.compute_trial`), on two simulated seed boxes started with the shipped profile's flags
-and the same start seed (as a record's start n of a config is seeded ``<config key>:<n>`` at any speed-up), one at
+and the same start seed (as a record's start n of a config is seeded ``<seed key>:<n>`` at any speed-up), one at
 ``--sim-speedup 4`` (the default) and one at 1: each metric a built-in record or the latency example
 (perftests/test_latency.py) uses agrees. The client adds the lead the simulated clock gained over each duration
 (``X-Perfgate-Sim-Ahead`` and ``meta_info.perfgate_sim_ahead_s``), so its own time and the network's count once;

@@ -6,12 +6,13 @@ import math
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.engines.sim import SimEngine
+from perfgate.engines.sim import SimEngine, seed_key
 from perfgate.profiles.config import ServerConfig
 from perfgate.sim import simulate_launch
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
@@ -123,9 +124,15 @@ def test_the_engine_passes_the_machine_seed_and_scale(monkeypatch: pytest.Monkey
     plain = SimEngine().command(cfg, host="127.0.0.1", port=1)
     again = SimEngine().command(cfg, host="127.0.0.1", port=1)
     assert not {"--sim-machine", "--sim-scale"} & set(plain)
-    # without PERFGATE_SIM_START_SEED each start of a config gets its own seed "<config key>:<n>", n counting up
+    # without PERFGATE_SIM_START_SEED each start of a config gets its own seed "<seed key>:<n>", n counting up
     first, second = (a[a.index("--sim-start-seed") + 1] for a in (plain, again))
-    assert first.startswith(cfg.key + ":") and second == f"{cfg.key}:{int(first.split(':')[1]) + 1}"
+    key = seed_key(cfg)
+    assert first.startswith(key + ":") and second == f"{key}:{int(first.split(':')[1]) + 1}"
+    # the seed key is the config's without its absolute paths: the same start jitter in every checkout
+    moved = replace(cfg, model_path="/elsewhere/m", flags=(("sim-hardware", "/clone/fixtures/sim/box.toml"),))
+    here = replace(cfg, flags=(("sim-hardware", "/work/fixtures/sim/box.toml"),))
+    assert seed_key(moved) == seed_key(here) and moved.key != here.key
+    assert seed_key(replace(here, flags=(("sim-hardware", "/work/fixtures/sim/other.toml"),))) != seed_key(here)
     monkeypatch.setenv("PERFGATE_SIM_MACHINE", "h200-b")
     monkeypatch.setenv("PERFGATE_SIM_SCALE", "0.99")
     monkeypatch.setenv("PERFGATE_SIM_START_SEED", "3")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from perfgate.engines.argv import render_flags
 from perfgate.profiles.config import ServerConfig
@@ -24,8 +27,20 @@ SPEEDUP_MAX_STREAMS = 8
 SIM_VARIATION_FLAGS = ((MACHINE_ENV, "--sim-machine"), (START_SEED_ENV, "--sim-start-seed"), (SCALE_ENV, "--sim-scale"))
 
 
-#: launches per config key in this process: start n of a config is seeded "<key>:<n>" (perfgate.sim.variation)
+#: launches per config in this process: start n of a config is seeded "<seed key>:<n>" (perfgate.sim.variation)
 _LAUNCHES: dict[str, int] = {}
+
+
+def seed_key(config: ServerConfig) -> str:
+    """The config's identity for its simulated start seeds, the same in every checkout: :attr:`ServerConfig.key`
+    hashes the absolute paths the flags name (``--sim-hardware``, the model), so seeding with it gave each
+    checkout directory its own start jitter, and figures that moved with the path a repository was cloned to."""
+    def portable(v: object) -> object:
+        return Path(v).name if isinstance(v, str) and os.path.isabs(v) else v
+
+    blob = json.dumps([config.engine, portable(config.model_path), [(k, portable(v)) for k, v in config.flags],
+                       config.env, [(k, portable(v)) for k, v in config.engine_options]], sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
 def sim_speedup(max_streams: int = 1, *, real_time: bool = False) -> float:
@@ -78,8 +93,9 @@ class SimEngine:
                 argv += [flag, value]
         if not os.environ.get(START_SEED_ENV, "").strip():
             # each start of a config draws its own jitter, and the same sequence every session (reproducible runs)
-            n = _LAUNCHES[config.key] = _LAUNCHES.get(config.key, 0) + 1
-            argv += ["--sim-start-seed", f"{config.key}:{n}"]
+            key = seed_key(config)
+            n = _LAUNCHES[key] = _LAUNCHES.get(key, 0) + 1
+            argv += ["--sim-start-seed", f"{key}:{n}"]
         return argv
 
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:
