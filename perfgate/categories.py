@@ -13,15 +13,19 @@ from enum import Enum
 __all__ = ["Backend", "Category", "Outcome", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
 
 
-class _Text(str, Enum):
-    def __str__(self) -> str:  # f"{Category.OOM}" is "oom" on every Python version
-        return self.value
+class Word(str, Enum):
+    """A word of the record's vocabulary (an outcome, a category, a decision): the enum member is its text."""
 
-    __format__ = str.__format__  # type: ignore[assignment]
+    def __str__(self) -> str:  # f"{Category.OOM}" is "oom" on every Python version
+        return str(self.value)
+
+    def __format__(self, format_spec: str) -> str:  # str's, not Enum's: f"{Decision.SAME}" is "same" on 3.10-3.12 too
+        return str.__format__(self, format_spec)
+
     __hash__ = str.__hash__  # a member finds its text's entry in a dict, and the reverse
 
 
-class Category(_Text):
+class Category(Word):
     """A failure category (docs/profiles.md, "Failure categories") or why a record has no verdict."""
 
     # classified from the server's exit status and log (perfgate.classify)
@@ -51,7 +55,7 @@ class Category(_Text):
     WARM_CACHE = "warm-cache"
 
 
-class Outcome(_Text):
+class Outcome(Word):
     """What a record came to (its ``outcome`` property)."""
 
     PASS = "pass"
@@ -72,7 +76,7 @@ FROM_LOG: tuple[Category, ...] = (
 EXPECTABLE: tuple[Category, ...] = (*FROM_LOG, Category.WRONG_OUTPUT, Category.SLOWER_THAN_BASELINE, Category.FALLBACK)
 
 
-class Backend(_Text):
+class Backend(Word):
     """The communication backend a server variant must exercise: ``backend`` in ``baselines/variants.toml``
     (checked at load: an unknown one is an error naming these), the backend a fallback warning in the log
     names (:mod:`perfgate.classify.rules`) and the all-reduce family a trace's kernels show

@@ -129,9 +129,18 @@ class GpuMemoryNotReleased(ServerError):
 
     category = "crash"
 
-    def __init__(self, message: str, *, pids: list[int], **kw: object) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        pids: list[int],
+        log_path: str | Path | None = None,
+        log_tail: str = "",
+        category: str | None = None,
+        returncode: int | None = None,
+    ) -> None:
         self.pids = pids
-        super().__init__(message, **kw)  # type: ignore[arg-type]
+        super().__init__(message, log_path=log_path, log_tail=log_tail, category=category, returncode=returncode)
 
 
 class ReportError(PerfgateError):
@@ -169,10 +178,20 @@ class BackendUnavailable(MicrobenchError):
 class RankFailed(MicrobenchError):
     """A rank process of the micro-benchmark failed (``rank``, ``returncode``)."""
 
-    def __init__(self, message: str, *, rank: int, returncode: int | None, **kw: object) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int,
+        returncode: int | None,
+        backend: str,
+        category: str | None = None,
+        log_path: str | Path | None = None,
+        log_tail: str = "",
+    ) -> None:
         self.rank = rank
         self.returncode = returncode
-        super().__init__(message, **kw)  # type: ignore[arg-type]
+        super().__init__(message, backend=backend, category=category, log_path=log_path, log_tail=log_tail)
 
 
 class MicrobenchTimeout(MicrobenchError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE",
+__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
@@ -140,3 +140,14 @@ DIRECTION = "direction"
 #: the stored limit the record was judged against and its tolerance
 LIMIT = "limit"
 TOLERANCE = "tolerance"
+
+
+def cv_name(metric: str) -> str:
+    """The property holding a metric's CV over trials: ``<metric>_cv`` for every metric (``tok_s_cv`` too), as
+    its interval is ``<metric>_ci_low``/``_ci_high``. Reports written before 2026-12-01 wrote ``cv`` for tok_s
+    (:data:`LEGACY_TOK_S_CV`); readers take either (``perfgate.report.records.Record.cv``)."""
+    return f"{metric}_cv"
+
+
+#: tok_s's CV in reports written before 2026-12-01 (read, never written)
+LEGACY_TOK_S_CV = "cv"

@@ -136,7 +136,7 @@ def make_testcase(c: Case, suite_stack: Mapping[str, str]) -> TestCase:
     if c.ci is not None:
         props += [("tok_s_ci_low", fmt(c.ci[0])), ("tok_s_ci_high", fmt(c.ci[1]))]
     if c.cv is not None:
-        props.append(("cv", fmt(c.cv)))
+        props.append(("tok_s_cv", fmt(c.cv)))
     if c.n is not None:
         props.append(("n", fmt(c.n)))
     props += list(c.extra.items())

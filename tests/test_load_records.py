@@ -51,3 +51,23 @@ def test_goodput_and_crossover_records_carry_their_numbers_and_meet_their_floors
     assert [p["load"] for p in pts] == [1, 2] and all(p["ratio"] < 1 for p in pts)
     assert x["crossover_predicted_result"] in ("never", "at", "always")
     r.stdout.fnmatch_lines(["*(goodput goodput_rps)*", "*(crossover crossover)*xfail slower-than-baseline 0*"])
+
+
+def test_update_baselines_writes_the_goodput_floor_and_refuses_a_crossover_that_never_pays(pytester):
+    import tomllib
+
+    path = _make(pytester.path, PROFILE.replace("FLOOR", "89.5") + SLO.split("[expectations")[0])
+    r = pytester.runpytest_subprocess("perftests", "-m", "load", "-k", "baseline or eagle3",
+                                      f"--perfgate-profile={path}", "--junitxml=r.xml", "-p", "no:cacheprovider",
+                                      "--perfgate-update-baselines")
+    g = props(cases(pytester.path / "r.xml")["test_goodput_under_slo[m:baseline]"])
+    floors = tomllib.loads(path.read_text())["floors"]
+    if g["outcome"] == "skip":  # no floor yet: this run's goodput becomes it, with the machine it came from
+        assert floors["baseline"]["goodput_rps"] == round(float(g["goodput_rps"]), 2) > 0
+        assert floors["baseline"]["measured"]["n"] == 3 and floors["baseline"]["measured"]["machine"]
+    else:  # a busy machine: the sender fell behind, so nothing is written and the summary says why
+        assert g["outcome"] == "inconclusive" and "goodput_rps" not in floors["baseline"]
+        r.stdout.fnmatch_lines(["*NOT updated*[[]floors.baseline[]] goodput_rps*"])
+    # EAGLE-3 never pays on the seed box: a crossover of 0 is no floor
+    assert "crossover" not in floors.get("eagle3", {})
+    r.stdout.fnmatch_lines(["*NOT updated*[[]floors.eagle3[]] crossover: no crossover above zero*"])

@@ -301,7 +301,7 @@ def test_one_trial_records_the_number_and_no_verdict(pytester):
     assert rec["outcome"] == "fail" and rec["category"] == "noise-unknown"
     assert "1 trial(s)" in rec["reason"] and "at least 3" in rec["reason"]
     assert float(rec["tok_s"]) > 0 and rec["n"] == "1"
-    assert "tok_s_ci_low" not in rec and "cv" not in rec
+    assert "tok_s_ci_low" not in rec and "tok_s_cv" not in rec and "cv" not in rec
 
 
 # ----------------------------------------------------------------------------- inconclusive
@@ -331,7 +331,7 @@ mem-fraction-static = 0.80
     assert noisy["outcome"] == "fail" and noisy["category"] == "noisy"
     assert "lost verdict: the baseline floor (80 tok/s) was not checked: too noisy" in noisy["reason"]
     assert "max_cv 0.01%" in noisy["reason"]  # not "0.0%"
-    assert "raise [workload] trials" in noisy["reason"] and float(noisy["cv"]) > 0.0001
+    assert "raise [workload] trials" in noisy["reason"] and float(noisy["tok_s_cv"]) > 0.0001
     assert prof.read_text() == before  # a noisy measurement never becomes a floor
 
 

@@ -19,7 +19,7 @@ from perfgate.profiles.load import load_profile
 from tests import simproject
 
 ROOT = Path(__file__).resolve().parent.parent
-JUNIT = ROOT / "baselines" / "h200-x2" / "allreduce-junit-2026-11-29.xml"
+JUNIT = ROOT / "evidence" / "h200-x2" / "allreduce-junit-2026-11-29.xml"
 SHIPPED = ROOT / "baselines" / "h200-x2" / "allreduce.toml"
 PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 
@@ -203,7 +203,7 @@ def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tm
 
 
 def test_a_report_without_allreduce_records_or_with_two_world_sizes_is_refused(tmp_path, capsys):
-    other = ROOT / "baselines" / "h200-x1" / "junit-2026-11-29.xml"
+    other = ROOT / "evidence" / "h200-x1" / "junit-2026-11-29.xml"
     assert mf.main([str(other)]) == 1
     assert "no passing all-reduce record" in capsys.readouterr().err
     # the same backend, timing and size once more, at world size 4 (a report of a run over two world sizes)

@@ -1,7 +1,7 @@
 """Faults and bad input lose nothing and leave nothing running (issue 6).
 
 Real ``python -m pytest`` runs of throw-away projects against perfgate's simulated server, through
-the machinery of ``scripts/reliability.py`` (which also prints the table in docs/reliability.md):
+the machinery of ``tests/reliability/`` (which also prints the table in docs/reliability.md):
 faults are injected with ``PERFGATE_SIM_FAULT`` in a mode's ``env``; "processes left" are found by
 each server's process group (the ``# pgid:`` line perfgate writes in its log) and by an environment
 token every process of a run inherits; "records lost" are tests that finished (a conftest ledger)
@@ -11,7 +11,6 @@ NVML), a stranger answering on the server's port, and the client's error for a h
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import sys
 from dataclasses import dataclass
@@ -30,20 +29,8 @@ from perfgate.profiles.config import ServerConfig
 from perfgate.serving.manager import ServerManager
 from perfgate.serving.procs import group_pids
 from perfgate.serving.server import Server
+from tests import reliability as rel
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_harness():
-    spec = importlib.util.spec_from_file_location("perfgate_reliability", ROOT / "scripts" / "reliability.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look the module up while the class is built
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rel = _load_harness()
 HUNG_RUN_LIMIT_S = 90.0  # a run that waits out the stuck request's 600 s timeout is a hang, not slowness
 
 
@@ -56,7 +43,7 @@ def _why(run) -> str:
 
 @pytest.fixture(scope="module")
 def fault_runs(tmp_path_factory):
-    """Two sessions side by side, each: baseline, some faults of scripts/reliability.py FAULTS, a healthy config."""
+    """Two sessions side by side, each: baseline, some faults of tests.reliability FAULTS, a healthy config."""
     return rel.run_faults(tmp_path_factory.mktemp("faults"))
 
 

@@ -310,3 +310,16 @@ def test_a_latency_that_rises_is_the_regression(tmp_path: Path) -> None:
     assert compare_metric(old, down).verdict == "improved"  # type: ignore[union-attr]
     assert compare_metric(old, same).verdict == "same"  # type: ignore[union-attr]
     assert compare_metric(old, up).metric == "ttft_ms"  # type: ignore[union-attr]
+
+
+def test_tok_s_cv_is_read_under_its_new_and_its_legacy_name():
+    """Every metric's CV is <metric>_cv; reports before 2026-12-01 wrote tok_s's as `cv`: both judge the same."""
+    def rec(name: str, tok_s: float) -> Record:
+        return Record(key="k", id="i", classname="c", name="n", outcome="pass", outcome_source="property",
+                      numbers=(("tok_s", tok_s), (name, 0.02), ("n", 5.0)))
+
+    assert rec("tok_s_cv", 100.0).cv("tok_s") == rec("cv", 100.0).cv("tok_s") == 0.02
+    assert rec("cv", 100.0).cv("ttft_ms") is None  # the legacy name is tok_s's only
+    now = compare_metric(rec("tok_s_cv", 100.0), rec("tok_s_cv", 95.0))
+    legacy = compare_metric(rec("cv", 100.0), rec("cv", 95.0))
+    assert now is not None and legacy is not None and now.verdict == legacy.verdict and now.why == legacy.why

@@ -11,8 +11,9 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.errors import ConfigError
-from perfgate.report.gate import DEFAULT_BLOCK_ON, ExitCode, GatePolicy, load_policy
+from perfgate.report.gate import ExitCode
 from perfgate.report.junit_read import read_report
+from perfgate.report.policy import DEFAULT_BLOCK_ON, GatePolicy, load_policy
 from tests.report_factory import DEFAULT_STACK, perf_case, seed_cases, write_report
 
 FLOOR = dict(kind="floor", classname="perftests.test_baseline", test="test_floor")

@@ -11,8 +11,8 @@ from perfgate.report.junit_read import read_report
 from perfgate.report.steps import PARTS, step_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-H200 = ROOT / "baselines" / "h200-x1" / "profile-2026-12-01" / "junit.xml"
-SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "profile-2026-12-01.xml"
+H200 = ROOT / "evidence" / "h200-x1" / "profile-2026-12-01" / "junit.xml"
+SIM = ROOT / "evidence" / "sim-rtxpro6000-x8" / "profile-2026-12-01.xml"
 
 
 def test_rows_of_the_real_h200_run_add_up_to_the_step():
@@ -41,5 +41,5 @@ def test_html_report_has_the_step_panel_only_with_profile_records():
     page = render_html([read_report(SIM)], plots=True)
     assert "Where each decode step goes" in page and page.count("data:image/png;base64,") == 3
     assert "<td>eagle3</td><td>pass</td><td>30.57</td>" in page
-    h200_floor_only = ROOT / "baselines" / "h200-x1" / "junit-2026-11-29.xml"
+    h200_floor_only = ROOT / "evidence" / "h200-x1" / "junit-2026-11-29.xml"
     assert "Where each decode step goes" not in render_html([read_report(h200_floor_only)], plots=False)

@@ -92,3 +92,23 @@ def test_open_loop_against_the_simulator_keeps_its_schedule_in_server_time(sim):
     assert t.requests == 12 and t.good == 12 and t.attainment == 1.0 and t.failures == 0
     sent = [o.sent_s for o in outs]
     assert t.goodput_rps == pytest.approx(11 / (max(sent) - min(sent))) and t.send_lag_ms_p99 is not None
+
+
+def test_the_simulators_speed_up_is_set_only_while_idle_and_real_time_restores_it(sim):
+    """The load records' open-loop levels run the simulator at speed-up 1 (perfgate.plugin.loadrun.real_time):
+    the route takes a number > 0 while idle, and the block leaves the server at its own speed-up."""
+    import requests
+
+    from perfgate.plugin.loadrun import real_time
+
+    url = f"http://127.0.0.1:{sim.port}"
+    speed = lambda: get_json(url, "/server_info")["perfgate_sim_speedup"]  # noqa: E731
+    assert speed() == 8.0
+    with real_time(url, 8.0):
+        assert speed() == 1.0
+        outs, _ = run_open_loop(url, [GenRequest(input_ids=(5, 6, 7), max_new_tokens=4)], (0.0,), timeout_s=30)
+        assert outs[0].success
+    assert speed() == 8.0
+    bad = requests.post(f"{url}/perfgate/sim_speedup", json={"speedup": 0}, timeout=10)
+    assert bad.status_code == 400 and "speedup must be a number > 0" in bad.text
+    assert requests.get(f"{url}/perfgate/sim_speedup", timeout=10).json() == {"speedup": 8.0, "was": 8.0}

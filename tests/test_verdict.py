@@ -136,3 +136,37 @@ def test_one_judge_built_in_floors_and_perf_check_agree_on_the_same_data():
     assert built_in == user and built_in.outcome == "pass"
     # without the floor's own bar, the workload's applies to both: too noisy for either
     assert floor_verdict(m, fl, max_cv=p.max_cv_for("baseline"), where="p", update_hint="x").category == "noisy"
+
+
+def test_one_judge_for_a_record_metric_with_its_own_interval_and_a_top_load():
+    """The load records' values go through the same judge as decode floors (judge_limit): the crossover carries
+    its own CI (no trial noise), and a floor above the highest load measured is undecided, not failed."""
+    from perfgate.measuring.verdict import judge_limit
+
+    def j(got: float, limit: float | None, highest: float | None = None) -> Verdict:
+        return judge_limit("crossover", got, limit, 0.05, noise=None, max_cv=None, where="p.toml, [floors.m]",
+                           update_hint="--perfgate-update-baselines", highest=highest)
+
+    assert j(19.6, 18.0).outcome == "pass"
+    assert j(16.0, 18.0).outcome == "fail" and j(16.0, 18.0).category == "slower-than-baseline"
+    assert j(17.2, 18.0).outcome == "pass"  # 18 x (1 - 0.05) = 17.1
+    top = j(48.0, 64.0, highest=48.0)
+    assert top.outcome == "inconclusive" and top.category == "not-exercised"
+    assert j(20.0, None).outcome == "skip"
+
+
+def test_goodput_noise_is_judged_like_any_metric():
+    from perfgate.measuring.metrics import stat
+    from perfgate.measuring.verdict import judge_limit
+
+    noisy = stat([14.0, 14.0, 7.9])
+    quiet = stat([14.0, 14.1, 13.9])
+    assert noisy is not None and quiet is not None
+    v = judge_limit("goodput_rps", noisy.median, 10.0, 0.05, noise=noisy, max_cv=0.05, where="w", update_hint="u")
+    assert v.outcome == "inconclusive" and v.category == "noisy"
+    v = judge_limit("goodput_rps", quiet.median, 10.0, 0.05, noise=quiet, max_cv=0.05, where="w", update_hint="u")
+    assert v.outcome == "pass"
+    few = stat([14.0, 14.1])
+    assert few is not None
+    v = judge_limit("goodput_rps", few.median, 10.0, 0.05, noise=few, max_cv=0.05, where="w", update_hint="u")
+    assert v.category == "noise-unknown"

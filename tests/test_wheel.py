@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,13 @@ def test_decode_speed(perf_server, measure, perf_check):
 
 
 def _source_copy(dest: Path) -> Path:
-    """What the wheel is built from: the package, its build files and the shipped data (no stale build/)."""
+    """What the wheel is built from: the package, its build files, the shipped data, and every profile and the
+    run evidence of the checkout, which must stay out of the wheel (no stale build/)."""
     shutil.copytree(ROOT / "perfgate", dest / "perfgate", ignore=shutil.ignore_patterns("__pycache__", "project"))
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, dest / name)
+    for tree in ("baselines", "evidence"):
+        shutil.copytree(ROOT / tree, dest / tree)
     for pattern in SHIPPED:
         for src in ROOT.glob(pattern):
             out = dest / src.relative_to(ROOT)
@@ -64,6 +68,10 @@ def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> No
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout + build.stderr
     (wheel,) = dist.glob("perfgate-*.whl")
+    data = [n.removeprefix("perfgate/data/project/") for n in zipfile.ZipFile(wheel).namelist()
+            if n.startswith("perfgate/data/project/")]
+    assert "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml" in data  # the profiles ship, the run evidence does not
+    assert not [n for n in data if n.startswith("evidence/") or not n.endswith((".toml", ".jsonl"))], data
     py = _fresh_venv(tmp_path / "venv")
     inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
                            "-q", str(wheel)], capture_output=True, text=True, timeout=600)

@@ -127,7 +127,7 @@ def run_allreduce_bench(
                                      category="missing-dependency")
 
     own_dir = log_dir is None
-    run_dir = Path(tempfile.mkdtemp(prefix=f"perfgate-allreduce-{backend}-")) if own_dir else Path(log_dir)  # type: ignore[arg-type]
+    run_dir = Path(tempfile.mkdtemp(prefix=f"perfgate-allreduce-{backend}-")) if log_dir is None else Path(log_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     rank_env = rank_environment(backend, env, base=os.environ)
 

@@ -104,7 +104,8 @@ def aggregate(spec: dict[str, Any], outputs: list[dict[str, Any]]) -> list[AllRe
                 why = failed.get("reason", "") if failed else "a rank reported no result for this size"
                 results.append(AllReduceResult(**base, category=cat, reason=why))
                 continue
-            per_iter = [sum(xs) / n for xs in zip(*(e["samples_us"] for e in entries))]  # type: ignore[index]
+            samples = [e["samples_us"] for e in entries if e is not None]  # every rank's: none failed
+            per_iter = [sum(xs) / n for xs in zip(*samples)]
             s = sorted(per_iter)
             med = _percentile(s, 50)
             p99 = _percentile(s, 99)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand
+
+if TYPE_CHECKING:
+    from perfgate.report.records import Report
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
@@ -22,7 +26,7 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
     format_args(p)
 
 
-def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list:
+def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), base: Path | None = None) -> list[Report]:
     from perfgate.report.gate import history_paths
     from perfgate.report.junit_read import read_reports
 
@@ -34,8 +38,9 @@ def _history(args: argparse.Namespace, policy_history: tuple[str, ...] = (), bas
                     "changes", _diff_args)
 def _run_diff(args: argparse.Namespace) -> int:
     from perfgate.report.diff import diff
-    from perfgate.report.gate import GatePolicy, judging_for
+    from perfgate.report.gate import judging_for
     from perfgate.report.junit_read import read_report
+    from perfgate.report.policy import GatePolicy
     from perfgate.report.render import render_diff
 
     policy = GatePolicy().with_overrides(min_effect=(("default", args.min_effect),) if args.min_effect is not None
@@ -91,8 +96,9 @@ def _gate_args(p: argparse.ArgumentParser) -> None:
     _gate_args,
 )
 def _run_gate(args: argparse.Namespace) -> int:
-    from perfgate.report.gate import load_policy, run_gate
+    from perfgate.report.gate import run_gate
     from perfgate.report.junit_read import read_report
+    from perfgate.report.policy import load_policy
     from perfgate.report.render import render_diff
 
     policy = load_policy(Path(args.pyproject) if args.pyproject else None)

@@ -83,7 +83,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ the loop's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # create_connection hands a stream protocol a Transport, but the hook is typed with the base class, and
+        # uvloop's TCPTransport is no asyncio.Transport subclass (an isinstance narrowing would refuse it)
+        self.transport = transport  # type: ignore[assignment]  # a Transport (write, abort), see above
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True

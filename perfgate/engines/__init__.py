@@ -34,7 +34,7 @@ def get_engine(name: str, **kw: object) -> Engine:
     from perfgate.engines.sglang import SGLangEngine
     from perfgate.engines.sim import SimEngine
 
-    engines: dict[str, type] = {"sglang": SGLangEngine, "sim": SimEngine}
+    engines: dict[str, type[Engine]] = {"sglang": SGLangEngine, "sim": SimEngine}
     if name not in engines:
         from perfgate.errors import ConfigError
 

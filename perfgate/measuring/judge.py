@@ -28,7 +28,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+
+from perfgate.categories import Word
 
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
@@ -45,15 +46,7 @@ MIN_EFFECT_THROUGHPUT = 0.005
 MIN_EFFECT_LATENCY = 0.02
 
 
-class _Text(str, Enum):
-    def __str__(self) -> str:
-        return self.value
-
-    __format__ = str.__format__  # type: ignore[assignment]  # f"{Decision.SAME}" is "same" on 3.10-3.12
-    __hash__ = str.__hash__
-
-
-class Decision(_Text):
+class Decision(Word):
     """What a comparison between two runs (or two arms of one run) came to."""
 
     REGRESSED = "regressed"
@@ -63,7 +56,7 @@ class Decision(_Text):
     NOT_COMPARABLE = "not-comparable"
 
 
-class Level(_Text):
+class Level(Word):
     """The noise a comparison crosses."""
 
     TRIALS = "trials"

@@ -223,7 +223,8 @@ class Measurement:
         """The statistics of one of :data:`METRICS` (``None`` when nothing was measured)."""
         if metric not in METRICS:
             raise KeyError(f"unknown metric '{metric}'; known: {', '.join(METRICS)}")
-        return getattr(self, metric)
+        value: Stat | None = getattr(self, metric)
+        return value
 
     @property
     def cache_hits(self) -> int:

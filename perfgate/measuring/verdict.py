@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.metrics import METRICS, MIN_TRIALS, Measurement, bootstrap_ratio_ci, trials_to_resolve
+from perfgate.measuring.metrics import (
+    METRICS,
+    MIN_TRIALS,
+    RECORD_METRICS,
+    Measurement,
+    Stat,
+    bootstrap_ratio_ci,
+    trials_to_resolve,
+)
 from perfgate.profiles import DEFAULT_TOLERANCE, Expectation, Floor
 
 
@@ -67,45 +75,62 @@ def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: 
 
 def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
                   where: str, update_hint: str) -> Verdict:
-    """The one judge of a limit: any metric of :data:`~perfgate.measuring.metrics.METRICS`, in the metric's direction.
-
-    Built-in floors and a user's ``perf_check`` both come here, with the noise bar of
-    :meth:`perfgate.profiles.Profile.max_cv_for`, so the same data gives the same verdict whichever test asked.
-    Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
-    ``value <= ceiling x (1 + tolerance)``; too few trials or too noisy is inconclusive.
-    """
-    spec = METRICS[metric]
+    """A measurement's metric of :data:`~perfgate.measuring.metrics.METRICS` against its limit: :func:`judge_limit`
+    on the metric's statistic (no statistic: every request failed, a crash)."""
     st = m.stat(metric)
     if st is None:
         return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
-    if not st.noise_known:
+    return judge_limit(metric, st.median, limit, tolerance, noise=st, max_cv=max_cv, where=where,
+                       update_hint=update_hint, of=m.config_name, at=f" measured at concurrency {m.concurrency}")
+
+
+def judge_limit(metric: str, got: float, limit: float | None, tolerance: float, *, noise: Stat | None,
+                max_cv: float | None, where: str, update_hint: str, of: str = "", at: str = "",
+                highest: float | None = None, what: str = "") -> Verdict:
+    """The one judge of a limit: a value of any metric (:data:`~perfgate.measuring.metrics.METRICS` or
+    :data:`~perfgate.measuring.metrics.RECORD_METRICS`) against it, in the metric's direction.
+
+    Built-in floors, a user's ``perf_check`` and the load records (goodput, crossover) all come here, with the
+    noise bar of :meth:`perfgate.profiles.Profile.max_cv_for`, so the same data gives the same verdict whichever
+    test asked. Higher-is-better metrics pass at ``value >= floor x (1 - tolerance)``, latencies at
+    ``value <= ceiling x (1 + tolerance)``. ``noise`` is the statistic over trials the value came from: too few
+    trials or a CV above ``max_cv`` is inconclusive (``None``: the value carries its own interval, e.g. the
+    crossover's bootstrap over both modes' trials). ``highest`` is the most the measurement could show (the
+    crossover at the top load measured): a floor above it is undecided, not failed. ``what`` describes the
+    value in the message (default: ``<metric> <value> <unit>``).
+    """
+    spec = METRICS.get(metric) or RECORD_METRICS[metric]
+    what = what or f"{metric} {got:.4g} {spec.unit}"
+    if noise is not None and not noise.noise_known:
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
-                       message=(f"inconclusive: noise unknown: {st.n} trial(s) of {m.config_name} give no confidence "
-                                f"interval (it needs at least {MIN_TRIALS}); {metric} {st.median:.4g} {spec.unit} is "
-                                f"recorded without a verdict; raise [workload] trials or --perfgate-trials"))
-    if st.cv is not None and st.cv > max_cv:
+                       message=(f"inconclusive: noise unknown: {noise.n} trial(s){' of ' + of if of else ''} give no "
+                                f"confidence interval (it needs at least {MIN_TRIALS}); {what} is recorded without a "
+                                f"verdict; raise [workload] trials or --perfgate-trials"))
+    if noise is not None and noise.cv is not None and max_cv is not None and noise.cv > max_cv:
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
-                       message=(f"inconclusive: too noisy, {metric} CV {pct(st.cv)} of {st.n} trials exceeds the "
-                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials"))
-    got = st.median
+                       message=(f"inconclusive: too noisy, {metric} CV {pct(noise.cv)} of {noise.n} trials exceeds "
+                                f"the profile's max_cv {pct(max_cv)}; {what}; quiet the box or raise [workload] "
+                                f"trials"))
     if limit is None:
-        return Verdict(outcome=Outcome.SKIP, message=(f"{metric} {got:.4g} {spec.unit} measured at concurrency "
-                                                      f"{m.concurrency}; no limit for it in {where}; record one with "
-                                                      f"{update_hint}"))
+        return Verdict(outcome=Outcome.SKIP, message=f"{what}{at}; no limit for it in {where}; record one with "
+                                                     f"{update_hint}")
     if spec.higher_is_better:
         bound, word, sign, rel, bad = limit * (1 - tolerance), "floor", "−", ">=", "<"
         ok = got >= bound
+        if not ok and highest is not None and got >= highest:
+            return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED,
+                           message=f"inconclusive: {what}, the highest measured, is below the floor {limit:g}; "
+                                   f"measure higher to decide")
     else:
         bound, word, sign, rel, bad = limit * (1 + tolerance), "ceiling", "+", "<=", ">"
         ok = got <= bound
     if ok:
-        return Verdict(outcome=Outcome.PASS,
-                       message=f"{metric} {got:.4g} {spec.unit} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
+        return Verdict(outcome=Outcome.PASS, message=f"{what} {rel} {word} {limit:g} × (1 {sign} {tolerance:g})")
     return Verdict(
         outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE,
-        message=(f"{metric} {got:.4g} {spec.unit} {bad} {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} "
-                 f"[{where}]; if intended, run {update_hint}"),
+        message=(f"{what} {bad} {word} {limit:g} × (1 {sign} {tolerance:g}) = {bound:.4g} {spec.unit} [{where}]; "
+                 f"if intended, run {update_hint}"),
     )
 
 

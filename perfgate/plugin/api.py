@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import METRICS, Measurement
 from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
@@ -71,16 +71,16 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
     if case.variant:
         perf.controlled(case)
     st.check_hardware()
-    st.servers.admit(perf, config, case)
-    if config.key in st.failed:
-        perf.conclude(case, st.failed[config.key])
+    perf.admit(config, case)
+    known = perf.servers.failure(config)
+    if known is not None:
+        perf.conclude(case, known.verdict)
     failed: ServerFailed | None = None
     try:
-        ep = st.servers.endpoint(perf, config, record_log=True)
+        ep = perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
     except ServerFailed as e:
-        failed = e
+        failed = e  # the pool knows it now: the config's other records fail without a launch
     if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
-        st.failed[config.key] = failed.verdict
         if failed.log:
             perf.record("log", failed.log)
         perf.conclude(case, failed.verdict)
@@ -225,7 +225,7 @@ class Check:
                 perf.record(f"{metric}_ci_low", stat.ci_low)
                 perf.record(f"{metric}_ci_high", stat.ci_high)
             if stat.cv is not None:
-                perf.record(f"{metric}_cv", stat.cv)
+                perf.record(cv_name(metric), stat.cv)
         from perfgate.plugin.starts import start_properties
 
         for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from perfgate.profiles import Profile
+from perfgate.profiles import Profile, Workload
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.variants import VariantSet
 
@@ -79,7 +79,7 @@ def _configs(profile: Profile, variants: VariantSet) -> dict[str, tuple[ServerCo
     return out
 
 
-def _workload(profile: Profile, config: ServerConfig, settings: Settings | None) -> tuple[object, int]:
+def _workload(profile: Profile, config: ServerConfig, settings: Settings | None) -> tuple[Workload, int]:
     """The workload a session measures the config with (--perfgate-trials applied) and its server starts."""
     w = profile.workload_for(config.mode)
     if settings is None:
@@ -92,8 +92,8 @@ def _estimate(profile: Profile, config: ServerConfig, settings: Settings | None 
     w, starts = _workload(profile, config, settings)
     floor = profile.floors.get(config.mode)
     rate = floor.tok_s if floor is not None and floor.tok_s else DEFAULT_TOK_S
-    requests = w.warmup + w.trials * w.per_trial  # type: ignore[attr-defined]
-    return starts * (startup + requests * w.max_new_tokens / rate)  # type: ignore[attr-defined]
+    requests = w.warmup + w.trials * w.per_trial
+    return starts * (startup + requests * w.max_new_tokens / rate)
 
 
 def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | None]], report: object,
@@ -118,7 +118,7 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
         rate = next((r.num("tok_s") for r in records if r.num("tok_s")), None)
         if startup is not None and rate:  # the planned session's trials and starts, not the report's
             w, starts = _workload(profile, cfg, settings)
-            tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens  # type: ignore[attr-defined]
+            tokens = (w.warmup + w.trials * w.per_trial) * w.max_new_tokens
             out[key] = starts * (startup + tokens / rate)
         else:
             durations = [r.duration_s for r in records if r.duration_s is not None]
@@ -201,5 +201,5 @@ def matrix(cells_by_label: Mapping[str, tuple[Profile, list[Cell]]]) -> dict[str
 
 def totals(m: Mapping[str, object]) -> tuple[int, int]:
     """(expected wall seconds: the longest cell, runner seconds: all cells) of a matrix."""
-    walls = [int(row["expected_s"]) for row in m["include"]]  # type: ignore[attr-defined]
+    walls = [int(row["expected_s"]) for row in cast("list[dict[str, int]]", m["include"])]  # matrix()'s rows
     return max(walls, default=0), sum(walls)

@@ -19,6 +19,7 @@ import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
 from perfgate.measuring.verdict import Verdict, pct
+from perfgate.plugin.kinds import FLOOR, update_key
 from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import Case
 
@@ -144,7 +145,7 @@ def finish(state: PerfgateState) -> list[tuple[str, str]]:
 
 def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
     """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
-    key = {"floor": "tok_s", "acceptance": "accept_len"}.get(case.kind)
+    key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.plugin.kinds)
     if key is not None and state.opt("perfgate_update_baselines"):
         state.update_refused.append((case.mode, key, why))
 
@@ -177,20 +178,33 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
         why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(limit_cv)}"
     elif v.outcome == "fail" and v.category != "slower-than-baseline":
         why = f"the measurement failed ({v.category})"
-    if why:
-        st.update_refused.append((table, key, why))
+    note_value(st, table, key, old, None if why else new, n=noise.n if noise is not None else 0,
+               cv=noise.cv if noise is not None else None, why=why, mode=mode,
+               extra={"concurrency": m.concurrency} if table != mode else None)
+
+
+def note_value(state: PerfgateState, table: str, key: str, old: object, new: float | None, *, n: int,
+               cv: float | None, why: str = "", mode: str | None = None,
+               extra: Mapping[str, object] | None = None) -> None:
+    """Remember ``[floors.<table>] <key> = new`` to write at session finish, or why it is not written (``why``);
+    the one place a measured limit enters the ledger (decode floors, a user's ``perf_check``, the load records)."""
+    st = state
+    if not st.opt("perfgate_update_baselines"):
         return
-    assert new is not None
+    if why or new is None:
+        st.update_refused.append((table, key, why or "nothing was measured"))
+        return
+    mode = mode or table
     st.updates.append((table, key, old, round(float(new), 2)))
     meta = st.update_meta.setdefault(table, {})
     meta.update({
         "date": _dt.date.today().isoformat(),
-        "n": noise.n if noise is not None else 0,
-        "cv": round(noise.cv, 4) if noise is not None and noise.cv is not None else 0.0,
+        "n": n,
+        "cv": round(cv, 4) if cv is not None else 0.0,
         "engine": st.profile.engine.name,
-        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get(
+        "attention_backend": str(st.config_for(Case(st.profile.name, FLOOR, mode, None)).flag_dict.get(
             "attention-backend", "auto")),
-        **({"concurrency": m.concurrency} if table != mode else {}),
+        **(dict(extra) if extra else {}),
         **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
         **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
         # the machine it was measured on: a floor of one machine is not a fleet's (perfgate floors)

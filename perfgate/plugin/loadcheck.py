@@ -8,10 +8,13 @@ import json
 import statistics
 from typing import TYPE_CHECKING
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.crossover import Crossover, Point, crossover, predicted
-from perfgate.measuring.metrics import RECORD_METRICS, Measurement
-from perfgate.measuring.verdict import Verdict, pct
+from perfgate.measuring.metrics import RECORD_METRICS, Measurement, Stat
+from perfgate.measuring.verdict import Verdict, judge_limit
+from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
 if TYPE_CHECKING:
     from perfgate.plugin.loadrun import Goodput, Levels
@@ -49,35 +52,40 @@ def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float,
 
 
 def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str, *, ceiling: float | None = None,
-                   cv: float | None = None, max_cv: float | None = None) -> Verdict:
+                   noise: Stat | None = None, max_cv: float | None = None, new_floor: float | None = None) -> Verdict:
+    """The record's value against ``[floors.<mode>] <metric>``: the one judge of a limit
+    (:func:`perfgate.measuring.verdict.judge_limit`), with the properties every limit writes; under
+    ``--perfgate-update-baselines`` ``new_floor`` (default: the value) is the floor written, unless the verdict
+    is inconclusive or the record failed for another reason than being slower."""
     lim, tol, where = _limit(perf, case, metric)
-    unit = RECORD_METRICS[metric].unit
-    perf.record("metric", metric)
-    perf.record("direction", "higher")
     if lim is not None:
-        perf.record("limit", lim)
-        perf.record("tolerance", tol)
-    if cv is not None and max_cv is not None and cv > max_cv:
-        return Verdict(outcome="inconclusive", category="noisy",
-                       message=f"inconclusive: too noisy, {metric} CV {pct(cv)} exceeds max_cv {pct(max_cv)}; {what}")
-    if lim is None:
-        return Verdict(outcome="skip", message=f"{what}; no floor for it in {where}: record one with a "
-                                               f"`{metric} = <{unit}>` line there")
-    bound = lim * (1 - tol)
-    if ceiling is not None and got >= ceiling and bound > ceiling:
-        return Verdict(outcome="inconclusive", category="not-exercised",
-                       message=f"inconclusive: {what}, the highest load measured, is below the floor {lim:g}; "
-                               f"measure higher loads to decide")
-    if got >= bound:
-        return Verdict(outcome="pass", message=f"{what} >= floor {lim:g} × (1 − {tol:g})")
-    return Verdict(outcome="fail", category="slower-than-baseline",
-                   message=f"{what} < floor {lim:g} × (1 − {tol:g}) = {bound:.4g} {unit} [{where}]; if intended, "
-                           f"lower the floor there")
+        perf.record(LIMIT, lim)
+        perf.record(TOLERANCE, tol)
+    v = judge_limit(metric, got, lim, tol, noise=noise, max_cv=max_cv, where=where, what=what, highest=ceiling,
+                    update_hint=f"a `{metric} = <{RECORD_METRICS[metric].unit}>` line there, or "
+                                f"--perfgate-update-baselines")
+    why = ""
+    if v.outcome == Outcome.INCONCLUSIVE:
+        why = v.message.removeprefix("inconclusive: ")
+    elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
+        why = f"the record failed ({v.category})"
+    elif got <= 0:
+        why = f"no {metric} above zero to make a floor of"
+    note_value(perf.state, case.mode, metric, lim, got if new_floor is None else new_floor,
+               n=noise.n if noise is not None else 0, cv=noise.cv if noise is not None else None, why=why)
+    return v
+
+
+def _metric(perf: PerfRun, metric: str) -> None:
+    """What the record is judged on, whatever its outcome (an inconclusive record says it too)."""
+    perf.record(METRIC, metric)
+    perf.record(DIRECTION, "higher")
 
 
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """Record a goodput search and conclude the record on ``goodput_rps`` against its floor."""
     s = g.search
+    _metric(perf, GOODPUT)
     perf.record(SLO, g.slo.describe())
     perf.record(SLO_ATTAINMENT, g.slo.attainment)
     perf.record(ARRIVAL, f"{g.slo.arrival}, {g.slo.requests} requests a trial, seed {g.slo.seed}")
@@ -115,7 +123,7 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         perf.record(f"{GOODPUT}_ci_low", st.ci_low)
         perf.record(f"{GOODPUT}_ci_high", st.ci_high)
     if st is not None and st.cv is not None:
-        perf.record(f"{GOODPUT}_cv", st.cv)
+        perf.record(cv_name(GOODPUT), st.cv)
     bracket = (f"between {best.rate:g} and {s.next_rate:g} req/s" if s.next_rate is not None
                else f"at rate_max {best.rate:g} req/s or above")
     what = f"goodput {got:.4g} req/s (the SLOs break {bracket})"
@@ -124,7 +132,7 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         perf.conclude(case, Verdict(outcome="inconclusive", category="client-behind", message=f"inconclusive: {what}"))
         return
     max_cv = perf.state.profile.workload_for(case.mode).max_cv
-    perf.conclude(case, _against_floor(perf, case, GOODPUT, got, what, cv=st.cv if st else None, max_cv=max_cv))
+    perf.conclude(case, _against_floor(perf, case, GOODPUT, got, what, noise=st, max_cv=max_cv))
 
 
 def _level_json(lv: object) -> dict[str, object]:
@@ -198,6 +206,7 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
                                                             f"({', '.join(map(str, base.loads))} streams), recorded"))
         return
     x, (presult, pload) = crossover_of(base, spec)
+    _metric(perf, CROSSOVER)
     perf.record(CROSSOVER_BASELINE, base.mode)
     perf.record(CROSSOVER_RESULT, x.result)
     perf.record(CROSSOVER, x.value)
@@ -225,8 +234,11 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
                f"(the cost model predicts {pred})"
     if x.wins and x.result != "never":
         what += f"; it wins at {', '.join(map(str, x.wins))} streams"
+    # a floor written from this run is the CI's low end: the crossover's own interval is several per cent wide,
+    # wider than any tolerance, so its median as the floor would fail half the runs of an unchanged stack
     perf.conclude(case, _against_floor(perf, case, CROSSOVER, x.value, what,
-                                       ceiling=float(base.loads[-1]) if x.result == "always" else None))
+                                       ceiling=float(base.loads[-1]) if x.result == "always" else None,
+                                       new_floor=x.ci_low if x.ci_low is not None else x.value))
 
 
 def _r(x: float | None, nd: int = 2) -> float | None:

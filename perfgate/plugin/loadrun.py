@@ -9,6 +9,8 @@ sooner, and every duration comes back in simulated time.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +50,7 @@ class Levels:
 def slo_of(perf: PerfRun, mode: str) -> Slo:
     """The mode's SLOs, or a usage error naming the profile and the table to add."""
     p = perf.state.profile
-    slo = p.slo.get(mode)
+    slo: Slo | None = p.slo.get(mode)
     if slo is None:
         import pytest
 
@@ -63,13 +65,39 @@ def _endpoint(perf: PerfRun, case: Case) -> tuple[ServerConfig, str]:
     config = perf.state.config_for(case)
     failed: ServerFailed | None = None
     try:
-        url = perf.state.servers.endpoint(perf, config).url
+        url = perf.servers.endpoint(config).url
     except ServerFailed as e:
-        failed = e
+        failed = e  # the pool knows it now
     if failed is not None:  # concluded outside the except block: no "during handling" chain
-        perf.state.failed[config.key] = failed.verdict
         perf.conclude(case, failed.verdict)
     return config, url
+
+
+@contextlib.contextmanager
+def real_time(url: str, scale: float) -> Iterator[None]:
+    """Run perfgate's simulator at speed-up 1 for the block, then at ``scale`` again (nothing for a real SGLang,
+    ``scale`` 1). An open loop cannot be kept in simulated time at a higher speed-up: the simulator sleeps 1/s
+    of each step and its clock gains the rest at the step's end, so a request sent at a random moment lands in
+    the first 1/s of a simulated step and waits the rest of it (at 4x, a 40-request Poisson check read TTFT
+    +29 % against speed-up 1, the same server otherwise)."""
+    import requests
+
+    def put(s: float) -> None:
+        try:
+            r = requests.post(f"{url}/perfgate/sim_speedup", json={"speedup": s}, timeout=30)
+        except requests.RequestException as e:
+            raise RuntimeError(f"the simulator at {url} did not take speed-up {s:g}: {e}") from None
+        if r.status_code != 200:
+            raise RuntimeError(f"the simulator at {url} did not take speed-up {s:g}: HTTP {r.status_code} {r.text}")
+
+    if scale == 1.0:
+        yield
+        return
+    put(1.0)
+    try:
+        yield
+    finally:
+        put(scale)
 
 
 def time_scale(url: str) -> float:
@@ -116,21 +144,23 @@ class _Rates:
             flush_cache(self.url)
             reqs = requests_for(w, self.prompts, len(offsets), offset=self.offset)
             self.offset += len(offsets)
-            outs, wall = run_open_loop(self.url, reqs, offsets, timeout_s=w.request_timeout_s, time_scale=self.scale)
+            with real_time(self.url, self.scale):  # the simulator at speed-up 1 while the schedule runs
+                outs, wall = run_open_loop(self.url, reqs, offsets, timeout_s=w.request_timeout_s)
             trials.append(load_trial(outs, wall, slo, rate))
-            if any(not o.success for o in outs) and not self.perf.state.servers.alive(self.config):
+            if any(not o.success for o in outs) and not self.perf.servers.alive(self.config):
                 self._died(outs)
         return judge_level(rate, trials, slo)
 
     def _died(self, outs: Any) -> None:
         from perfgate.measuring.verdict import Verdict
+        from perfgate.plugin.pool import ServerFailed
 
-        st = self.perf.state
-        err = st.manager.current._exited_error("while serving") if st.manager.current else None
+        servers = self.perf.servers
+        err = servers.exit_error(self.config)
         msg = str(err) if err is not None else "; ".join(dict.fromkeys(o.error for o in outs if not o.success))
         v = Verdict(outcome="fail", category=(err.category if err is not None else None) or "crash",
                     message=f"the server of {self.config.name} died under load: {msg}")
-        st.failed[self.config.key] = v
+        servers.fail(self.config, ServerFailed(v, servers.log_of(self.config)))
         self.perf.conclude(self.case, v)
 
 

@@ -13,16 +13,19 @@ group on the controller: the node id gives the record's mode and variant
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfgate.record import config_scope
 
+if TYPE_CHECKING:
+    from perfgate.plugin.state import PerfgateState
+
 __all__ = ["gpu_plan", "assign_gpus", "group_of", "make_scheduler"]
 
 
-def _state(config: pytest.Config) -> Any:
+def _state(config: pytest.Config) -> PerfgateState:
     from perfgate.plugin.state import state_of
 
     return state_of(config)
@@ -34,7 +37,7 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
     p = st.profile
     if p.simulated or workers <= 1:
         return None
-    tp = int(p.server_flags.get("tp-size", 1) or 1) * int(p.server_flags.get("pp-size", 1) or 1)
+    tp = int(str(p.server_flags.get("tp-size", 1) or 1)) * int(str(p.server_flags.get("pp-size", 1) or 1))
     from perfgate.serving.gpu import visible_entries
 
     ids = visible_entries()  # CUDA's rules: UUIDs, the first bad entry ends the list, a duplicate hides all
@@ -72,13 +75,14 @@ def assign_gpus(config: pytest.Config) -> None:
         gpu_plan(config, n)
 
 
-def group_of(st: Any, mode: str, variant: str | None) -> str | None:
+def group_of(st: PerfgateState, mode: str, variant: str | None) -> str | None:
     """The xdist group of a record: ``perfgate:<config key>`` (None when the profile has no such config)."""
+    from perfgate.plugin.kinds import FLOOR
     from perfgate.record import Case
 
     if mode not in st.profile.modes or (variant is not None and variant not in st.variants.variants):
         return None
-    return "perfgate:" + st.config_for(Case(st.profile.name, "floor", mode, variant)).key
+    return "perfgate:" + st.config_for(Case(st.profile.name, FLOOR, mode, variant)).key
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -87,7 +91,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     st = _state(config)
 
-    class ConfigScheduling(LoadScopeScheduling):
+    class ConfigScheduling(LoadScopeScheduling):  # type: ignore[misc, unused-ignore]  # xdist: no types (Any)
         def _split_scope(self, nodeid: str) -> str:
             ref = config_scope(nodeid)
             group = group_of(st, *ref) if ref else None

@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from perfgate.categories import EXPECTABLE
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.reader import _close
+
+if TYPE_CHECKING:  # for the annotations only: a variant is read after the profile, a stack detected after loading
+    from perfgate.profiles.variants import Variant
+    from perfgate.stack import Stack
 
 SCHEMA_VERSION = 1
 ENGINES = ("sglang", "sim")
@@ -64,6 +68,16 @@ class ModelSpec:
     allreduce_latency_us: tuple[tuple[int, float], ...] = ()
 
 
+class WorkloadOverrides(TypedDict, total=False):
+    """The [workload] keys a mode may override (``[modes.<name>.workload]``), as :class:`Workload` types them."""
+
+    max_new_tokens: int
+    requests_per_trial: int
+    warmup: int
+    trials: int
+    request_timeout_s: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class Mode:
     """A serving mode (baseline, eagle3, ngram, ...): flags and environment on top of the server."""
@@ -73,7 +87,7 @@ class Mode:
     flags: Mapping[str, object] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     #: workload keys this mode overrides (e.g. longer outputs so a drafter's acceptance averages out)
-    workload: Mapping[str, object] = field(default_factory=dict)
+    workload: WorkloadOverrides = field(default_factory=WorkloadOverrides)
 
     @property
     def speculative(self) -> bool:
@@ -224,7 +238,7 @@ class Profile:
         from dataclasses import replace
 
         over = self.mode(mode).workload
-        return replace(self.workload, **over) if over else self.workload  # type: ignore[arg-type]
+        return replace(self.workload, **over) if over else self.workload
 
     def max_cv_for(self, mode: str, floor: Floor | None = None) -> float:
         """The noise bar of a limit: the CV above which it gets no verdict. The floor table's own ``max_cv`` (latencies
@@ -246,9 +260,9 @@ class Profile:
         self,
         mode: str,
         *,
-        variant: object | None = None,
+        variant: Variant | None = None,
     ) -> ServerConfig:
-        """The ServerConfig for a mode, optionally with a variant (a perfgate.profiles.variants.Variant)."""
+        """The ServerConfig for a mode, optionally with a variant (from ``variants.toml``)."""
         m = self.mode(mode)
         flags: dict[str, object] = dict(self.server_flags)
         flags.update(m.flags)
@@ -257,10 +271,10 @@ class Profile:
         declared: set[str] = set()
         vname = None
         if variant is not None:
-            vname = variant.name  # type: ignore[attr-defined]
-            flags.update(variant.flags)  # type: ignore[attr-defined]
-            env.update(variant.env)  # type: ignore[attr-defined]
-            declared = set(variant.declared_keys())  # type: ignore[attr-defined]
+            vname = variant.name
+            flags.update(variant.flags)
+            env.update(variant.env)
+            declared = set(variant.declared_keys())
             # what the profile overrides for this variant (e.g. the seed's mem-fraction mistake)
             for k, v in self.variant_overrides.get(vname, {}).items():
                 if k.startswith("env:"):
@@ -284,7 +298,7 @@ class Profile:
             engine_options=opts,
         )
 
-    def expectation(self, name: str, mode: str, stack: object | None = None) -> Expectation | None:
+    def expectation(self, name: str, mode: str, stack: Stack | None = None) -> Expectation | None:
         """The expectation for ``name`` (a variant or a check) in ``mode``, given the stack."""
         table = self.expectations.get(name, {})
         cands = tuple(table.get(mode, ())) + tuple(table.get("*", ()))
@@ -295,7 +309,7 @@ class Profile:
                 continue
             from perfgate.stack.conditions import condition_holds  # the stack is detected after loading
 
-            if condition_holds(e.when, stack):  # type: ignore[arg-type]
+            if condition_holds(e.when, stack):
                 return e
         return None
 

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-FlagValue = str | int | float | bool | list
+FlagValue = str | int | float | bool | list[str | int | float | bool]
 
 
 def _freeze(m: Mapping[str, object]) -> tuple[tuple[str, object], ...]:

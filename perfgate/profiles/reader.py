@@ -4,7 +4,7 @@ table parsers profiles and ``variants.toml`` share (flags, environment, paths)."
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,8 @@ from perfgate import envnames
 from perfgate.errors import ProfileSchemaError
 
 
-def _close(word: str, options: object) -> str | None:
-    opts = [str(o) for o in options]  # type: ignore[attr-defined]
+def _close(word: str, options: Iterable[object]) -> str | None:
+    opts = [str(o) for o in options]
     m = difflib.get_close_matches(word, opts, n=1)
     return f"did you mean '{m[0]}'?" if m else f"use one of {sorted(opts)}"
 

@@ -8,17 +8,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfgate.profiles import CATEGORIES, ENGINES, EXPECTS, EngineSpec, Expectation, Hardware, Mode, ModelSpec, Workload
+from perfgate.profiles import (
+    CATEGORIES,
+    ENGINES,
+    EXPECTS,
+    EngineSpec,
+    Expectation,
+    Hardware,
+    Mode,
+    ModelSpec,
+    Workload,
+    WorkloadOverrides,
+)
 from perfgate.profiles.reader import TableReader, _close, env_table, flag_table, line_of, local_paths, resolve_path
 
-#: [modes.<name>] workload keys a mode may override, with what they must be
-_MODE_WORKLOAD: dict[str, tuple[str, float]] = {
-    "max_new_tokens": ("an integer >= 2", 2),
-    "requests_per_trial": ("an integer >= 0", 0),
-    "warmup": ("an integer >= 0", 0),
-    "trials": ("an integer >= 1", 1),
-    "request_timeout_s": ("seconds > 0", 0.001),
-}
+
 def hardware(r: TableReader) -> Hardware:
     """``[hardware]``: the GPUs a profile is valid for."""
     h = r.sub("hardware", required=True)
@@ -118,19 +122,31 @@ def modes(r: TableReader, root: Path) -> dict[str, Mode]:
             raise ms.err(mname, "a mode name of letters, digits, '-', '_', '.'", mname)
         mr = ms.sub(mname)
         mr.only({"description", "flags", "env", "workload"})
-        wo = mr.sub("workload")
-        wo.only(set(_MODE_WORKLOAD))
-        for k in wo.data:  # the same rules as [workload], checked now, not when the mode runs
-            what, lo = _MODE_WORKLOAD[k]
-            if k == "request_timeout_s":
-                wo.num(k, what, lo=lo)
-            else:
-                wo.int_(k, what, lo=int(lo))
+        over = _mode_workload(mr.sub("workload"))
         out[mname] = Mode(name=mname, description=mr.get("description", str, "a string", ""),
                             flags=local_paths(root, flag_table(mr, "flags")), env=env_table(mr, "env"),
-                            workload=dict(wo.data))
+                            workload=over)
 
     return out
+
+
+def _mode_workload(wo: TableReader) -> WorkloadOverrides:
+    """``[modes.<name>.workload]``: the same rules as [workload], checked now, not when the mode runs (in the file's
+    order: the first bad key is the one named); the values as written."""
+    wo.only({"max_new_tokens", "requests_per_trial", "warmup", "trials", "request_timeout_s"})
+    over = WorkloadOverrides()
+    for k in wo.data:
+        if k == "max_new_tokens":
+            over["max_new_tokens"] = wo.int_(k, "an integer >= 2", lo=2)
+        elif k == "requests_per_trial":
+            over["requests_per_trial"] = wo.int_(k, "an integer >= 0", lo=0)
+        elif k == "warmup":
+            over["warmup"] = wo.int_(k, "an integer >= 0", lo=0)
+        elif k == "trials":
+            over["trials"] = wo.int_(k, "an integer >= 1", lo=1)
+        else:
+            over["request_timeout_s"] = wo.num(k, "seconds > 0", lo=0.001)
+    return over
 
 
 def workload(r: TableReader, root: Path) -> Workload:

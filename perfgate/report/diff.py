@@ -31,6 +31,7 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from perfgate.measuring.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
@@ -133,7 +134,7 @@ def within_start_cv(r: Record, metric: str) -> float | None:
     ci = r.metric_ci(metric)
     if ci is not None:
         return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
-    cv = r.num("cv" if metric == "tok_s" else f"{metric}_cv")
+    cv = r.cv(metric)
     n = r.num("n")
     if cv is not None and n:
         return cv * math.sqrt(math.pi / 2) / math.sqrt(n)  # the median's sd is ~1.25 x the mean's
@@ -149,15 +150,15 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
     if a is None or b is None:
         return None
     up = METRICS[metric].higher_is_better if metric in METRICS else new.prop("direction", "higher") != "lower"
-    old_ci, new_ci = old.metric_ci(metric), new.metric_ci(metric)
     sm = same_machine(old, new)
     machines = {True: "same", False: "different", None: "unknown"}[sm]
-    base = dict(old=a, new=b, old_ci=old_ci, new_ci=new_ci, metric=metric, higher_is_better=up, machines=machines)
+    change = partial(MetricChange, old=a, new=b, old_ci=old.metric_ci(metric), new_ci=new.metric_ci(metric),
+                     metric=metric, higher_is_better=up, machines=machines)  # typed, unlike a dict of keywords
     if old.config and new.config and old.config != new.config:
-        return MetricChange(verdict=NOT_COMPARABLE, why=f"config {old.config} → {new.config}: another server "
-                            "config, so not a change of the same thing", **base)  # type: ignore[arg-type]
+        return change(verdict=NOT_COMPARABLE, why=f"config {old.config} → {new.config}: another server config, so "
+                      "not a change of the same thing")
     if a == b and start_values(old, metric) == start_values(new, metric):
-        return MetricChange(verdict=UNCHANGED, **base)  # type: ignore[arg-type]
+        return change(verdict=UNCHANGED)
     va, vb = start_values(old, metric), start_values(new, metric)
     wa, wb = within_start_cv(old, metric), within_start_cv(new, metric)
     min_effect = judging.min_effect_for(metric, up)
@@ -166,7 +167,7 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
                       noise_cv=None, noise_source="none", min_effect=min_effect, n=min(len(va), len(vb)),
                       detail="the trials' noise is unknown (no interval, or fewer trials than an interval needs)",
                       needs="record it with at least 3 trials (and its interval) on both sides")
-        return MetricChange(verdict=j.decision.value, judgement=j, why=j.detail, **base)  # type: ignore[arg-type]
+        return change(verdict=j.decision.value, judgement=j, why=j.detail)
     within = math.sqrt(((wa or 0.0) ** 2 + (wb or 0.0) ** 2) / 2)
     band = judging.bands.get(old.id) or judging.bands.get(new.id)
     if sm:
@@ -183,7 +184,7 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
         j = unpaired(va, vb, level=Level.MACHINES, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source,
                      start_cv=math.hypot(start, within))
-    return MetricChange(verdict=j.decision.value, judgement=j, why=j.detail, **base)  # type: ignore[arg-type]
+    return change(verdict=j.decision.value, judgement=j, why=j.detail)
 
 
 def classify_transition(old: str | None, new: str | None) -> str:
@@ -247,7 +248,7 @@ class RecordDiff:
     @property
     def needs_expectation_update(self) -> bool:
         """Unblocked and the new report still expects a failure (``expected`` is not ``pass``)."""
-        return self.transition == T_UNBLOCKED and bool(self.new) and self.new.expected != "pass"  # type: ignore[union-attr]
+        return self.transition == T_UNBLOCKED and self.new is not None and self.new.expected != "pass"
 
     @property
     def is_noteworthy(self) -> bool:

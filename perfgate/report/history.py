@@ -116,7 +116,7 @@ def _sigma(rec: Record) -> float | None:
     ci = rec.tok_s_ci()
     if ci is not None:
         return (ci[1] - ci[0]) / (2 * _Z95)
-    cv, x = rec.num("cv"), rec.num("tok_s")
+    cv, x = rec.cv("tok_s"), rec.num("tok_s")
     if cv is not None and x is not None:
         return abs(cv * x)
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -84,31 +85,33 @@ def _props(element: Any) -> list[tuple[str, str]]:
     return [(p.name or "", p.value if p.value is not None else "") for p in props if p.name]
 
 
-def _qualify(records: list[dict[str, object]]) -> None:
+def _qualify(records: list[Record]) -> tuple[Record, ...]:
     """Give colliding record ids distinct keys: ``id @gpu``, ``id @host``, ``id @gpu/host``, ``#n``."""
-    groups: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for r in records:
-        groups[str(r["id"])].append(r)
-    for rid, group in groups.items():
-        if len(group) == 1:
-            group[0]["key"] = rid
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        groups[r.id].append(i)
+    keys = [r.id for r in records]
+    for rid, where in groups.items():
+        if len(where) == 1:
             continue
+        group = [records[i] for i in where]
 
-        def gpu(r: dict[str, object]) -> str:
-            return dict(r["stack"]).get("stack.gpu", "") or UNKNOWN  # type: ignore[call-overload]
+        def gpu(r: Record) -> str:
+            return dict(r.stack).get("stack.gpu", "") or UNKNOWN
 
-        def host(r: dict[str, object]) -> str:
-            return str(r["hostname"]) or UNKNOWN
+        def host(r: Record) -> str:
+            return r.hostname or UNKNOWN
 
         for qual in (gpu, host, lambda r: f"{gpu(r)}/{host(r)}"):
             quals = [qual(r) for r in group]
             if len(set(quals)) == len(quals):
                 break
         seen: dict[str, int] = defaultdict(int)
-        for r, q in zip(group, quals, strict=False):
+        for i, q in zip(where, quals, strict=False):
             seen[q] += 1
             suffix = q if seen[q] == 1 else f"{q}#{seen[q]}"
-            r["key"] = f"{rid} @{suffix}"
+            keys[i] = f"{rid} @{suffix}"
+    return tuple(replace(r, key=k) for r, k in zip(records, keys, strict=True))
 
 
 def read_report(path: str | Path) -> Report:
@@ -135,7 +138,7 @@ def read_reports(paths: Iterable[str | Path]) -> list[Report]:
 
 def _from_xml(xml: Any, path: str) -> Report:
     suites: list[SuiteInfo] = []
-    raw: list[dict[str, object]] = []
+    raw: list[Record] = []  # keyed by _qualify
     notes: list[str] = []
     for si, suite in enumerate(xml):
         sprops = _props(suite)
@@ -188,22 +191,21 @@ def _from_xml(xml: Any, path: str) -> Report:
             classname = case.classname or ""
             name = case.name or ""
             raw.append(
-                {
-                    "id": record_id(classname, name),
-                    "classname": classname,
-                    "name": strip_group(name),
-                    "outcome": outcome,
-                    "outcome_source": source,
-                    "message": message,
-                    "hostname": info.hostname,
-                    "suite_index": si,
-                    "properties": tuple(cprops),
-                    "numbers": tuple(numbers),
-                    "stack": tuple(sorted(stack.items())),
-                    "machine": tuple(sorted(machine.items())),
-                    "duration_s": _duration(case),
-                }
+                Record(
+                    key="",
+                    id=record_id(classname, name),
+                    classname=classname,
+                    name=strip_group(name),
+                    outcome=outcome,
+                    outcome_source=source,
+                    message=message,
+                    hostname=info.hostname,
+                    suite_index=si,
+                    properties=tuple(cprops),
+                    numbers=tuple(numbers),
+                    stack=tuple(sorted(stack.items())),
+                    machine=tuple(sorted(machine.items())),
+                    duration_s=_duration(case),
+                )
             )
-    _qualify(raw)
-    records = tuple(Record(**r) for r in raw)  # type: ignore[arg-type]
-    return Report(path=path, suites=tuple(suites), records=records, notes=tuple(notes))
+    return Report(path=path, suites=tuple(suites), records=_qualify(raw), notes=tuple(notes))

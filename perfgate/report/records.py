@@ -144,6 +144,13 @@ class Record:
             return None
         return (min(lo, hi), max(lo, hi))
 
+    def cv(self, metric: str) -> float | None:
+        """A metric's CV over trials (``<metric>_cv``; tok_s's is ``cv`` in reports before 2026-12-01)."""
+        from perfgate.record import LEGACY_TOK_S_CV, cv_name
+
+        v = self.num(cv_name(metric))
+        return self.num(LEGACY_TOK_S_CV) if v is None and metric == "tok_s" else v
+
     def tok_s_ci(self) -> tuple[float, float] | None:
         return self.metric_ci("tok_s")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from perfgate.report.junit_read import Report
+from perfgate.report.records import Report
 
 __all__ = ["PARTS", "StepRow", "step_rows", "steps_table"]
 

@@ -48,7 +48,7 @@ class Evidence:
     nccl_logging: bool = False  # NCCL INFO lines were present at all
     coll_logging: bool = False  # ... and per-collective lines
     device: str = ""
-    calls: Counter = field(default_factory=Counter)  # (op, bytes) -> calls on `device`
+    calls: Counter[tuple[str, int]] = field(default_factory=Counter)  # (op, bytes) -> calls on `device`
     env: tuple[tuple[str, str], ...] = ()
     warning: str = ""
     backends: tuple[str, ...] = ()  # SGLang said these all-reduce backends are in service (BACKEND_LINES)
@@ -93,7 +93,7 @@ def _size(b: int) -> str:
 
 def parse_evidence(text: str) -> Evidence:
     """Count NCCL's per-collective log lines of the first device that logged any."""
-    per_dev: dict[str, Counter] = {}
+    per_dev: dict[str, Counter[tuple[str, int]]] = {}
     env: dict[str, str] = {}
     warning = ""
     logging = False

@@ -16,7 +16,7 @@ from typing import Any
 
 
 @functools.lru_cache(maxsize=1)
-def _nvml() -> object | None:
+def _nvml() -> Any:  # the pynvml module (it publishes no types), or None
     try:
         import pynvml
 
@@ -32,7 +32,7 @@ def available() -> bool:
     if nv is None:
         return False
     try:
-        return int(nv.nvmlDeviceGetCount()) > 0  # type: ignore[attr-defined]
+        return int(nv.nvmlDeviceGetCount()) > 0
     except Exception:
         return False
 
@@ -45,8 +45,8 @@ def holders(pids: Iterable[int]) -> set[int]:
         return set()
     found: set[int] = set()
     try:
-        for i in range(nv.nvmlDeviceGetCount()):  # type: ignore[attr-defined]
-            h = nv.nvmlDeviceGetHandleByIndex(i)  # type: ignore[attr-defined]
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
             for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
                 try:
                     procs = getattr(nv, fn)(h)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from perfgate.versions import version_at_least
 
@@ -217,7 +217,7 @@ class SglangArgError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise SglangArgError(message, self.format_usage())
 
     def format_help(self) -> str:

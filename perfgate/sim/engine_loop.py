@@ -185,6 +185,15 @@ class EngineLoop:
             self._stop = True
             self._cond.notify_all()
 
+    def set_speedup(self, speedup: float) -> bool:
+        """Run the following steps at ``speedup`` (``POST /perfgate/sim_speedup``); only while no request is
+        queued or running (False otherwise). The lead gained so far stays: the simulated clock never goes back."""
+        with self._cond:
+            if self._waiting or self._running:
+                return False
+            self.speedup = max(1e-6, float(speedup))
+            return True
+
     def ahead(self, t: float | None = None) -> float:
         """Seconds the simulated clock is ahead of the wall clock at ``t`` (default: now); 0 at speed-up 1.
 

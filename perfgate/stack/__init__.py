@@ -13,6 +13,7 @@ is :mod:`perfgate.stack.machine`, and its session-start calibration :mod:`perfga
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -23,10 +24,10 @@ from perfgate.stack import probes
 from perfgate.stack.probes import UNKNOWN
 from perfgate.versions import is_version
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 
 #: Stack pieces that are versions (ordered comparisons allowed).

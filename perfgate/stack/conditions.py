@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from perfgate.errors import ConfigError
-from perfgate.stack import NAME_KEYS, UNKNOWN, VERSION_KEYS, Stack, _canonical_key
+from perfgate.stack import NAME_KEYS, VERSION_KEYS, Stack, _canonical_key
+from perfgate.stack.probes import UNKNOWN
 from perfgate.versions import compare, is_version
 
 _OPS = ("<=", ">=", "==", "!=", "<", ">")
@@ -109,7 +110,7 @@ def clause_holds(clause: Clause, stack: Stack) -> bool:
     if actual.strip().lower() in ("", UNKNOWN):
         return False
     if clause.key in NAME_KEYS:
-        return _OPS_FN[clause.op](actual.strip().lower(), clause.value.strip().lower())
+        return bool(_OPS_FN[clause.op](actual.strip().lower(), clause.value.strip().lower()))
     return is_version(actual.strip()) and compare(actual, clause.op, clause.value)
 
 

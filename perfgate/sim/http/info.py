@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from perfgate.sim.engine_loop import SimRequest
-from perfgate.sim.http.base import HandlerBase
+from perfgate.sim.http.base import HandlerBase, error
 
 HEALTH_TIMEOUT_S = 20.0
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
@@ -123,6 +123,31 @@ class InfoEndpoints(HandlerBase):
         self._json(200, {"object": "list", "data": [{
             "id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
             "max_model_len": a.get("context_length")}]})
+
+    def _sim_speedup(self) -> None:
+        """``GET|POST /perfgate/sim_speedup`` (perfgate's simulator only, never SGLang): the speed-up in force;
+        a POST of ``{"speedup": s}`` sets it while the server is idle (409 while requests are in flight).
+        perfgate's open-loop levels run at speed-up 1 (perfgate.plugin.loadrun): an open loop's arrivals cannot
+        be kept in simulated time at a higher one."""
+        body = self._json_body() if self.command == "POST" else {}
+        if body is None or self._not_up():
+            return
+        eng = self.state.engine
+        assert eng is not None
+        was = eng.speedup
+        if "speedup" in body:
+            try:
+                s = float(body["speedup"])
+            except (TypeError, ValueError):
+                s = -1.0
+            if not s > 0:
+                self._json(400, error(f"speedup must be a number > 0, got {body['speedup']!r}", 400))
+                return
+            if not eng.set_speedup(s):
+                self._json(409, error("requests are in flight: the speed-up changes only while idle", 409))
+                return
+            self.state.log.line(f"perfgate sim: speed-up {was:g} -> {s:g}")
+        self._json(200, {"speedup": eng.speedup, "was": was})
 
     def _flush_cache(self) -> None:
         if self.command == "POST":

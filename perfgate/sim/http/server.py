@@ -31,9 +31,11 @@ class SimHandler(InfoEndpoints, ProfileEndpoints, NativeGenerate, OpenAICompleti
             "/model_info": self._model_info, "/get_model_info": self._model_info,
             "/server_info": self._server_info, "/get_server_info": self._server_info,
             "/flush_cache": self._flush_cache, "/v1/models": self._models, "/metrics": self._metrics,
+            "/perfgate/sim_speedup": self._sim_speedup,
         }
         posts = {"/generate": self._generate, "/v1/completions": self._completions, "/flush_cache": self._flush_cache,
-                 "/start_profile": self._start_profile, "/stop_profile": self._stop_profile}
+                 "/start_profile": self._start_profile, "/stop_profile": self._stop_profile,
+                 "/perfgate/sim_speedup": self._sim_speedup}
         gets.update({"/start_profile": self._start_profile, "/stop_profile": self._stop_profile})
         try:
             if method in ("GET", "HEAD") and path in gets:
