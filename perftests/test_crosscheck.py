@@ -6,8 +6,10 @@ mode, marked ``baseline`` or ``speculative`` like the mode it checks.
 
 import pytest
 
+from perfgate.plugin.crosscheck import run_crosscheck
+
 
 @pytest.mark.perfgate(kind="crosscheck")
 def test_crosscheck_with_sglang_bench(perf, perf_case):
     """SGLang's bench_one_batch_server agrees with perfgate within 1 % (after the token-count correction)."""
-    perf.crosscheck(perf_case)
+    run_crosscheck(perf, perf_case)

@@ -9,12 +9,12 @@ beyond noise and the profile's min_effect, inconclusive when undecided. Without 
 
 import pytest
 
+from perfgate.plugin.stackpair import DECIDES, stack_pair_verdict
+
 pytestmark = pytest.mark.stack_pair
 
 
 @pytest.mark.perfgate(kind="stack-pair")
 def test_stack_pair(perf, perf_case):
     """The candidate stack is not slower than the current one on this box, judged on interleaved start pairs."""
-    from perfgate.plugin.stackpair import DECIDES
-
-    perf.conclude(perf_case, perf.stack_pair(perf_case), decides=DECIDES)
+    perf.conclude(perf_case, stack_pair_verdict(perf, perf_case), decides=DECIDES)

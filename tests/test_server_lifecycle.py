@@ -133,13 +133,24 @@ def test_manager_keeps_one_server_and_starts_each_config_once(tmp_path):
         mgr.stop()
 
 
-def test_manager_remembers_a_failed_start(tmp_path):
+def test_the_pool_remembers_a_failed_start_and_never_launches_it_again(tmp_path):
+    """The manager raises a failed start's error; the session's pool (perfgate.plugin.pool) is what remembers
+    the config failed: asked again, it answers the same verdict without a second launch."""
+    from types import SimpleNamespace
+
+    from perfgate.plugin.pool import Launcher, ServerFailed
+
     mgr = ServerManager(engine_for=lambda c: ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
-    with pytest.raises(ServerExitedError):
-        mgr.ensure(cfg())
-    with pytest.raises(ServerExitedError):
-        mgr.ensure(cfg())
-    assert mgr.starts == 1
+    pool = Launcher(SimpleNamespace(fingerprint=None))  # type: ignore[arg-type]
+    pool._manager = mgr
+    pool.launch_problem = lambda c: None  # type: ignore[method-assign]
+    with pytest.raises(ServerFailed) as first:
+        pool.endpoint(cfg())
+    assert first.value.verdict.outcome == "fail" and "deep_ep buffer" in first.value.verdict.message
+    with pytest.raises(ServerFailed) as again:
+        pool.endpoint(cfg())
+    assert again.value is first.value and pool.failure(cfg()) is first.value
+    assert mgr.starts == 1 and pool.failure(cfg("other")) is None
 
 
 def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):

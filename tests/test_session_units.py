@@ -43,7 +43,6 @@ class _State:
         self.profile = load_profile(SIM)
         self.variants = load_variants(ROOT / "baselines" / "variants.toml")
         self._url = url
-        self._manager = None
 
     def opt(self, name: str) -> object:
         return self._url if name == "perfgate_url" else None
@@ -54,7 +53,7 @@ def test_the_session_reaches_servers_by_launching_or_attaching():
     a = servers_for(_State("http://box:30000/"))
     assert isinstance(a, Attacher) and a.attached
     cfg = _State().profile.config("baseline")
-    assert a.endpoint(None, cfg) == Endpoint(url="http://box:30000")  # type: ignore[arg-type]
+    assert a.endpoint(cfg) == Endpoint(url="http://box:30000")
     assert a.log_of(cfg) == "" and a.alive(cfg)
     assert Launcher(_State()).log_of(cfg) == ""  # nothing launched yet
 

@@ -53,14 +53,16 @@ pytest_plugins = ["perfgate.plugin"]
 
 
 def pytest_sessionfinish(session):
+    from perfgate.plugin.pool import POOL
     from perfgate.plugin.state import STATE
 
     st = session.config.stash.get(STATE, None)
-    if st is not None and st._manager is not None:
+    pool = session.config.stash.get(POOL, None)
+    if st is not None and pool is not None and pool.launched is not None:
         names = {k: c.name + ("@candidate" if dict(c.engine_options).get("arm") else "")
                  for k, c in st.selected_configs.items()}
         (session.config.rootpath / "starts.json").write_text(
-            json.dumps([names.get(k, k) for k in st._manager.started_configs]))
+            json.dumps([names.get(k, k) for k in pool.launched.started_configs]))
 '''
 
 
@@ -395,9 +397,9 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     cand = parse_candidate("python=/cand/bin/python").apply(cur)
     assert cand.key != cur.key and dict(cand.engine_options)["arm"] == "candidate"
     notes = []
-    st = SimpleNamespace(_flag_results=None, selected_configs={cur.key: cur, cand.key: cand}, profile=prof,
-                         variants=load_variants(ROOT / "baselines" / "variants.toml"), _note=notes.append,
-                         _engine_for=lambda c: SimpleNamespace(version=lambda: "0.5.23"))
+    st = SimpleNamespace(flag_results=None, selected_configs={cur.key: cur, cand.key: cand}, profile=prof,
+                         variants=load_variants(ROOT / "baselines" / "variants.toml"), note=notes.append,
+                         engine_for=lambda c: SimpleNamespace(version=lambda: "0.5.23"))
     assert flag_problem(st, cur) is None
     v = flag_problem(st, cand)
     assert v is not None and v.category == "bad-flag" and "SGLang 0.5.24's own parser" in v.message

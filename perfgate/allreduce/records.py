@@ -2,7 +2,7 @@
 
 One record per backend × world size × message size × timing: a :class:`MicroCase` (a
 :class:`~perfgate.record.Case` of kind ``allreduce``, mode ``eager`` or ``graph``, variant = the backend),
-built by :func:`micro_cases` (``PerfgateState.cases("allreduce")``) from the session's :class:`MicroPlan`
+built by :func:`micro_cases` (perfgate.plugin.collection, ``micro_case`` tests) from the session's :class:`MicroPlan`
 and handed to a test through its ``micro_case`` parameter by perfgate's plugin. :func:`check` measures
 it (one launch of ranks per backend × world size, shared by its records, never a server), writes its
 identity and stack like any record (``PerfRun._identity``), its numbers, and concludes it through
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.measuring.verdict import Verdict
+from perfgate.plugin.kinds import ALLREDUCE
 from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "check", "expectation_key",
            "micro_cases", "micro_plan"]
 
-KIND = "allreduce"
+KIND = ALLREDUCE  # perfgate.plugin.kinds
 
 CANNOT_RUN: Mapping[str, str] = {
     "missing-dependency": "cannot run here",

@@ -153,9 +153,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     st = config.stash.get(STATE, None)
     if st is not None:
         from perfgate.errors import PerfgateError
+        from perfgate.plugin.pool import stop_servers
 
         try:
-            st.stop()  # normally already done at sessionfinish
+            stop_servers(config)  # normally already done at sessionfinish
         except PerfgateError as e:
             sys.stderr.write(f"perfgate: server teardown failed: {e}\n")
 
@@ -242,9 +243,10 @@ def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
 def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
     """Stop the last server here (not only at unconfigure), so a teardown problem is a clear line and exit 1."""
     from perfgate.errors import PerfgateError
+    from perfgate.plugin.pool import stop_servers
 
     try:
-        st.stop()
+        stop_servers(session.config)
     except PerfgateError as e:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         msg = f"perfgate: server teardown failed: {e}"

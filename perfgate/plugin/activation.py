@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
 __all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties"]
@@ -54,7 +55,7 @@ def validate_inputs(config: pytest.Config) -> None:
     p = st.profile
     vs = st.variants
     names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
-    checks = {"speculation-vs-baseline", "floor", "acceptance", "sweep", "variant", "profile", "goodput", "crossover"}
+    checks = {k.name for k in KINDS.values() if k.expectation}  # the kinds an [expectations] entry may name
     for n in names:
         if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
             from perfgate.profiles.reader import _close

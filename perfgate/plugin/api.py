@@ -71,16 +71,16 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
     if case.variant:
         perf.controlled(case)
     st.check_hardware()
-    st.servers.admit(perf, config, case)
-    if config.key in st.failed:
-        perf.conclude(case, st.failed[config.key])
+    perf.admit(config, case)
+    known = perf.servers.failure(config)
+    if known is not None:
+        perf.conclude(case, known.verdict)
     failed: ServerFailed | None = None
     try:
-        ep = st.servers.endpoint(perf, config, record_log=True)
+        ep = perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
     except ServerFailed as e:
-        failed = e
+        failed = e  # the pool knows it now: the config's other records fail without a launch
     if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
-        st.failed[config.key] = failed.verdict
         if failed.log:
             perf.record("log", failed.log)
         perf.conclude(case, failed.verdict)

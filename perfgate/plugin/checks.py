@@ -20,7 +20,9 @@ from perfgate.measuring.verdict import (
     lost_verdict,
     within_noise_or_faster,
 )
+from perfgate.plugin.kinds import FLOOR
 from perfgate.plugin.ledger import note_update
+from perfgate.plugin.pool import pool_of
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, Case
 
 if TYPE_CHECKING:
@@ -95,12 +97,6 @@ class Checks:
             self.record(k, val)
         return v
 
-    def stack_pair(self, case: Case) -> Verdict:
-        """The current stack against ``--perfgate-candidate`` on this box, starts interleaved (plugin.stackpair)."""
-        from perfgate.plugin.stackpair import stack_pair_verdict
-
-        return stack_pair_verdict(self, case)  # type: ignore[arg-type]  # Checks is PerfRun's
-
     def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
         """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
         for pt in m.sweep:
@@ -170,7 +166,7 @@ class Checks:
         """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's
         required packages (missing-dependency record); real engine only."""
         config = self.state.config_for(case)
-        v = self.state.launch_problem(config)
+        v = pool_of(self.state).launch_problem(config)
         if v is not None:
             self._identity(case, config)
             self.conclude(case, v)
@@ -180,7 +176,7 @@ class Checks:
         from perfgate.profiles.config import confounders
 
         cand = self.state.config_for(case)
-        ref = self.state.config_for(type(case)(case.profile, "floor", case.mode, None))
+        ref = self.state.config_for(type(case)(case.profile, FLOOR, case.mode, None))
         bad = confounders(cand, ref)
         if bad:
             self._identity(case, cand)

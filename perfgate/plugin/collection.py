@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from perfgate.plugin.activation import activate_late
-from perfgate.plugin.state import PERF_FIXTURES, RUN_ORDER, PerfgateState, state_of
+from perfgate.plugin.cases import cases as cases_of
+from perfgate.plugin.kinds import FLOOR, Compares, kind_of, run_order
+from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
 from perfgate.record import Case, case_of
 
 __all__ = ["parametrize", "order_items", "select_cell"]
@@ -35,15 +37,17 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
     if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
         activate_late(metafunc.config)
-        cases = state_of(metafunc.config).cases("allreduce")
+        from perfgate.allreduce.records import micro_cases
+
+        cases = micro_cases(state_of(metafunc.config))
         metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])
         return
     if "perf_server" in metafunc.fixturenames:
         activate_late(metafunc.config)
         kw = mark.kwargs if mark is not None else {}
         st = state_of(metafunc.config)
-        cases = st.cases(str(kw.get("kind", "custom")), modes=kw.get("modes"), variants=bool(kw.get("variants")),
-                         where=metafunc.definition.nodeid)
+        cases = cases_of(st, str(kw.get("kind", "custom")), modes=kw.get("modes"),
+                         variants=bool(kw.get("variants")), where=metafunc.definition.nodeid)
         metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
         return
     if "perf_case" not in metafunc.fixturenames:
@@ -54,10 +58,11 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]
-    cases = st.cases(kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
+    cases = cases_of(st, kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
     params: list[Any] = list(cases)
-    if kind == "crosscheck":  # marked like the mode it checks, so -m baseline / -m speculative select it
+    k = kind_of(kind)
+    if k is not None and k.marked_as_mode:  # marked like the mode it checks, so -m baseline / -m speculative select it
         p = st.profile
         params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
                                          else pytest.mark.baseline]) for c in cases]
@@ -88,7 +93,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     first_seen: dict[str, int] = {}
     keyed: list[tuple[tuple[float, ...], pytest.Item]] = []
     base = st.profile.baseline_mode()
-    base_key = st.config_for(Case(st.profile.name, "floor", base)).key
+    base_key = st.config_for(Case(st.profile.name, FLOOR, base)).key
     for idx, it in enumerate(items):
         case = case_of(it)
         if case is None:
@@ -98,12 +103,13 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         key = cfg.key
         it.add_marker(pytest.mark.xdist_group(name=f"perfgate:{key}"))  # perfgate.plugin.workers groups the same way
         st.selected_configs[key] = cfg
-        if case.kind in ("speculation-vs-baseline", "variant"):
-            bcfg = st.config_for(case.baseline(case.mode if case.kind == "variant" else base))
+        k = kind_of(case.kind)
+        if k is not None and k.compares in (Compares.BASELINE_MODE, Compares.OWN_MODE):
+            bcfg = st.config_for(case.baseline(case.mode if k.compares is Compares.OWN_MODE else base))
             st.selected_configs[bcfg.key] = bcfg
         first_seen.setdefault(key, len(first_seen))
         is_base = key == base_key  # by config: a variant that changes nothing runs on the baseline's server
-        keyed.append(((1, 0 if is_base else 1, first_seen[key], RUN_ORDER.get(case.kind, 9), idx), it))
+        keyed.append(((1, 0 if is_base else 1, first_seen[key], run_order(case.kind), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
     select_cell(config, st, items)
 

@@ -321,7 +321,7 @@ def run_crosscheck(perf: PerfRun, case: Case) -> None:
         pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
     m = perf.measure(case)
     config = st.config_for(case)
-    server = st.servers.endpoint(perf, config)  # the same, still running server
+    server = perf.servers.endpoint(config)  # the same, still running server
     w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.plugin.settings)
     input_len = len(load_prompts(w.prompts)[0])
     tok = make_tokenizer(py, p.model.path, st.log_dir)

@@ -15,17 +15,35 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfgate.stack.calibration import Calibration
 from perfgate.stack.machine import Machine
 
 if TYPE_CHECKING:
-    from perfgate.plugin.state import PerfgateState
+    import pytest
 
-__all__ = ["CALIBRATE_CHOICES", "Fingerprint", "session_fingerprint", "sim_variation_problem"]
+    from perfgate.profiles import Profile
+    from perfgate.stack import Stack
+
+__all__ = ["CALIBRATE_CHOICES", "Fingerprint", "Session", "session_fingerprint", "sim_variation_problem"]
 
 CALIBRATE_CHOICES = ("auto", "on", "off")
+
+
+class Session(Protocol):
+    """What the fingerprint reads of a session (:class:`perfgate.plugin.state.PerfgateState` is one)."""
+
+    @property
+    def config(self) -> pytest.Config: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def stack(self) -> Stack: ...
+
+    def opt(self, name: str) -> Any: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +81,7 @@ def _sim_machine_name() -> str:
     return name if check_machine_name(name) is None else REFERENCE
 
 
-def _calibrates(st: PerfgateState) -> tuple[bool, str]:
+def _calibrates(st: Session) -> tuple[bool, str]:
     """Whether this session calibrates, and why not."""
     when = st.opt("perfgate_calibrate") or "auto"
     if when == "off":
@@ -75,7 +93,7 @@ def _calibrates(st: PerfgateState) -> tuple[bool, str]:
     return True, ""
 
 
-def session_fingerprint(st: PerfgateState) -> Fingerprint:
+def session_fingerprint(st: Session) -> Fingerprint:
     """Probe (or, simulated, model) the machine and calibrate it as ``--perfgate-calibrate`` says. Never
     raises; a real GPU run writes the calibration's terminal line."""
     from perfgate.stack import calibration, machine
@@ -97,7 +115,7 @@ def session_fingerprint(st: PerfgateState) -> Fingerprint:
     return fp
 
 
-def _say(st: PerfgateState, msg: str) -> None:
+def _say(st: Session, msg: str) -> None:
     """One line on the terminal, past output capture (the controller only under xdist)."""
     config = st.config
     tr = config.pluginmanager.get_plugin("terminalreporter")

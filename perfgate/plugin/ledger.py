@@ -19,6 +19,7 @@ import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
 from perfgate.measuring.verdict import Verdict, pct
+from perfgate.plugin.kinds import FLOOR, update_key
 from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import Case
 
@@ -144,7 +145,7 @@ def finish(state: PerfgateState) -> list[tuple[str, str]]:
 
 def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
     """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
-    key = {"floor": "tok_s", "acceptance": "accept_len"}.get(case.kind)
+    key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.plugin.kinds)
     if key is not None and state.opt("perfgate_update_baselines"):
         state.update_refused.append((case.mode, key, why))
 
@@ -201,7 +202,7 @@ def note_value(state: PerfgateState, table: str, key: str, old: object, new: flo
         "n": n,
         "cv": round(cv, 4) if cv is not None else 0.0,
         "engine": st.profile.engine.name,
-        "attention_backend": str(st.config_for(Case(st.profile.name, "floor", mode, None)).flag_dict.get(
+        "attention_backend": str(st.config_for(Case(st.profile.name, FLOOR, mode, None)).flag_dict.get(
             "attention-backend", "auto")),
         **(dict(extra) if extra else {}),
         **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),

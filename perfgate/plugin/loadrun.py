@@ -63,11 +63,10 @@ def _endpoint(perf: PerfRun, case: Case) -> tuple[ServerConfig, str]:
     config = perf.state.config_for(case)
     failed: ServerFailed | None = None
     try:
-        url = perf.state.servers.endpoint(perf, config).url
+        url = perf.servers.endpoint(config).url
     except ServerFailed as e:
-        failed = e
+        failed = e  # the pool knows it now
     if failed is not None:  # concluded outside the except block: no "during handling" chain
-        perf.state.failed[config.key] = failed.verdict
         perf.conclude(case, failed.verdict)
     return config, url
 
@@ -118,19 +117,20 @@ class _Rates:
             self.offset += len(offsets)
             outs, wall = run_open_loop(self.url, reqs, offsets, timeout_s=w.request_timeout_s, time_scale=self.scale)
             trials.append(load_trial(outs, wall, slo, rate))
-            if any(not o.success for o in outs) and not self.perf.state.servers.alive(self.config):
+            if any(not o.success for o in outs) and not self.perf.servers.alive(self.config):
                 self._died(outs)
         return judge_level(rate, trials, slo)
 
     def _died(self, outs: Any) -> None:
         from perfgate.measuring.verdict import Verdict
+        from perfgate.plugin.pool import ServerFailed
 
-        st = self.perf.state
-        err = st.manager.current._exited_error("while serving") if st.manager.current else None
+        servers = self.perf.servers
+        err = servers.exit_error(self.config)
         msg = str(err) if err is not None else "; ".join(dict.fromkeys(o.error for o in outs if not o.success))
         v = Verdict(outcome="fail", category=(err.category if err is not None else None) or "crash",
                     message=f"the server of {self.config.name} died under load: {msg}")
-        st.failed[self.config.key] = v
+        servers.fail(self.config, ServerFailed(v, servers.log_of(self.config)))
         self.perf.conclude(self.case, v)
 
 

@@ -1,36 +1,47 @@
-"""Where a record's server comes from: launched by perfgate, or attached (``--perfgate-url``), behind one interface.
+"""The session's server pool: where a record's server comes from (launched by perfgate, or attached with
+``--perfgate-url``) behind one interface, and the one place that knows a config failed.
 
-Both answer two questions for a config:
+Every pool answers, for a config:
 
-- :meth:`admit`: may this record run against the server at all? Launching always admits (a config gets
+- :meth:`Pool.admit`: may this record run against the server at all? Launching always admits (a config gets
   its own server); attaching admits only the config the running server is (``perfgate.serving.attach``) and
-  concludes any other record as a skip naming the difference.
-- :meth:`endpoint`: the running server's URL, log and start-up time. Launching starts the config's
-  server if it is not the one running (one at a time) and raises :class:`ServerFailed` with the
-  classified verdict when it cannot start, or when the variant's backend fell back (the log says so);
-  attaching returns the attached URL.
+  answers a skip naming the difference for any other, or a failure when the server cannot be read.
+- :meth:`Pool.endpoint`: the running server's URL, log and start-up time. Launching starts the config's
+  server if it is not the one running (one at a time, through the pool's own
+  :class:`~perfgate.serving.manager.ServerManager`) and raises :class:`ServerFailed` with the classified
+  verdict when it cannot start, when the launch checks refuse it (perfgate.plugin.launch_checks), or when
+  the variant's backend fell back (the log says so); attaching returns the attached URL.
+- :meth:`Pool.failure`: the config's failure, once one is known. A failure met here is remembered here;
+  a record that finds its server broken otherwise (requests failed while measuring) tells the pool with
+  :meth:`Pool.fail`. A failed config is never launched again.
 
 ``log_of`` is the server log of a config, when perfgate has one. Nothing else in perfgate branches on
-attach mode to reach a server.
+attach mode to reach a server. The pool of a session lives in ``config.stash`` (:func:`pool_of`), next to
+the session's :class:`~perfgate.plugin.state.PerfgateState`, which holds the data it reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfgate.measuring.verdict import Verdict
 
 if TYPE_CHECKING:
-    from perfgate.plugin.runner import PerfRun
     from perfgate.plugin.state import PerfgateState
+    from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
-    from perfgate.record import Case
+    from perfgate.profiles.variants import VariantSet
+    from perfgate.serving.attach import AttachCheck
+    from perfgate.serving.manager import ServerManager
+    from perfgate.serving.server import Progress
 
-__all__ = ["Endpoint", "ServerFailed", "Servers", "Launcher", "Attacher", "servers_for", "fallback_verdict"]
+__all__ = ["Admission", "Endpoint", "ServerFailed", "Pool", "Launcher", "Attacher", "POOL", "pool_of",
+           "servers_for", "stop_servers", "fallback_verdict", "bad_flag_hint"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,16 @@ class Endpoint:
     startup_s: float | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Admission:
+    """Whether a record runs on the pool's server: the properties to record on it, and the verdict that
+    concludes it instead of running (a skip: the attached server is another config; a failure: it cannot
+    be read), or None when it runs."""
+
+    properties: Mapping[str, str] = field(default_factory=dict)
+    verdict: Verdict | None = None
+
+
 class ServerFailed(Exception):
     """The config's server could not serve: the verdict to record, and its log."""
 
@@ -51,20 +72,9 @@ class ServerFailed(Exception):
         self.log = log
 
 
-class Servers(Protocol):
-    attached: bool
-
-    def admit(self, perf: PerfRun, config: ServerConfig, case: Case | None) -> None: ...
-
-    def endpoint(self, perf: PerfRun, config: ServerConfig, *, record_log: bool = False) -> Endpoint: ...
-
-    def log_of(self, config: ServerConfig) -> str: ...
-
-    def alive(self, config: ServerConfig) -> bool: ...
-
-
-def fallback_verdict(state: PerfgateState, config: ServerConfig, log_path: str | Path | None) -> Verdict | None:
-    """A variant whose backend SGLang disabled (its log says so, e.g. an unsupported GPU) did not run."""
+def fallback_verdict(state: Any, config: ServerConfig, log_path: str | Path | None) -> Verdict | None:
+    """A variant whose backend SGLang disabled (its log says so, e.g. an unsupported GPU) did not run.
+    ``state``: anything with the session's ``variants``."""
     if not config.variant or not log_path:
         return None
     variant = state.variants.get(config.variant)
@@ -81,8 +91,9 @@ def fallback_verdict(state: PerfgateState, config: ServerConfig, log_path: str |
     return None
 
 
-def bad_flag_hint(state: PerfgateState, config: ServerConfig, log_path: str | Path | None) -> str:
-    """Where an unrecognized flag came from (file and key) and the closest flag the launcher knows."""
+def bad_flag_hint(state: Any, config: ServerConfig, log_path: str | Path | None) -> str:
+    """Where an unrecognized flag came from (file and key) and the closest flag the launcher knows.
+    ``state``: anything with the session's ``profile`` and ``variants``."""
     import difflib
     import re
 
@@ -104,87 +115,38 @@ def bad_flag_hint(state: PerfgateState, config: ServerConfig, log_path: str | Pa
     return f"{where}: key '{name}': {flag} is not a flag of this SGLang; fix: {fix}\n"
 
 
-class Launcher:
-    """perfgate launches each config's server (one at a time, through the session's ServerManager)."""
+class Pool:
+    """What launching and attaching share: the failures of the session's configs, the launch checks and the
+    engine of a config."""
 
     attached = False
 
     def __init__(self, state: PerfgateState) -> None:
         self.state = state
+        self._failed: dict[str, ServerFailed] = {}
+        self.flag_results: dict[str, Any] | None = None  # perfgate.plugin.launch_checks.flag_problem's answers
 
-    def admit(self, perf: PerfRun, config: ServerConfig, case: Case | None) -> None:
-        return None
+    # ------------------------------------------------------------------ failures: the one home
 
-    def endpoint(self, perf: PerfRun, config: ServerConfig, *, record_log: bool = False) -> Endpoint:
-        from perfgate.errors import ServerError
+    def failure(self, config: ServerConfig) -> ServerFailed | None:
+        """The config's failure (its verdict and log), or None while none is known."""
+        return self._failed.get(config.key)
 
-        st = self.state
-        try:
-            refused = st.launch_problem(config)
-            if refused is not None:
-                raise ServerFailed(refused, "")
-            _ = st.fingerprint  # the machine is calibrated while its GPU is free: before the first server
-            server = st.manager.ensure(config)
-        except ServerError as e:
-            hint = bad_flag_hint(st, config, getattr(e, "log_path", None)) if e.category == "bad-flag" else ""
-            raise ServerFailed(Verdict(outcome="fail", category=e.category or "crash", message=hint + str(e)),
-                               st.manager.logs.get(config.key, "")) from None
-        if record_log:  # before measuring: an interrupted record still names its server log
-            perf.record("log", str(server.log_path))
-        fb = fallback_verdict(st, config, server.log_path)
-        if fb is not None:
-            raise ServerFailed(fb, str(server.log_path))
-        return Endpoint(url=server.url, log_path=str(server.log_path), startup_s=server.startup_s)
+    def fail(self, config: ServerConfig, failed: ServerFailed) -> None:
+        """Remember that the config failed (the first failure stays): no record starts it again."""
+        self._failed.setdefault(config.key, failed)
 
-    def log_of(self, config: ServerConfig) -> str:
-        st = self.state
-        return st.manager.logs.get(config.key, "") if st._manager is not None else ""
+    def _raise(self, config: ServerConfig, verdict: Verdict, log: str) -> ServerFailed:
+        self.fail(config, ServerFailed(verdict, log))
+        return self._failed[config.key]
 
-    def alive(self, config: ServerConfig) -> bool:
-        cur = self.state.manager.current
-        return cur is not None and cur.config.key == config.key and cur.alive()
+    # ------------------------------------------------------------------ the interface
 
+    def admit(self, config: ServerConfig) -> Admission:
+        return Admission()
 
-class Attacher:
-    """``--perfgate-url``: one server someone else runs; records of any other config are skipped."""
-
-    attached = True
-
-    def __init__(self, state: PerfgateState, url: str) -> None:
-        self.state = state
-        self.url = url.rstrip("/")
-
-    def admit(self, perf: PerfRun, config: ServerConfig, case: Case | None) -> None:
-        """Skip this test's record unless ``config`` is what the attached server runs."""
-        from perfgate.record import case_of
-        from perfgate.serving import attach
-
-        st = self.state
-        chk = st.attach_checks.get(config.key)
-        if chk is None:
-            if st.attach_info is None:
-                st.attach_info = attach.server_info(self.url)
-            if st.attach_info is None:
-                primary = case or case_of(perf.item)
-                if primary is not None:
-                    perf._identity(primary)
-                perf.record("outcome", "fail")
-                perf.record("reason", f"cannot read {self.url}/server_info")
-                pytest.fail(f"perfgate: cannot read {self.url}/server_info (--perfgate-url); is a server running "
-                            f"there?", pytrace=False)
-            chk = st.attach_checks[config.key] = attach.check(st.attach_info, config, st.session_configs())
-        if case is not None or not chk.runs:
-            perf.record("attached", self.url)
-            if chk.unverified:
-                perf.record("attach_unverified", ", ".join(chk.unverified))
-        if not chk.runs:
-            primary = case or case_of(perf.item)
-            assert primary is not None
-            perf._identity(primary)
-            perf.conclude(primary, Verdict(outcome="skip", message=chk.reason))
-
-    def endpoint(self, perf: PerfRun, config: ServerConfig, *, record_log: bool = False) -> Endpoint:
-        return Endpoint(url=self.url)
+    def endpoint(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> Endpoint:
+        raise NotImplementedError  # pragma: no cover
 
     def log_of(self, config: ServerConfig) -> str:
         return ""
@@ -192,8 +154,223 @@ class Attacher:
     def alive(self, config: ServerConfig) -> bool:
         return True
 
+    def exit_error(self, config: ServerConfig) -> Any:
+        """The ServerError of the config's server if it exited while serving (it is stopped then), else None."""
+        return None
 
-def servers_for(state: PerfgateState) -> Any:
-    """The session's way to its servers: an :class:`Attacher` with ``--perfgate-url``, else a :class:`Launcher`."""
+    @property
+    def launched(self) -> ServerManager | None:
+        """The manager of the servers launched so far (None when none was, or when attached)."""
+        return None
+
+    def stop(self) -> None:
+        """Tear down the running server, if perfgate launched one."""
+
+    # ------------------------------------------------------------------ launch checks (perfgate.plugin.launch_checks)
+
+    @property
+    def profile(self) -> Profile:
+        return self.state.profile
+
+    @property
+    def variants(self) -> VariantSet:
+        return self.state.variants
+
+    @property
+    def selected_configs(self) -> Mapping[str, ServerConfig]:
+        return self.state.selected_configs
+
+    def launch_problem(self, config: ServerConfig) -> Verdict | None:
+        """Why this config must not be launched (rejected flags, a missing backend package), or None."""
+        from perfgate.plugin.launch_checks import flag_problem, missing_module
+
+        return flag_problem(self, config) or missing_module(self, config)
+
+    def engine_for(self, config: ServerConfig) -> Any:
+        """The engine that launches ``config`` (a stack-pair candidate's with its own interpreter and stack)."""
+        from perfgate.engines import get_engine
+
+        st = self.state
+        p, s = st.profile, st.settings
+        arm = dict(config.engine_options)
+        python = str(arm.get("python", "") or "")
+        if config.engine == "sim":
+            w = p.workload
+            streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
+            sim_stack = ",".join(x for x in (s.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
+            return get_engine("sim", sim_stack=sim_stack, fault=s.sim_fault, max_streams=streams,
+                              python=python, real_time=s.crosscheck == "on")
+        spell = tuple(st.variants.spellings)
+        if config.variant:
+            spell = st.variants.get(config.variant).spellings + spell
+        return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
+                          sglang_version=p.engine.sglang_version, spellings=spell,
+                          teardown_grace_s=p.engine.teardown_timeout_s)
+
+    def note(self, msg: str, *, live: bool = False) -> None:
+        """One terminal line (the controller only under xdist); ``live``: past output capture, now."""
+        config = self.state.config
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or hasattr(config, "workerinput"):
+            return
+        capman = config.pluginmanager.get_plugin("capturemanager") if live else None
+        if capman is None:
+            tr.write_line(msg)
+            return
+        with capman.global_and_fixture_disabled():
+            tr.ensure_newline()
+            tr.write_line(msg)
+
+
+class Launcher(Pool):
+    """perfgate launches each config's server (one at a time, through the pool's ServerManager)."""
+
+    def __init__(self, state: PerfgateState) -> None:
+        super().__init__(state)
+        self._manager: ServerManager | None = None
+
+    @property
+    def manager(self) -> ServerManager:
+        if self._manager is None:
+            from perfgate.serving.manager import ServerManager
+
+            st = self.state
+            p, s = st.profile, st.settings
+            self._manager = ServerManager(
+                engine_for=self.engine_for,
+                log_dir=st.log_dir,
+                startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
+                on_progress=self._progress,
+                progress_every_s=s.progress_interval_s,
+            )
+        return self._manager
+
+    @property
+    def launched(self) -> ServerManager | None:
+        return self._manager
+
+    def _progress(self, ev: Progress) -> None:
+        """A start-up progress line, written live (past output capture) so a long load is not a silent hang."""
+        msg = f"perfgate: [{ev.config}] {ev.phase} ({ev.elapsed_s:.0f} s)"
+        if ev.line:
+            msg += f": {ev.line[:120]}"
+        if ev.phase == "launching" and ev.log_path:
+            msg += f"  log: {ev.log_path}"
+        self.note(msg, live=True)
+
+    def endpoint(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> Endpoint:
+        """``on_log``: called with the server's log path once it serves, before the fallback check (an
+        interrupted record still names its server log)."""
+        from perfgate.errors import ServerError
+
+        known = self.failure(config)
+        if known is not None:
+            raise known
+        refused = self.launch_problem(config)
+        if refused is not None:
+            raise self._raise(config, refused, "")
+        failed: ServerError | None = None
+        try:
+            _ = self.state.fingerprint  # the machine is calibrated while its GPU is free: before the first server
+            server = self.manager.ensure(config)
+        except ServerError as e:
+            failed = e
+        if failed is not None:  # raised outside the except block: no "during handling" chain in the report
+            err = failed
+            hint = bad_flag_hint(self, config, getattr(err, "log_path", None)) if err.category == "bad-flag" else ""
+            raise self._raise(config, Verdict(outcome="fail", category=err.category or "crash",
+                                              message=hint + str(err)), self.log_of(config))
+        if on_log is not None:
+            on_log(str(server.log_path))
+        fb = fallback_verdict(self, config, server.log_path)
+        if fb is not None:
+            raise self._raise(config, fb, str(server.log_path))
+        return Endpoint(url=server.url, log_path=str(server.log_path), startup_s=server.startup_s)
+
+    def log_of(self, config: ServerConfig) -> str:
+        return self._manager.logs.get(config.key, "") if self._manager is not None else ""
+
+    def alive(self, config: ServerConfig) -> bool:
+        cur = self._manager.current if self._manager is not None else None
+        return cur is not None and cur.config.key == config.key and cur.alive()
+
+    def exit_error(self, config: ServerConfig) -> Any:
+        if self.alive(config) or self._manager is None:
+            return None
+        cur = self._manager.current
+        err = cur._exited_error("while serving") if cur is not None and cur.config.key == config.key else None
+        self._manager.stop()
+        return err
+
+    def stop(self) -> None:
+        if self._manager is not None:
+            self._manager.stop()
+
+
+class Attacher(Pool):
+    """``--perfgate-url``: one server someone else runs; records of any other config are skipped."""
+
+    attached = True
+
+    def __init__(self, state: PerfgateState, url: str) -> None:
+        super().__init__(state)
+        self.url = url.rstrip("/")
+        self.info: dict[str, Any] | None = None  # the attached server's /server_info
+        self.checks: dict[str, AttachCheck] = {}  # config key -> how it relates to the attached server
+
+    def admit(self, config: ServerConfig) -> Admission:
+        """A skip unless ``config`` is what the attached server runs; a failure when it cannot be read."""
+        from perfgate.serving import attach
+
+        known = self.failure(config)
+        if known is not None:
+            return Admission(verdict=known.verdict)
+        chk = self.checks.get(config.key)
+        if chk is None:
+            if self.info is None:
+                self.info = attach.server_info(self.url)
+            if self.info is None:
+                v = Verdict(outcome="fail", message=f"perfgate: cannot read {self.url}/server_info (--perfgate-url); "
+                                                    f"is a server running there?")
+                self.fail(config, ServerFailed(v, ""))
+                return Admission(verdict=v)
+            chk = self.checks[config.key] = attach.check(self.info, config, self.state.session_configs())
+        props = {"attached": self.url}
+        if chk.unverified:
+            props["attach_unverified"] = ", ".join(chk.unverified)
+        return Admission(properties=props, verdict=None if chk.runs else Verdict(outcome="skip", message=chk.reason))
+
+    def endpoint(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> Endpoint:
+        known = self.failure(config)
+        if known is not None:
+            raise known
+        return Endpoint(url=self.url)
+
+    def unverified(self) -> list[str]:
+        """What attach mode could not verify on the server, for the configs that ran on it."""
+        return sorted({u for c in self.checks.values() if c.runs for u in c.unverified})
+
+
+def servers_for(state: PerfgateState) -> Pool:
+    """A new pool for the session: an :class:`Attacher` with ``--perfgate-url``, else a :class:`Launcher`."""
     url = state.opt("perfgate_url")
     return Attacher(state, url) if url else Launcher(state)
+
+
+#: where a pytest session keeps its server pool (``config.stash[POOL]``), made when first asked for
+POOL = pytest.StashKey[Pool]()
+
+
+def pool_of(state: PerfgateState) -> Pool:
+    """The session's server pool (one per session)."""
+    stash = state.config.stash
+    if POOL not in stash:
+        stash[POOL] = servers_for(state)
+    return stash[POOL]
+
+
+def stop_servers(config: pytest.Config) -> None:
+    """Stop the session's running server, if any (session finish, unconfigure)."""
+    pool = config.stash.get(POOL, None)
+    if pool is not None:
+        pool.stop()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
 from perfgate.measuring.trace import StepProfile, TraceError, analyze
 from perfgate.measuring.verdict import Verdict
+from perfgate.plugin.kinds import PROFILE
 
 if TYPE_CHECKING:
     from perfgate.plugin.api import PerfServer
@@ -133,7 +134,7 @@ def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
     for reports in stats.values():
         for rep in reports:
             p = dict(getattr(rep, "user_properties", ()) or ())
-            if p.get("kind") != "profile" or getattr(rep, "when", "call") != "call" or "allreduce_per_step" not in p:
+            if p.get("kind") != PROFILE or getattr(rep, "when", "call") != "call" or "allreduce_per_step" not in p:
                 continue
             name = p.get("mode", "") + (f"+{p['variant']}" if p.get("variant") else "")
             share = float(p.get("allreduce_share", 0) or 0)

@@ -16,9 +16,10 @@ import pytest
 from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
 from perfgate.measuring.verdict import Verdict, apply_expectation
 from perfgate.plugin.checks import Checks
+from perfgate.plugin.kinds import kind_of
 from perfgate.plugin.ledger import refuse_update
-from perfgate.plugin.pool import ServerFailed
-from perfgate.record import Case, fmt
+from perfgate.plugin.pool import Pool, ServerFailed, pool_of
+from perfgate.record import Case, case_of, fmt
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -36,6 +37,11 @@ class PerfRun(Checks):
     state: PerfgateState
     _identity_done: bool = field(default=False, init=False)
     _measured: Measurement | None = field(default=None, init=False)  # this record's own measurement
+
+    @property
+    def servers(self) -> Pool:
+        """The session's server pool (perfgate.plugin.pool): launched or attached, and its failures."""
+        return pool_of(self.state)
 
     # ------------------------------------------------------------------ recording
 
@@ -109,16 +115,18 @@ class PerfRun(Checks):
             refused = f"perfgate: {e}"
         if refused is not None:  # failed outside the except block: no "during handling" chain in the report
             pytest.fail(refused, pytrace=False)
-        st.servers.admit(self, config, case if primary else None)
+        self.admit(config, case if primary else None)
+        servers = self.servers
         key = config.key
         mkey = key if workload is None else f"{key}@{workload_key(workload)}"
-        if mkey not in st.measurements and key not in st.failed and st.settings.starts > 1:
+        if mkey not in st.measurements and servers.failure(config) is None and st.settings.starts > 1:
             self._measure_starts(case, config, workload, mkey)
-        log = st.servers.log_of(config)
+        log = servers.log_of(config)
+        known = servers.failure(config)
         if mkey in st.measurements:
             m = st.measurements[mkey]
-        elif key in st.failed:
-            v = st.failed[key]
+        elif known is not None:
+            v = known.verdict
             if primary:
                 if log:
                     self.record("log", log)
@@ -133,7 +141,7 @@ class PerfRun(Checks):
                 failed = e
             if failed is not None:  # concluded outside the except block: no "during handling" chain
                 f = failed
-                st.failed[key] = f.verdict
+                servers.fail(config, f)
                 if f.log and primary:
                     self.record("log", f.log)
                 if primary:
@@ -141,7 +149,8 @@ class PerfRun(Checks):
                     self.conclude(case, f.verdict)
                 self._fail_dependency(case, config, f.verdict)
             st.measurements[mkey] = m
-        if primary and case.kind == "sweep" and not m.sweep:
+        k = kind_of(case.kind)
+        if primary and k is not None and k.sweeps and not m.sweep:
             m = self._sweep(case, config, m)
         if primary:
             self.record("log", m.log_path)
@@ -160,11 +169,25 @@ class PerfRun(Checks):
         def one(c: ServerConfig) -> Measurement:
             return self._measure_config(case, c, record_log=c.key == config.key, workload=workload)
 
-        def failed(c: ServerConfig, e: ServerFailed) -> None:
-            st.failed[c.key] = e.verdict
-
-        measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=failed,
+        measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=self.servers.fail,
                             key_of=lambda c: mkey if c.key == config.key else c.key)
+
+    def admit(self, config: ServerConfig, case: Case | None) -> None:
+        """Run this test's record on ``config``'s server only if the pool admits it (attached: the server is that
+        config); else conclude it (``case``, or the test's own record) with the pool's verdict."""
+        adm = self.servers.admit(config)
+        if case is not None or adm.verdict is not None:
+            for k, v in adm.properties.items():
+                self.record(k, v)
+        if adm.verdict is None:
+            return
+        primary = case or case_of(self.item)
+        if primary is None:
+            self.record("outcome", adm.verdict.outcome)
+            self.record("reason", adm.verdict.message[:300])
+            pytest.fail(adm.verdict.message, pytrace=False)
+        self._identity(primary)
+        self.conclude(primary, adm.verdict)
 
     def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
         self.conclude(case, Verdict(outcome="fail", category=v.category,
@@ -180,7 +203,7 @@ class PerfRun(Checks):
         st = self.state
         p = st.profile
         w = workload or st.settings.workload(p.workload_for(config.mode))
-        ep = st.servers.endpoint(self, config, record_log=record_log)
+        ep = self.servers.endpoint(config, on_log=(lambda path: self.record("log", path)) if record_log else None)
         url, startup_s, log_path = ep.url, ep.startup_s, ep.log_path
         prompts = load_prompts(w.prompts)
         flush_cache(url)
@@ -212,12 +235,9 @@ class PerfRun(Checks):
                       log_path=log_path, concurrency=w.concurrency)
         if m.failures:
             # a server that died while serving is classified from its log
-            if not st.servers.alive(config):
-                err = st.manager.current._exited_error("while serving") if st.manager.current else None
-                st.manager.stop()
-                if err is not None:
-                    st.manager.failures[config.key] = err
-                    raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
+            err = self.servers.exit_error(config)
+            if err is not None:
+                raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
                                         log_path)
             from perfgate.serving.procs import tail
 
@@ -241,7 +261,7 @@ class PerfRun(Checks):
         w = st.settings.workload(st.profile.workload_for(config.mode))
         failed: ServerFailed | None = None
         try:
-            url = st.servers.endpoint(self, config).url
+            url = self.servers.endpoint(config).url
         except ServerFailed as e:
             failed = e
         if failed is not None:  # concluded outside the except block: no "during handling" chain
@@ -258,12 +278,6 @@ class PerfRun(Checks):
         m = replace(m, sweep=tuple(points))
         st.measurements[config.key] = m
         return m
-
-    def crosscheck(self, case: Case) -> None:
-        """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
-        from perfgate.plugin.crosscheck import run_crosscheck
-
-        run_crosscheck(self, case)
 
     # ------------------------------------------------------------------ conclude
 
@@ -288,7 +302,7 @@ class PerfRun(Checks):
         from perfgate.serving.evidence import read_evidence, summarize
 
         st = self.state
-        log = st.servers.log_of(st.config_for(case))
+        log = self.servers.log_of(st.config_for(case))
         if not log:
             return
         ev = read_evidence(log)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from perfgate.measuring.verdict import Verdict, pct
+from perfgate.plugin.kinds import STACK_PAIR
 from perfgate.record import (
     CANDIDATE,
     CANDIDATE_PREFIX,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["stack_pair_verdict", "candidate_stack_properties", "KIND"]
 
-KIND = "stack-pair"
+KIND = STACK_PAIR  # perfgate.plugin.kinds
 #: the categories a stack-pair record decides (an expectation naming another does not apply to it)
 DECIDES = ("slower-than-baseline", "crash", "wrong-output")
 
@@ -53,7 +54,7 @@ def stack_pair_verdict(perf: PerfRun, case: Case) -> Verdict:
             "stack-pair: no candidate stack to compare with; pass --perfgate-candidate SPEC (python=/other/venv/"
             "bin/python, env.NAME=VALUE, sim-stack=KEY=VER;...) and --perfgate-starts 3 to measure this config "
             "under both stacks on this box, starts interleaved (docs/gate.md)"))
-    if st.servers.attached:
+    if perf.servers.attached:
         return Verdict(outcome="skip", message="stack-pair: an attached server (--perfgate-url) has one stack; "
                                                "launch the servers to compare two")
     perf.record(CANDIDATE, cand.spec)

@@ -21,10 +21,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
+from perfgate.plugin.kinds import Compares, kind_of
+from perfgate.plugin.pool import ServerFailed, pool_of
 from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, Case, case_of
 
 if TYPE_CHECKING:
-    from perfgate.plugin.pool import ServerFailed
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles.config import ServerConfig
 
@@ -101,10 +102,12 @@ def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
 def compared_configs(st: PerfgateState, case: Case) -> list[ServerConfig]:
     """The record's config and the one it is compared with, if any."""
     own = st.config_for(case)
-    if case.kind in ("speculation-vs-baseline", "variant"):
-        base = case.mode if case.kind == "variant" else st.profile.baseline_mode()
+    k = kind_of(case.kind)
+    compares = k.compares if k is not None else None
+    if compares in (Compares.BASELINE_MODE, Compares.OWN_MODE):
+        base = case.mode if compares is Compares.OWN_MODE else st.profile.baseline_mode()
         return [own, st.config_for(case.baseline(base))]
-    if case.kind == "stack-pair" and st.settings.candidate is not None:
+    if compares is Compares.CANDIDATE and st.settings.candidate is not None:
         return [own, st.config_for(case.on_candidate())]
     return [own]
 
@@ -144,38 +147,40 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
     """Start each of ``configs`` ``n`` times, round by round (A B A B ...), measure each start with
     ``measure_one`` and cache the pooled measurement in ``st.measurements``. A config whose start or
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
-    from perfgate.plugin.pool import ServerFailed as Failed
-
+    pool = pool_of(st)
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for _ in range(n):
         for cfg in configs:
-            if cfg.key in st.failed or key_of(cfg) in st.measurements:
+            if pool.failure(cfg) is not None or key_of(cfg) in st.measurements:
                 continue
             _fresh_start(st, cfg)
             failed: ServerFailed | None = None
             try:
                 m = measure_one(cfg)
-            except Failed as e:
+            except ServerFailed as e:
                 failed = e
             if failed is not None:
                 on_failure(cfg, failed)
                 continue
             per[cfg.key].append(m)
-            st.measured_starts.add(st.manager.starts)
+            launched = pool.launched
+            if launched is not None:
+                st.measured_starts.add(launched.starts)
     for cfg in configs:
-        if cfg.key not in st.failed and key_of(cfg) not in st.measurements and per[cfg.key]:
+        if pool.failure(cfg) is None and key_of(cfg) not in st.measurements and per[cfg.key]:
             st.measurements[key_of(cfg)] = combine(per[cfg.key], confidence=confidence)
 
 
 def _fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
     """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
     ``perf_server`` fixture started): the next measurement then starts a new server process."""
-    if st.servers.attached:
+    m = pool_of(st).launched
+    if m is None:  # attached, or nothing launched yet
         return
-    cur = st.manager.current  # always the latest start (number st.manager.starts)
-    if cur is not None and cur.config.key == cfg.key and st.manager.starts not in st.measured_starts:
+    cur = m.current  # always the latest start (number m.starts)
+    if cur is not None and cur.config.key == cfg.key and m.starts not in st.measured_starts:
         return
-    st.manager.stop()
+    m.stop()
 
 
 def label(config: ServerConfig) -> str:
@@ -185,7 +190,7 @@ def label(config: ServerConfig) -> str:
 
 def starts_line(st: PerfgateState) -> str:
     """The terminal summary's line of server starts per config (empty when every config started once)."""
-    m = st._manager
+    m = pool_of(st).launched
     if m is None or len(m.started_configs) == len(set(m.started_configs)) and st.settings.starts == 1:
         return ""
     counts: dict[str, int] = {}

@@ -1,8 +1,12 @@
-"""The session's perfgate state: the profile, variants and stack it runs with, the cases it produces,
-the server manager, the measurements and failures so far, and what --perfgate-update-baselines writes.
+"""The session's perfgate state: the data of one session. The profile, variants, stack and settings it runs
+with, the machine's fingerprint, the configs it selected, the measurements and step profiles so far, and what
+--perfgate-update-baselines writes.
 
 One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
-holds the hooks, options and fixtures); the runner and the public API read it.
+holds the hooks, options and fixtures); the runner and the public API read it. It imports only the layers
+below the pytest layer (profiles, measuring, serving, record, stack) and the settings and fingerprint it
+holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
+failures (perfgate.plugin.pool), the runner.
 """
 
 from __future__ import annotations
@@ -15,31 +19,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
-from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
-    from perfgate.measuring.verdict import Verdict
     from perfgate.plugin.fingerprint import Fingerprint
     from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
     from perfgate.profiles.variants import VariantSet
-    from perfgate.serving.manager import ServerManager
-    from perfgate.serving.server import Progress
+    from perfgate.record import Case
     from perfgate.stack import Stack
 
-KIND_ORDER = {"floor": 0, "sweep": 1, "acceptance": 2, "crosscheck": 3, "speculation-vs-baseline": 4, "variant": 5,
-              "stack-pair": 6}
-#: the record kinds of perfgate's own tests; any other kind is a user's (one case per mode, see cases())
-BUILTIN_KINDS = frozenset(KIND_ORDER)
-#: the order a config's records run in: step profiles (a user kind) before the speculation record, which reads
-#: the measured all-reduces from them; any other user kind last
-#: the load records (goodput, crossover: perftests/test_goodput.py, test_crossover.py) run last on a config's server:
-#: after their heavy load (up to 32 streams) a simulated EAGLE-3 server's 4-stream TTFT read ~15 % higher, at
-#: speed-up 1 too (cause not found), and a record measured after them would inherit that
-RUN_ORDER = {**KIND_ORDER, "profile": 3.5, "goodput": 20, "crossover": 20}
-_MATRIX_KINDS = ("variant", "floor", "speculation-vs-baseline")  # the built-in kinds the terminal matrix shows
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case"})
 #: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
@@ -60,8 +50,6 @@ class PerfgateState:
         self._stack: Stack | None = None
         self._settings: Settings | None = None
         self._fingerprint: Fingerprint | None = None
-        self._manager: ServerManager | None = None
-        self._servers: Any = None
         self._hw_checked = False
         self.measurements: dict[str, Measurement] = {}
         self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.measuring.trace.StepProfile (profile records)
@@ -69,13 +57,9 @@ class PerfgateState:
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
         self.measured_starts: set[int] = set()  # the manager's start numbers already measured (perfgate.plugin.starts)
-        self._flag_results: dict[str, Any] | None = None
-        self.failed: dict[str, Verdict] = {}
         self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
         self.update_meta: dict[str, dict[str, object]] = {}
         self.update_refused: list[tuple[str, str, str]] = []  # (mode, key, why not written)
-        self.attach_info: dict[str, Any] | None = None  # the attached server's /server_info
-        self.attach_checks: dict[str, Any] = {}  # config key -> perfgate.serving.attach.AttachCheck
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
@@ -209,62 +193,7 @@ class PerfgateState:
     def sim_stack(self) -> str:
         return self.settings.sim_stack
 
-    # --------------------------------------------------------------- cases
-
-    def cases(self, kind: str, *, modes: list[str] | None = None, variants: bool = False,
-              where: str = "") -> list[Case]:
-        """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
-        kind (a user's) gets one per mode (``modes``: those named, in that order) and, with ``variants``,
-        one per variant in each of the profile's variant modes."""
-        if kind == "allreduce":  # the micro tier: no server config (perfgate.allreduce.records)
-            from perfgate.allreduce.records import micro_cases
-
-            return micro_cases(self)
-        if kind not in BUILTIN_KINDS:
-            return self._user_cases(kind, modes, variants, where)
-        p = self.profile
-        base = p.baseline_mode()
-        modes = list(p.modes)
-        if kind == "floor":
-            return [Case(p.name, kind, m) for m in modes if not p.modes[m].speculative]
-        if kind == "sweep":
-            if not p.workload.concurrency_sweep:
-                return []
-            return [Case(p.name, kind, base)]
-        if kind == "crosscheck":  # SGLang's own benchmark: by default only where SGLang serves
-            when = self.settings.crosscheck
-            if when == "off" or self.settings.url or (when == "auto" and p.simulated):
-                return []
-            return [Case(p.name, kind, m) for m in modes]
-        if kind in ("acceptance", "speculation-vs-baseline"):
-            return [Case(p.name, kind, m) for m in modes if p.modes[m].speculative]
-        if kind == "variant":
-            names = list(p.variant_include) if p.variant_include is not None else list(self.variants.variants)
-            wanted = self.opt("perfgate_variants")
-            if wanted:
-                names = [n for n in names if n in wanted.split(",")]
-            for n in names:
-                self.variants.get(n)  # validates the name
-            return [Case(p.name, kind, m, n) for n in names for m in p.variant_modes]
-        if kind == "stack-pair":  # one per mode; without --perfgate-candidate each skips, saying so
-            return [Case(p.name, kind, m) for m in modes]
-        raise AssertionError(f"built-in kind {kind} has no cases")  # pragma: no cover
-
-    def _user_cases(self, kind: str, modes: list[str] | None, variants: bool, where: str = "") -> list[Case]:
-        p = self.profile
-        names = list(p.modes) if modes is None else list(modes)
-        unknown = [m for m in names if m not in p.modes]
-        if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
-            from perfgate.profiles.reader import _close
-
-            self.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
-                                      f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
-            names = [m for m in names if m in p.modes]
-        out = [Case(p.name, kind, m) for m in names]
-        if variants:
-            out += [c for c in self.cases("variant") if c.mode in names]
-            out = [Case(p.name, kind, c.mode, c.variant) for c in out]
-        return out
+    # --------------------------------------------------------------- configs
 
     def config_for(self, case: Case) -> ServerConfig:
         v = self.variants.get(case.variant) if case.variant else None
@@ -289,69 +218,6 @@ class PerfgateState:
                 out.setdefault(c.key, c)
         return list(out.values())
 
-    # --------------------------------------------------------------- servers
-
-    @property
-    def servers(self) -> Any:
-        """Where records reach their server: launched, or attached with --perfgate-url (perfgate.plugin.pool)."""
-        if self._servers is None:
-            from perfgate.plugin.pool import servers_for
-
-            self._servers = servers_for(self)
-        return self._servers
-
-    @property
-    def manager(self) -> ServerManager:
-        if self._manager is None:
-            from perfgate.serving.manager import ServerManager
-
-            p, s = self.profile, self.settings
-            self._manager = ServerManager(
-                engine_for=self._engine_for,
-                log_dir=self.log_dir,
-                startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
-                on_progress=self._progress,
-                progress_every_s=s.progress_interval_s,
-            )
-        return self._manager
-
-    def _engine_for(self, config: ServerConfig) -> Any:
-        from perfgate.engines import get_engine
-
-        p = self.profile
-        arm = dict(config.engine_options)  # a stack-pair candidate's own interpreter and stack (settings)
-        python = str(arm.get("python", "") or "")
-        if config.engine == "sim":
-            w = p.workload
-            streams = max([w.concurrency, *w.concurrency_sweep, *(p.workload_for(m).concurrency for m in p.modes)])
-            sim_stack = ",".join(x for x in (self.sim_stack, str(arm.get("sim_stack", "") or "")) if x)
-            return get_engine("sim", sim_stack=sim_stack, fault=self.settings.sim_fault, max_streams=streams,
-                              python=python, real_time=self.settings.crosscheck == "on")
-        spell = tuple(self.variants.spellings)
-        if config.variant:
-            spell = self.variants.get(config.variant).spellings + spell
-        return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
-                          sglang_version=p.engine.sglang_version, spellings=spell,
-                          teardown_grace_s=p.engine.teardown_timeout_s)
-
-    def _progress(self, ev: Progress) -> None:
-        """A start-up progress line, written live (past output capture) so a long load is not a silent hang."""
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        msg = f"perfgate: [{ev.config}] {ev.phase} ({ev.elapsed_s:.0f} s)"
-        if ev.line:
-            msg += f": {ev.line[:120]}"
-        if ev.phase == "launching" and ev.log_path:
-            msg += f"  log: {ev.log_path}"
-        if tr is None or hasattr(self.config, "workerinput"):
-            return
-        capman = self.config.pluginmanager.get_plugin("capturemanager")
-        if capman is None:
-            tr.write_line(msg)
-            return
-        with capman.global_and_fixture_disabled():
-            tr.ensure_newline()
-            tr.write_line(msg)
-
     def check_hardware(self) -> None:
         if self._hw_checked:
             return
@@ -373,31 +239,6 @@ class PerfgateState:
                 f"to measure anyway",
                 profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
             )
-
-    def missing_module(self, config: ServerConfig) -> Verdict | None:
-        """A variant's ``requires`` module that the server's Python cannot import (real engine only)."""
-        from perfgate.plugin.launch_checks import missing_module
-
-        return missing_module(self, config)
-
-    def launch_problem(self, config: ServerConfig) -> Verdict | None:
-        """Why this config must not be launched (rejected flags, a missing backend package), or None."""
-        return self.flag_problem(config) or self.missing_module(config)
-
-    def flag_problem(self, config: ServerConfig) -> Verdict | None:
-        """SGLang's own parser on the config's flags, before any launch (real engine only)."""
-        from perfgate.plugin.launch_checks import flag_problem
-
-        return flag_problem(self, config)
-
-    def _note(self, msg: str) -> None:
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None and not hasattr(self.config, "workerinput"):
-            tr.write_line(msg)
-
-    def stop(self) -> None:
-        if self._manager is not None:
-            self._manager.stop()
 
 
 def _hw_matches(p: Profile, st: Stack) -> tuple[bool, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfgate.plugin.state import _MATRIX_KINDS, BUILTIN_KINDS
+from perfgate.plugin.kinds import FLOOR, in_matrix, kind_of
+from perfgate.plugin.pool import Attacher, pool_of
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -18,19 +19,20 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
     tr.section("perfgate")
     for line in banner(st):
         tr.write_line(line)
-    if st._manager is not None:
-        m = st._manager
+    pool = pool_of(st)
+    m = pool.launched
+    if m is not None:
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
         from perfgate.plugin.starts import starts_line
 
         if starts_line(st):
             tr.write_line(starts_line(st))
-    elif st.servers.attached:
+    elif pool.attached:
         tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
     elif st.selected_configs and not worker:
         tr.write_line("perfgate: 0 server start(s)")
-    if st.servers.attached:
-        attach_warnings(st, tr)
+    if isinstance(pool, Attacher):
+        attach_warnings(pool, tr)
     if st.opt("perfgate_update_baselines") and not worker:
         write_updates(st, tr)
     for line in matrix_lines(tr.stats):
@@ -71,11 +73,12 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
             props = dict(getattr(rep, "user_properties", ()) or ())
             kind = props.get("kind", "")
             metric = props.get("metric", "")
-            if not props.get("outcome") or (kind in BUILTIN_KINDS | {"allreduce"} and kind not in _MATRIX_KINDS):
+            if not props.get("outcome") or not in_matrix(kind):
                 continue
             mode = props.get("mode", "")
-            if kind in _MATRIX_KINDS:
-                row = props.get("variant") or ("(baseline)" if kind == "floor" else "(speculation)")
+            k = kind_of(kind)
+            if k is not None and k.matrix:
+                row = props.get("variant") or ("(baseline)" if kind == FLOOR else "(speculation)")
             else:  # a user's record: one row per kind and metric
                 row = (f"({kind}" + (f" {metric}" if metric else "") + ")"
                        + (f" +{props['variant']}" if props.get("variant") else ""))
@@ -104,9 +107,9 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
     return out
 
 
-def attach_warnings(st: PerfgateState, tr: Any) -> None:
+def attach_warnings(pool: Attacher, tr: Any) -> None:
     """Attach mode says what it could not verify on the server (environment variables), never silently."""
-    unverified = sorted({u for c in st.attach_checks.values() if c.runs for u in c.unverified})
+    unverified = pool.unverified()
     if unverified:
         tr.write_line("perfgate: WARNING attach mode cannot verify these settings of the attached server "
                       "(/server_info does not report them), assumed as the profile says: " + ", ".join(unverified),

@@ -74,11 +74,12 @@ def assign_gpus(config: pytest.Config) -> None:
 
 def group_of(st: Any, mode: str, variant: str | None) -> str | None:
     """The xdist group of a record: ``perfgate:<config key>`` (None when the profile has no such config)."""
+    from perfgate.plugin.kinds import FLOOR
     from perfgate.record import Case
 
     if mode not in st.profile.modes or (variant is not None and variant not in st.variants.variants):
         return None
-    return "perfgate:" + st.config_for(Case(st.profile.name, "floor", mode, variant)).key
+    return "perfgate:" + st.config_for(Case(st.profile.name, FLOOR, mode, variant)).key
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:

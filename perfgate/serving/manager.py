@@ -1,7 +1,8 @@
 """Which server runs: at most one live server per process, each distinct config started once.
 
-Failed starts are remembered and re-raised without a second launch; a failed start whose GPU
-memory was not released blocks every later launch until NVML shows the memory free.
+A failed start raises its ServerError; which configs failed is the session's server pool's to remember
+(perfgate.plugin.pool), which never asks for a failed config again. A failed start whose GPU memory was not
+released blocks every later launch until NVML shows the memory free.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ class ServerManager:
     current: Server | None = None
     starts: int = 0
     started_configs: list[str] = field(default_factory=list)
-    failures: dict[str, ServerError] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
     gpu_blocked: GpuMemoryNotReleased | None = None
@@ -40,11 +40,8 @@ class ServerManager:
             if self.current.alive():
                 return self.current
             err = self.current._exited_error("while serving")
-            self.failures[config.key] = err
             self.stop()
             raise err
-        if config.key in self.failures:
-            raise self.failures[config.key]
         self.stop()
         self._check_gpu_released()
         server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
@@ -56,7 +53,7 @@ class ServerManager:
             server.start()
             self.logs[config.key] = str(server.log_path)
             server.wait_ready()
-        except ServerError as e:
+        except ServerError:
             if server.log_path:
                 self.logs[config.key] = str(server.log_path)
             try:
@@ -65,7 +62,6 @@ class ServerManager:
                 self.gpu_blocked = g  # the next launch would only run out of memory: say why instead
             except ServerError:
                 pass
-            self.failures[config.key] = e
             raise
         except BaseException:
             with contextlib.suppress(BaseException):

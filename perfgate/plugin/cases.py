@@ -1,0 +1,65 @@
+"""The records a profile asks for, kind by kind, as the record-kind registry (perfgate.plugin.kinds) says."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from perfgate.plugin.kinds import VARIANT, Cases, kind_of
+from perfgate.record import Case
+
+if TYPE_CHECKING:
+    from perfgate.plugin.state import PerfgateState
+
+__all__ = ["cases"]
+
+
+def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, variants: bool = False,
+          where: str = "") -> list[Case]:
+    """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
+    kind (a user's, or a marked one such as ``profile``) gets one per mode (``modes``: those named, in that
+    order) and, with ``variants``, one per variant in each of the profile's variant modes. The micro tier's
+    cases come from :func:`perfgate.allreduce.records.micro_cases` (no server config)."""
+    k = kind_of(kind)
+    if k is None or k.cases is Cases.AS_MARKED:
+        return _marked_cases(st, kind, modes, variants, where)
+    p = st.profile
+    names = list(p.modes)
+    if k.option is not None:  # e.g. --perfgate-crosscheck: auto = only where SGLang serves
+        when = getattr(st.settings, k.option)
+        if when == "off" or st.settings.url or (when == "auto" and p.simulated):
+            return []
+    if k.cases is Cases.PLAIN_MODES:
+        return [Case(p.name, kind, m) for m in names if not p.modes[m].speculative]
+    if k.cases is Cases.SPECULATIVE_MODES:
+        return [Case(p.name, kind, m) for m in names if p.modes[m].speculative]
+    if k.cases is Cases.EVERY_MODE:
+        return [Case(p.name, kind, m) for m in names]
+    if k.cases is Cases.ON_BASELINE:
+        return [Case(p.name, kind, p.baseline_mode())] if p.workload.concurrency_sweep else []
+    if k.cases is Cases.PER_VARIANT:
+        chosen = list(p.variant_include) if p.variant_include is not None else list(st.variants.variants)
+        wanted = st.opt("perfgate_variants")
+        if wanted:
+            chosen = [n for n in chosen if n in wanted.split(",")]
+        for n in chosen:
+            st.variants.get(n)  # validates the name
+        return [Case(p.name, kind, m, n) for n in chosen for m in p.variant_modes]
+    raise ValueError(f"perfgate: kind {kind!r} has {k.cases.value}: its cases come from "
+                     f"perfgate.allreduce.records.micro_cases")
+
+
+def _marked_cases(st: PerfgateState, kind: str, modes: list[str] | None, variants: bool, where: str) -> list[Case]:
+    p = st.profile
+    names = list(p.modes) if modes is None else list(modes)
+    unknown = [m for m in names if m not in p.modes]
+    if unknown:  # a test file serves many profiles: a mode this one lacks is not run, and the summary says so
+        from perfgate.profiles.reader import _close
+
+        st.dropped_modes.append(f"{where or kind}: modes {unknown} are not modes of {p.path} "
+                                f"({', '.join(p.modes)}), not run; {_close(unknown[0], list(p.modes))}")
+        names = [m for m in names if m in p.modes]
+    out = [Case(p.name, kind, m) for m in names]
+    if variants:
+        out += [c for c in cases(st, VARIANT) if c.mode in names]
+        out = [Case(p.name, kind, c.mode, c.variant) for c in out]
+    return out

@@ -1,0 +1,131 @@
+"""The record kinds: the one home of what a kind decides. Every other module asks :data:`KINDS`.
+
+A record's kind (``Case.kind``, the ``kind`` property) says which cases a profile produces for it, where it runs
+among a config's records, whether the terminal's record matrix shows it, which floor ``--perfgate-update-baselines``
+writes from it and which config it is compared with. A kind not in the registry is a user's
+(``@pytest.mark.perfgate(kind="mine")``): one case per mode (or per ``modes=[...]``, plus each variant with
+``variants=True``), run after the built-in kinds, one row per kind and metric in the matrix.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = ["Cases", "Compares", "Kind", "KINDS", "USER_ORDER", "kind_of", "run_order", "in_matrix", "update_key",
+           "FLOOR", "SWEEP", "ACCEPTANCE", "CROSSCHECK", "SPECULATION", "VARIANT", "STACK_PAIR", "PROFILE",
+           "GOODPUT", "CROSSOVER", "ALLREDUCE"]
+
+
+class Cases(enum.Enum):
+    """Which cases (records) a profile produces for a kind."""
+
+    PLAIN_MODES = "one per non-speculative mode"
+    SPECULATIVE_MODES = "one per speculative mode"
+    EVERY_MODE = "one per mode"
+    ON_BASELINE = "one on the baseline mode"
+    PER_VARIANT = "one per variant in each of the profile's variant modes"
+    AS_MARKED = "one per mode the marker names (modes=[...], variants=True), as a user's kind"
+    MICRO = "the micro tier's plan: backend x world size x timing x size, no server config"
+
+
+class Compares(enum.Enum):
+    """The config a record is compared with (started interleaved with it under --perfgate-starts N)."""
+
+    BASELINE_MODE = "the profile's baseline mode"
+    OWN_MODE = "the baseline of its own mode (a variant's mode without the variant)"
+    CANDIDATE = "the same config on --perfgate-candidate's stack"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kind:
+    """One record kind: its name, run order, matrix row, cases and floor update key."""
+
+    name: str
+    #: where its records run among a config's records (lower first); a user's kind runs at USER_ORDER
+    order: float
+    cases: Cases
+    #: the terminal's record matrix shows it (one row per variant, or "(baseline)" / "(speculation)")
+    matrix: bool = False
+    #: the [floors.<mode>] key --perfgate-update-baselines writes from its measurement, if any
+    update_key: str | None = None
+    compares: Compares | None = None
+    #: an [expectations.<name>] entry of a profile may name it (else only variants and "allreduce:<backend>")
+    expectation: bool = True
+    #: the option (auto/on/off, perfgate.plugin.settings) that switches it on; auto: only where SGLang serves
+    option: str | None = None
+    #: its parameters carry the marker of the mode they check (baseline / speculative), so -m selects them
+    marked_as_mode: bool = False
+    #: its measurement adds the profile's concurrency sweep
+    sweeps: bool = False
+
+    @property
+    def builtin(self) -> bool:
+        """perfgate's own tests decide its cases (not the marker)."""
+        return self.cases is not Cases.AS_MARKED
+
+
+#: the order a user's kind (not in the registry) runs in: after the built-in kinds, before the load records
+USER_ORDER = 9.0
+
+FLOOR = "floor"
+SWEEP = "sweep"
+ACCEPTANCE = "acceptance"
+CROSSCHECK = "crosscheck"
+SPECULATION = "speculation-vs-baseline"
+VARIANT = "variant"
+STACK_PAIR = "stack-pair"
+PROFILE = "profile"
+GOODPUT = "goodput"
+CROSSOVER = "crossover"
+ALLREDUCE = "allreduce"
+
+_ALL = (
+    Kind(name=FLOOR, order=0, cases=Cases.PLAIN_MODES, matrix=True, update_key="tok_s"),
+    Kind(name=SWEEP, order=1, cases=Cases.ON_BASELINE, sweeps=True),  # none without [workload] concurrency_sweep
+    Kind(name=ACCEPTANCE, order=2, cases=Cases.SPECULATIVE_MODES, update_key="accept_len"),
+    # SGLang's own benchmark: by default only where SGLang serves (--perfgate-crosscheck)
+    Kind(name=CROSSCHECK, order=3, cases=Cases.EVERY_MODE, expectation=False, option="crosscheck",
+         marked_as_mode=True),
+    # step profiles (a marked kind) run before the speculation record, which reads the measured all-reduces from
+    # them (perfgate.plugin.checks.explain_speculation)
+    Kind(name=PROFILE, order=3.5, cases=Cases.AS_MARKED),
+    Kind(name=SPECULATION, order=4, cases=Cases.SPECULATIVE_MODES, matrix=True, compares=Compares.BASELINE_MODE),
+    Kind(name=VARIANT, order=5, cases=Cases.PER_VARIANT, matrix=True, compares=Compares.OWN_MODE),
+    # one per mode; without --perfgate-candidate each skips, saying so
+    Kind(name=STACK_PAIR, order=6, cases=Cases.EVERY_MODE, expectation=False, compares=Compares.CANDIDATE),
+    # the load records (goodput, crossover: perftests/test_goodput.py, test_crossover.py) run last on a config's
+    # server: after their heavy load (up to 32 streams) a simulated EAGLE-3 server's 4-stream TTFT read ~15 %
+    # higher, at speed-up 1 too (cause not found), and a record measured after them would inherit that
+    Kind(name=GOODPUT, order=20, cases=Cases.AS_MARKED),
+    Kind(name=CROSSOVER, order=20, cases=Cases.AS_MARKED),
+    # the micro tier (perfgate.allreduce.records): no server config; its expectations are "allreduce:<backend>"
+    Kind(name=ALLREDUCE, order=USER_ORDER, cases=Cases.MICRO, expectation=False),
+)
+
+#: every kind perfgate knows, in run order
+KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in sorted(_ALL, key=lambda k: k.order)})
+
+
+def kind_of(name: str) -> Kind | None:
+    """The registered kind of that name; None for a user's kind."""
+    return KINDS.get(name)
+
+
+def run_order(name: str) -> float:
+    k = KINDS.get(name)
+    return USER_ORDER if k is None else k.order
+
+
+def in_matrix(name: str) -> bool:
+    """The terminal's record matrix shows records of this kind: the matrix kinds, and a user's (or a marked) kind
+    one row per kind and metric; the other built-in kinds are not shown."""
+    k = KINDS.get(name)
+    return k is None or k.matrix or not k.builtin
+
+
+def update_key(name: str) -> str | None:
+    k = KINDS.get(name)
+    return None if k is None else k.update_key
