@@ -143,3 +143,38 @@ def pytest_collection_finish(session):
     assert seen[0] == f"perfgate:{s.profile.config('baseline').key}"  # the baseline's config first
     # eagle3+cuda-graph-bs-128 sets what eagle3 already sets: one config, one group, one server start
     assert len(seen) < len({config_scope(n) for n, _ in got})
+
+
+class _Config:
+    def __init__(self) -> None:
+        self.stash = pytest.Stash()
+
+
+def test_an_unreadable_attached_server_is_the_pools_failure_of_the_config(monkeypatch):
+    """The pool (not the record) knows an attached config failed: the verdict comes back to the runner, which
+    concludes the record, and every later record of the config gets the same failure without asking again."""
+    from perfgate.plugin.pool import ServerFailed
+    from perfgate.serving import attach
+
+    calls = []
+    monkeypatch.setattr(attach, "server_info", lambda url: calls.append(url))
+    a = servers_for(_State("http://box:30000"))
+    cfg = _State().profile.config("baseline")
+    got = a.admit(cfg)
+    assert got.verdict is not None and got.verdict.outcome == "fail" and "cannot read http://box:30000/server_info" \
+        in got.verdict.message
+    assert a.admit(cfg).verdict == got.verdict and calls == ["http://box:30000"]
+    failed = a.failure(cfg)
+    assert failed is not None and failed.verdict == got.verdict
+    with pytest.raises(ServerFailed):
+        a.endpoint(cfg)
+
+
+def test_the_session_has_one_pool_in_its_stash():
+    from perfgate.plugin.pool import POOL, pool_of, stop_servers
+
+    s = _State()
+    s.config = _Config()  # type: ignore[attr-defined]
+    p = pool_of(s)  # type: ignore[arg-type]
+    assert pool_of(s) is p and s.config.stash[POOL] is p and p.launched is None  # type: ignore[attr-defined, arg-type]
+    stop_servers(s.config)  # type: ignore[arg-type]  # nothing launched: nothing to stop

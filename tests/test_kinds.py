@@ -1,0 +1,78 @@
+"""The record-kind registry (perfgate.plugin.kinds) and the cases it gives a profile (perfgate.plugin.cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from perfgate.plugin.cases import cases
+from perfgate.plugin.kinds import KINDS, USER_ORDER, Cases, Compares, in_matrix, kind_of, run_order, update_key
+from perfgate.profiles.load import load_profile
+from perfgate.profiles.variants import load_variants
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+
+
+def test_the_registry_keeps_the_run_order_of_a_configs_records():
+    """floor, sweep, acceptance, crosscheck, profile (before the speculation record that reads it), speculation,
+    variant, stack-pair; a user's kind after them, the load records last."""
+    assert list(KINDS)[:8] == ["floor", "sweep", "acceptance", "crosscheck", "profile", "speculation-vs-baseline",
+                               "variant", "stack-pair"]
+    assert run_order("profile") == 3.5 and run_order("goodput") == run_order("crossover") == 20
+    assert run_order("my-own-kind") == USER_ORDER and run_order("stack-pair") < USER_ORDER < run_order("goodput")
+
+
+def test_what_a_kind_decides():
+    assert [k for k in KINDS if KINDS[k].matrix] == ["floor", "speculation-vs-baseline", "variant"]
+    assert update_key("floor") == "tok_s" and update_key("acceptance") == "accept_len"
+    assert update_key("variant") is None and update_key("mine") is None
+    assert kind_of("variant").compares is Compares.OWN_MODE  # type: ignore[union-attr]
+    assert kind_of("speculation-vs-baseline").compares is Compares.BASELINE_MODE  # type: ignore[union-attr]
+    assert kind_of("stack-pair").compares is Compares.CANDIDATE  # type: ignore[union-attr]
+    # the matrix shows its kinds, a user's kind and the marked ones (one row per kind and metric), not the others
+    assert in_matrix("floor") and in_matrix("mine") and in_matrix("goodput") and in_matrix("profile")
+    assert not in_matrix("sweep") and not in_matrix("crosscheck") and not in_matrix("allreduce")
+    assert {k for k in KINDS if KINDS[k].expectation} == {"floor", "sweep", "acceptance", "profile",
+                                                         "speculation-vs-baseline", "variant", "goodput", "crossover"}
+
+
+def _session(crosscheck: str = "auto", url: str = "", variants: str = "") -> SimpleNamespace:
+    return SimpleNamespace(profile=load_profile(SIM), variants=load_variants(ROOT / "baselines" / "variants.toml"),
+                           settings=SimpleNamespace(crosscheck=crosscheck, url=url),
+                           opt=lambda name: variants if name == "perfgate_variants" else None, dropped_modes=[])
+
+
+def test_each_kind_gets_the_cases_its_registry_entry_says():
+    st = _session()
+    p = st.profile
+    plain = [m for m in p.modes if not p.modes[m].speculative]
+    spec = [m for m in p.modes if p.modes[m].speculative]
+    assert plain and spec
+    assert [c.mode for c in cases(st, "floor")] == plain  # type: ignore[arg-type]
+    assert [c.mode for c in cases(st, "acceptance")] == spec  # type: ignore[arg-type]
+    assert [c.mode for c in cases(st, "speculation-vs-baseline")] == spec  # type: ignore[arg-type]
+    assert [c.mode for c in cases(st, "stack-pair")] == list(p.modes)  # type: ignore[arg-type]
+    assert cases(st, "crosscheck") == []  # type: ignore[arg-type]  # auto: only where SGLang serves
+    assert [c.mode for c in cases(_session("on"), "crosscheck")] == list(p.modes)  # type: ignore[arg-type]
+    assert cases(_session("on", url="http://box:1"), "crosscheck") == []  # type: ignore[arg-type]
+    variants = cases(st, "variant")  # type: ignore[arg-type]
+    assert variants and {c.mode for c in variants} == set(p.variant_modes) and all(c.variant for c in variants)
+    sweep = cases(st, "sweep")  # type: ignore[arg-type]
+    assert [c.mode for c in sweep] == ([p.baseline_mode()] if p.workload.concurrency_sweep else [])
+    with pytest.raises(ValueError, match="micro_cases"):
+        cases(st, "allreduce")  # type: ignore[arg-type]
+
+
+def test_a_users_kind_and_a_marked_kind_get_one_case_per_named_mode():
+    st = _session()
+    p = st.profile
+    assert [c.mode for c in cases(st, "mine")] == list(p.modes)  # type: ignore[arg-type]
+    assert KINDS["goodput"].cases is Cases.AS_MARKED
+    mode = next(iter(p.modes))
+    got = cases(st, "goodput", modes=[mode, "nope"], where="t.py::test_g")  # type: ignore[arg-type]
+    assert [c.mode for c in got] == [mode] and "t.py::test_g: modes ['nope']" in st.dropped_modes[0]
+    with_variants = cases(st, "mine", modes=list(p.variant_modes), variants=True)  # type: ignore[arg-type]
+    assert {c.variant for c in with_variants} - {None} == {c.variant for c in cases(st, "variant")}  # type: ignore[arg-type]
