@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE",
+__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_property",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
@@ -140,3 +140,9 @@ DIRECTION = "direction"
 #: the stored limit the record was judged against and its tolerance
 LIMIT = "limit"
 TOLERANCE = "tolerance"
+
+
+def cv_property(metric: str) -> str:
+    """The property holding ``metric``'s CV over trials: ``cv`` for decode tok/s (every measured record's first
+    number), ``<metric>_cv`` for any other; built-in floors, ``perf_check`` and the reports use this one name."""
+    return "cv" if metric == "tok_s" else f"{metric}_cv"

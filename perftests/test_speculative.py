@@ -11,10 +11,9 @@ pytestmark = pytest.mark.speculative
 
 
 @pytest.mark.perfgate(kind="acceptance")
-def test_acceptance_length(perf, perf_case):
+def test_acceptance_length(perf_server, measure, perf_check):
     """Acceptance length from this test's own requests (completion tokens / verify passes)."""
-    m = perf.measure(perf_case)
-    perf.conclude(perf_case, perf.acceptance(perf_case, m))
+    perf_check(measure(perf_server), "accept_len")
 
 
 @pytest.mark.perfgate(kind="speculation-vs-baseline")

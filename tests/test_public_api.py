@@ -141,7 +141,9 @@ def test_the_public_names_are_importable_and_listed():
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("path", ["perftests/test_latency.py"])
+@pytest.mark.parametrize("path", ["perftests/test_latency.py", "perftests/test_goodput.py",
+                                  "perftests/test_crossover.py", "perftests/test_profile.py",
+                                  "perftests/test_baseline.py"])
 def test_the_example_uses_only_public_names(path):
     text = (ROOT / path).read_text()
     assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only

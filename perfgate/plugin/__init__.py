@@ -186,6 +186,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     that made it, as pytest does for skip marks, not at the line of perfgate that concluded it."""
     outcome = yield
     rep = outcome.get_result()
+    if rep.when == "setup" and rep.failed and _concluded(item, call):
+        # the perf_server fixture concluded the record (a failed start, a server this record depends on): the
+        # test's failure, as when the test itself concludes it, not an error of the set-up (a JUnit <error>)
+        rep.when = "call"
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         raw = Path(str(rep.longrepr[0]))
         candidates = ([raw] if raw.is_absolute()
@@ -196,6 +200,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # perfgate/
+
+
+def _concluded(item: pytest.Item, call: Any) -> bool:
+    """The failure is perfgate's conclusion of the item's record (PerfRun.conclude writes ``outcome`` first)."""
+    exc = getattr(call, "excinfo", None)
+    return (exc is not None and exc.errisinstance(pytest.fail.Exception) and case_of(item) is not None
+            and any(k == "outcome" for k, _ in item.user_properties))
 
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:

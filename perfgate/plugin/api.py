@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.metrics import METRICS, Measurement
+from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement
 from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_property
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from perfgate.record import Case
 
 __all__ = ["PerfServer", "Measure", "Check"]
+
+#: what ``perf_check`` judges a speculative mode's acceptance length on, and concludes a concurrency sweep on
+ACCEPT_LEN = "accept_len"
+SWEEP = "sweep"
 
 #: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
 MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
@@ -62,6 +66,7 @@ class PerfServer:
 
 def start(perf: PerfRun, case: Case) -> PerfServer:
     """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
+    from perfgate.plugin.ledger import refuse_update
     from perfgate.plugin.pool import ServerFailed
 
     st = perf.state
@@ -74,6 +79,10 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
     perf.admit(config, case)
     known = perf.servers.failure(config)
     if known is not None:
+        log = perf.servers.log_of(config)
+        if log:
+            perf.record("log", log)
+        refuse_update(st, case, f"the {config.name} server failed ({known.verdict.category})")
         perf.conclude(case, known.verdict)
     failed: ServerFailed | None = None
     try:
@@ -83,6 +92,7 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
     if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
         if failed.log:
             perf.record("log", failed.log)
+        refuse_update(st, case, f"the measurement failed ({failed.verdict.category})")
         perf.conclude(case, failed.verdict)
     return PerfServer(mode=case.mode, variant=case.variant, config=config, url=ep.url, log_path=ep.log_path,
                       startup_s=ep.startup_s, case=case)
@@ -121,6 +131,16 @@ class Measure:
             st = m.stat(name)
             if st is not None and name not in ("tok_s",):  # tok_s and its CI/CV are recorded by measure()
                 perf.record(name, st.median)
+        return m
+
+    def sweep(self, server: PerfServer) -> Measurement:
+        """The mode's workload (as ``measure(server)``), then one level per ``[workload] concurrency_sweep`` entry on
+        the same server, 2 x c requests each, the prefix cache flushed before each: the points are ``m.sweep``
+        (output tok/s, TTFT and inter-token latency p50/p99 per level); ``perf_check(m, "sweep")`` concludes on them."""
+        perf = self._perf
+        m = self(server)
+        if not m.sweep and perf.state.profile.workload.concurrency_sweep:
+            m = perf._sweep(server.case, server.config, m)
         return m
 
     def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
@@ -183,12 +203,14 @@ class Check:
     """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
 
     ``metric`` is one of ``perfgate.measuring.metrics.METRICS`` (``tok_s``, ``output_tok_s`` and ``*_ms`` latencies,
-    ``_p99`` too); its direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``;
-    latency: at or below ``limit x (1 + tolerance)``). Without ``limit`` the profile's
-    ``[floors.<mode>]`` (at the profile's concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is
-    used; none there: the number is recorded and the test skips, saying how to record one. The record
-    goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict xfail.
-    This ends the test (pass, fail, xfail, skip): call it last.
+    ``_p99`` too) or ``accept_len`` (a speculative mode's acceptance length: completion tokens per verify pass); its
+    direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``; latency: at or below
+    ``limit x (1 + tolerance)``). Without ``limit`` the profile's ``[floors.<mode>]`` (at the profile's
+    concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is used (``accept_len`` with its
+    ``accept_len_tolerance``); none there: the number is recorded and the test skips, saying how to record one.
+    ``perf_check(m, "sweep")`` concludes a ``measure.sweep`` on its levels (recorded; a level that lost requests
+    fails). The record goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict
+    xfail. This ends the test (pass, fail, xfail, skip): call it last.
     """
 
     def __init__(self, perf: PerfRun) -> None:
@@ -196,57 +218,49 @@ class Check:
 
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
-        from perfgate.measuring.verdict import limit_verdict, lost_verdict
+        from perfgate.measuring.verdict import acceptance_verdict, limit_verdict, lost_verdict
         from perfgate.plugin.loadrun import Goodput, Levels
 
         if isinstance(m, (Goodput, Levels)):
             return self._load(m, metric)
-        if metric not in METRICS:
-            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}")
+        if metric == SWEEP:
+            return self._perf.conclude(_case_of_test(self._perf), self._perf.sweep_verdict(m))
+        if metric not in METRICS and metric != ACCEPT_LEN:
+            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}, {ACCEPT_LEN}, "
+                             f"{SWEEP}")
         perf = self._perf
         case = _case_of_test(perf)
         st = perf.state
         p = st.profile
+        w = p.workload_for(case.mode)
         floors = p.floors.get(case.mode)
-        at = None
-        if floors is not None:
-            at = floors if m.concurrency == p.workload_for(case.mode).concurrency and floors.limit(metric) else None
-            at = floors.at(m.concurrency) or at
+        same_c = m.concurrency == w.concurrency
+        table = case.mode if same_c else f"{case.mode}.c{m.concurrency}"  # the [floors.<table>] it reads and writes
+        at = (floors.at(m.concurrency) if floors is not None else None) or (floors if same_c else None)
         stored = at.limit(metric) if at is not None else None
         lim = limit if limit is not None else stored
-        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else DEFAULT_TOLERANCE)
-        spec = METRICS[metric]
-        stat = m.stat(metric)
+        tol = tolerance if tolerance is not None else (at.tolerance_for(metric) if at is not None else
+                                                       DEFAULT_TOLERANCE)
+        spec = METRICS.get(metric) or RECORD_METRICS[metric]
         perf.record(METRIC, metric)
         perf.record(DIRECTION, spec.direction)
-        if stat is not None:
-            perf.record(metric, stat.median)
-            if stat.ci_low is not None and stat.ci_high is not None:
-                perf.record(f"{metric}_ci_low", stat.ci_low)
-                perf.record(f"{metric}_ci_high", stat.ci_high)
-            if stat.cv is not None:
-                perf.record(f"{metric}_cv", stat.cv)
-        from perfgate.plugin.starts import start_properties
-
-        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
-            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
+        if metric in METRICS:
+            _record_stat(perf, m, metric, w.confidence)
         if lim is not None:
             perf.record(LIMIT, lim)
             perf.record(TOLERANCE, tol)
-        where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
-            case.mode).concurrency else "]")
+        where = f"{p.path}, mode {case.mode}" if same_c else f"{p.path}, [floors.{table}]"
         max_cv = p.max_cv_for(case.mode, at)
-        v = limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
-                           update_hint=f"a `{metric} = <value>` line there, or --perfgate-update-baselines")
+        hint = _update_hint(perf)
+        v = (limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where, update_hint=hint) if metric in METRICS
+             else acceptance_verdict(m.accept_len, lim, tol, where=where, update_hint=hint))
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
             from perfgate.plugin.ledger import note_update
 
-            same_c = m.concurrency == p.workload_for(case.mode).concurrency
-            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv,
-                        table=case.mode if same_c else f"{case.mode}.c{m.concurrency}")
-        v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
+            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv, table=table)
+        word = "floor" if spec.higher_is_better else "ceiling"
+        v = lost_verdict(v, f"the {table} {word} ({lim:g} {spec.unit})" if lim is not None else None)
         perf.conclude(case, v)
-
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
@@ -266,6 +280,36 @@ class Check:
         base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
                               trials=_shared_trials(perf))
         return conclude_crossover(perf, case, base, m)
+
+
+def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) -> None:
+    """The metric's median, CI and CV over trials, and its per-start values (measure() wrote decode tok/s's)."""
+    from perfgate.plugin.starts import start_properties
+
+    stat = m.stat(metric)
+    if stat is not None:
+        perf.record(metric, stat.median)
+        if stat.ci_low is not None and stat.ci_high is not None:
+            perf.record(f"{metric}_ci_low", stat.ci_low)
+            perf.record(f"{metric}_ci_high", stat.ci_high)
+        if stat.cv is not None:
+            perf.record(cv_property(metric), stat.cv)
+    for k, val in start_properties(m, metric, confidence=confidence).items():
+        perf.record(k, val)
+
+
+def _update_hint(perf: PerfRun) -> str:
+    """The command that writes this test's limit: its directory, its perfgate marker, the profile."""
+    import os
+
+    item = perf.item
+    here = item.config.invocation_params.dir
+    folder = os.path.relpath(item.path.parent, here) if item.path.is_relative_to(here) else str(item.path.parent)
+    # perfgate's selection markers (baseline, speculative, load, ...): registered with "(perfgate)" at the end
+    tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
+    marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
+    select = f" -m {marks[0]}" if marks else ""
+    return f"`pytest {folder}/{select} --perfgate-profile {perf.state.profile.name} --perfgate-update-baselines`"
 
 
 def _case_of_test(perf: PerfRun) -> Case:

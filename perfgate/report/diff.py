@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from perfgate.measuring.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
-from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
+from perfgate.record import MACHINE_ID, cv_property  # MACHINE_ID: the property naming a record's machine
 from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
 from perfgate.report.records import Record, Report
@@ -133,7 +133,7 @@ def within_start_cv(r: Record, metric: str) -> float | None:
     ci = r.metric_ci(metric)
     if ci is not None:
         return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
-    cv = r.num("cv" if metric == "tok_s" else f"{metric}_cv")
+    cv = r.num(cv_property(metric))
     n = r.num("n")
     if cv is not None and n:
         return cv * math.sqrt(math.pi / 2) / math.sqrt(n)  # the median's sd is ~1.25 x the mean's
