@@ -17,7 +17,9 @@ perfgate's built-in tests::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,9 @@ from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_property
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
+    from perfgate.plugin.compare import BaselineServer
     from perfgate.plugin.loadrun import Goodput, Levels
+    from perfgate.plugin.pool import Endpoint
     from perfgate.plugin.runner import PerfRun
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
@@ -45,29 +49,45 @@ MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", 
 
 @dataclass(frozen=True)
 class PerfServer:
-    """A running server of one config: a profile's mode, optionally with a variant.
+    """The server of one config: a profile's mode, optionally with a variant.
 
     ``url`` serves SGLang's HTTP API (or the simulated server's); ``log_path`` is its log. With
-    ``--perfgate-url`` it is the attached server and ``log_path`` is empty.
+    ``--perfgate-url`` it is the attached server and ``log_path`` is empty. The server is started when first
+    used (``url``, ``measure``), once per session: a record whose measurement this session already took (a
+    variant that changes nothing, a second record of the config) starts nothing; a failed start is the record.
     """
 
     mode: str
     variant: str | None
     config: ServerConfig
-    url: str
-    log_path: str
-    startup_s: float | None
     case: Case
+    _connect: Callable[[], Endpoint] = field(repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.config.name
 
+    @cached_property
+    def _endpoint(self) -> Endpoint:
+        return self._connect()
+
+    @property
+    def url(self) -> str:
+        return self._endpoint.url
+
+    @property
+    def log_path(self) -> str:
+        return self._endpoint.log_path
+
+    @property
+    def startup_s(self) -> float | None:
+        return self._endpoint.startup_s
+
 
 def start(perf: PerfRun, case: Case) -> PerfServer:
-    """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
+    """The server of ``case``'s config, started when first used; a config known to have failed, a launch it
+    refuses or an attached server of another config concludes the test here."""
     from perfgate.plugin.ledger import refuse_update
-    from perfgate.plugin.pool import ServerFailed
 
     st = perf.state
     config = st.config_for(case)
@@ -84,18 +104,26 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
             perf.record("log", log)
         refuse_update(st, case, f"the {config.name} server failed ({known.verdict.category})")
         perf.conclude(case, known.verdict)
+    return PerfServer(mode=case.mode, variant=case.variant, config=config, case=case,
+                      _connect=lambda: _endpoint(perf, case, config))
+
+
+def _endpoint(perf: PerfRun, case: Case, config: ServerConfig) -> Endpoint:
+    """The config's running server (started if it is not); a failed start concludes the record."""
+    from perfgate.plugin.ledger import refuse_update
+    from perfgate.plugin.pool import ServerFailed
+
     failed: ServerFailed | None = None
     try:
-        ep = perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
+        return perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
     except ServerFailed as e:
         failed = e  # the pool knows it now: the config's other records fail without a launch
-    if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
-        if failed.log:
-            perf.record("log", failed.log)
-        refuse_update(st, case, f"the measurement failed ({failed.verdict.category})")
-        perf.conclude(case, failed.verdict)
-    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=ep.url, log_path=ep.log_path,
-                      startup_s=ep.startup_s, case=case)
+    # concluded outside the except block: no "during handling" chain in the report
+    if failed.log:
+        perf.record("log", failed.log)
+    refuse_update(perf.state, case, f"the measurement failed ({failed.verdict.category})")
+    perf.conclude(case, failed.verdict)
+    raise AssertionError("unreachable: conclude() ends the test")
 
 
 class Measure:
@@ -106,12 +134,13 @@ class Measure:
     SGLang's prefix cache flushed before every trial and no prompt repeated, median, bootstrap CI and CV
     per metric. Each distinct workload of a config is measured once per session. The numbers are
     recorded on the test (JUnit properties) at once, so a failing test still carries them.
+    ``measure(perf_baseline)`` measures the compared config the same way without recording it on the test.
     """
 
     def __init__(self, perf: PerfRun) -> None:
         self._perf = perf
 
-    def __call__(self, server: PerfServer, **overrides: Any) -> Measurement:
+    def __call__(self, server: PerfServer | BaselineServer, **overrides: Any) -> Measurement:
         unknown = set(overrides) - set(MEASURE_KEYS)
         if unknown:
             raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
@@ -125,6 +154,10 @@ class Measure:
                 raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
         w = perf.state.settings.workload(w, **given)
+        from perfgate.plugin.compare import BaselineServer
+
+        if isinstance(server, BaselineServer):  # the compared config's numbers are not this record's
+            return perf.measure(server.case, primary=False, workload=None if not given else w)
         m = perf.measure(server.case, workload=None if not given else w)
         perf.record("concurrency", m.concurrency)
         for name in METRICS:
