@@ -287,7 +287,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 @pytest.fixture(scope="session")
 def perfgate_state(request: pytest.FixtureRequest) -> PerfgateState:
-    """The session's perfgate state (profile, variants, stack, server manager)."""
+    """The session's perfgate state (profile, variants, stack, settings, measurements; servers: plugin.pool)."""
     return state_of(request.config)
 
 

@@ -238,7 +238,7 @@ class PerfRun(Checks):
             err = self.servers.exit_error(config)
             if err is not None:
                 raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
-                                        log_path)
+                                   log_path)
             from perfgate.serving.procs import tail
 
             uniq = list(dict.fromkeys(m.errors))
