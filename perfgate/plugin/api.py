@@ -85,10 +85,9 @@ class PerfServer:
 
 
 def start(perf: PerfRun, case: Case) -> PerfServer:
-    """The server of ``case``'s config, started when first used; a config known to have failed, a launch it
-    refuses or an attached server of another config concludes the test here."""
-    from perfgate.plugin.ledger import refuse_update
-
+    """The server of ``case``'s config, started when first used (a failed start, or a config whose start failed
+    before, concludes the test then); a launch it refuses or an attached server of another config concludes the
+    test here."""
     st = perf.state
     config = st.config_for(case)
     perf._identity(case, config)
@@ -97,13 +96,6 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
         perf.controlled(case)
     st.check_hardware()
     perf.admit(config, case)
-    known = perf.servers.failure(config)
-    if known is not None:
-        log = perf.servers.log_of(config)
-        if log:
-            perf.record("log", log)
-        refuse_update(st, case, f"the {config.name} server failed ({known.verdict.category})")
-        perf.conclude(case, known.verdict)
     return PerfServer(mode=case.mode, variant=case.variant, config=config, case=case,
                       _connect=lambda: _endpoint(perf, case, config))
 
@@ -113,15 +105,18 @@ def _endpoint(perf: PerfRun, case: Case, config: ServerConfig) -> Endpoint:
     from perfgate.plugin.ledger import refuse_update
     from perfgate.plugin.pool import ServerFailed
 
+    known = perf.servers.failure(config)  # an earlier record's start failed: no second launch
     failed: ServerFailed | None = None
     try:
         return perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
     except ServerFailed as e:
         failed = e  # the pool knows it now: the config's other records fail without a launch
     # concluded outside the except block: no "during handling" chain in the report
-    if failed.log:
-        perf.record("log", failed.log)
-    refuse_update(perf.state, case, f"the measurement failed ({failed.verdict.category})")
+    log = failed.log or perf.servers.log_of(config)
+    if log:
+        perf.record("log", log)
+    why = "the measurement failed" if known is None else f"the {config.name} server failed"
+    refuse_update(perf.state, case, f"{why} ({failed.verdict.category})")
     perf.conclude(case, failed.verdict)
     raise AssertionError("unreachable: conclude() ends the test")
 
