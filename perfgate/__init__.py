@@ -15,6 +15,7 @@ __all__ = [
     "__version__",
     # what the fixtures hand out
     "PerfServer",
+    "BaselineServer",
     "Measurement",
     "Stat",
     "Metric",
@@ -42,6 +43,7 @@ __all__ = [
 # pytest session of a project that installs perfgate)
 _HOME = {
     "PerfServer": "perfgate.plugin.api",
+    "BaselineServer": "perfgate.plugin.compare",
     "Measurement": "perfgate.measuring.metrics",
     "Stat": "perfgate.measuring.metrics",
     "Metric": "perfgate.measuring.metrics",

@@ -1,4 +1,5 @@
-"""The backend compatibility matrix (marker ``backends``): one record per variant × mode.
+"""The backend compatibility matrix (marker ``backends``): one record per variant × mode, written only with
+perfgate's public fixtures.
 
 Each record says whether the attempt starts, whether its output matches the baseline's,
 how fast it is against the baseline measured in the same run, and, when it fails, why
@@ -11,10 +12,7 @@ pytestmark = pytest.mark.backends
 
 
 @pytest.mark.perfgate(kind="variant")
-def test_variant(perf, perf_case):
+def test_variant(perf_server, perf_baseline, measure, perf_compare):
     """A variant runs, is lossless, and is not slower than the baseline beyond noise."""
-    perf.preflight(perf_case)
-    perf.controlled(perf_case)
-    base = perf.measure(perf_case.baseline(perf_case.mode), primary=False)
-    m = perf.measure(perf_case)
-    perf.conclude(perf_case, perf.variant_verdict(perf_case, m, base))
+    base = measure(perf_baseline)
+    perf_compare(measure(perf_server), base)

@@ -1,4 +1,4 @@
-"""Throughput floors for plain decoding (marker ``baseline``).
+"""Throughput floors for plain decoding (marker ``baseline``), written only with perfgate's public fixtures.
 
 One record per non-speculative mode of the profile: decode tok/s at the workload's
 concurrency, median of the trials, against the floor stored for this hardware.
@@ -10,14 +10,12 @@ pytestmark = pytest.mark.baseline
 
 
 @pytest.mark.perfgate(kind="floor")
-def test_decode_floor(perf, perf_case):
+def test_decode_floor(perf_server, measure, perf_check):
     """Decode tok/s clears ``floor × (1 − tolerance)`` (too noisy is inconclusive, never pass)."""
-    m = perf.measure(perf_case)
-    perf.conclude(perf_case, perf.floor(perf_case, m))
+    perf_check(measure(perf_server), "tok_s")
 
 
 @pytest.mark.perfgate(kind="sweep")
-def test_concurrency_sweep(perf, perf_case):
+def test_concurrency_sweep(perf_server, measure, perf_check):
     """Output tok/s, TTFT and inter-token latency percentiles per concurrency level (optional workload)."""
-    m = perf.measure(perf_case)
-    perf.conclude(perf_case, perf.sweep_verdict(perf_case, m))
+    perf_check(measure.sweep(perf_server), "sweep")

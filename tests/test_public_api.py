@@ -116,7 +116,8 @@ def test_the_fixtures_are_listed_with_their_documentation(pytester):
     _project(pytester, ttft=1.0)
     r = pytester.runpytest_subprocess("--fixtures", "mytests", "-p", "no:cacheprovider")
     out = r.stdout.str()
-    for name in ("perf_server", "measure", "perf_check", "perf_case", "perfgate_profile"):
+    for name in ("perf_server", "measure", "perf_check", "perf_baseline", "perf_compare", "step_profile", "perf_case",
+                 "perfgate_profile"):
         assert f"{name} -- " in out or f"{name}\n" in out or f"{name} [" in out, name
     assert "measured cold" in out and "Ends the test" in out
 
@@ -132,7 +133,8 @@ def test_typo(perf_server, measure):
 
 
 def test_the_public_names_are_importable_and_listed():
-    assert set(perfgate.__all__) >= {"PerfServer", "Measurement", "METRICS", "load_profile", "PerfgateError"}
+    assert set(perfgate.__all__) >= {"PerfServer", "BaselineServer", "Measurement", "METRICS", "load_profile",
+                                     "PerfgateError"}
     for name in perfgate.__all__:
         assert getattr(perfgate, name) is not None, name
     assert perfgate.__version__
@@ -141,7 +143,10 @@ def test_the_public_names_are_importable_and_listed():
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("path", ["perftests/test_latency.py"])
+@pytest.mark.parametrize("path", ["perftests/test_latency.py", "perftests/test_goodput.py",
+                                  "perftests/test_crossover.py", "perftests/test_profile.py",
+                                  "perftests/test_baseline.py", "perftests/test_speculative.py",
+                                  "perftests/test_backends.py"])
 def test_the_example_uses_only_public_names(path):
     text = (ROOT / path).read_text()
     assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only
@@ -169,3 +174,32 @@ def test_update_baselines_writes_a_user_tests_limit_at_its_concurrency(pytester)
     for metric in ("ttft_ms", "output_tok_s"):  # judged against the written limit (pass or fail: a shared CPU)
         rec = again[f"test_under_load[m:baseline-{metric}]"]
         assert float(rec["limit"]) == c4[metric] and rec["outcome"] in ("pass", "fail")
+
+
+COMPARE_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="mine", modes=["eagle3"])
+
+
+def test_eagle3_against_the_baseline(perf_server, perf_baseline, measure, perf_compare):
+    assert perf_baseline.mode == "baseline" and perf_baseline.config.key != perf_server.config.key
+    base = measure(perf_baseline)
+    perf_compare(measure(perf_server), base)
+'''
+
+
+def test_a_user_test_compares_a_config_with_its_baseline_measured_in_the_same_run(pytester):
+    """perf_baseline / perf_compare: the speculation record's comparison in a user's test: the baseline measured in
+    this session (not recorded on the test), the ratio of medians and the cost model's breakdown on the record."""
+    prof = _make(pytester.path, PROFILE.replace("TTFT", "1.0"))
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_cmp.py").write_text(COMPARE_TEST)
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert "2 server start(s) for 2 distinct config(s)" in r.stdout.str()
+    rec = _records(pytester.path / "r.xml")["test_eagle3_against_the_baseline[m:eagle3]"]
+    assert rec["kind"] == "mine" and rec["mode"] == "eagle3" and rec["outcome"] in ("pass", "fail", "inconclusive")
+    assert float(rec["vs_baseline_ci_low"]) <= float(rec["vs_baseline"]) <= float(rec["vs_baseline_ci_high"])
+    assert float(rec["token_match"]) == 1.0 and "cycle_ms" in rec  # lossless; the cost model's breakdown
+    assert "eagle3 vs baseline" in rec["reason"]

@@ -101,20 +101,20 @@ def test_fewer_trials_than_an_interval_needs_is_no_verdict(n):
     v = compare_verdict(one, BASE, confidence=0.95, max_cv=0.05, what="v")
     assert v.outcome == "inconclusive" and v.category == "noise-unknown"
     assert f"{n} trial(s)" in v.message and "at least 3" in v.message
-    from perfgate.measuring.verdict import floor_verdict
-    from perfgate.profiles import Floor
+    from perfgate.measuring.verdict import limit_verdict
 
-    fv = floor_verdict(one, Floor(mode="baseline", tok_s=80.0), max_cv=0.05, where="p.toml", update_hint="x")
+    fv = limit_verdict(one, "tok_s", 80.0, 0.03, max_cv=0.05, where="p.toml", update_hint="x")
     assert fv.outcome == "inconclusive" and fv.category == "noise-unknown"
 
 
 def test_one_judge_built_in_floors_and_perf_check_agree_on_the_same_data():
     """Issue 23's two-judges case: Floor(tok_s=99, tolerance=0.03, max_cv=0.2) and trials with a 6.7 % CV. The built-in
-    floor said inconclusive (noise bar: the workload's max_cv) while perf_check said pass (the floor table's); now both
-    take Profile.max_cv_for and the one limit_verdict."""
+    floor said inconclusive (noise bar: the workload's max_cv) while perf_check said pass (the floor table's); now the
+    built-in floor record is perf_check(m, "tok_s") (perftests/test_baseline.py): one limit_verdict, the noise bar
+    of Profile.max_cv_for."""
     import statistics
 
-    from perfgate.measuring.verdict import floor_verdict, limit_verdict
+    from perfgate.measuring.verdict import limit_verdict
     from perfgate.profiles.load import load_profile
 
     values = [91.0, 100.0, 110.0, 98.0, 101.0]
@@ -131,11 +131,13 @@ def test_one_judge_built_in_floors_and_perf_check_agree_on_the_same_data():
     fl = p.floors["baseline"]
     bar = p.max_cv_for("baseline", fl)
     assert bar == 0.2
-    built_in = floor_verdict(m, fl, max_cv=bar, where="p", update_hint="x")
-    user = limit_verdict(m, "tok_s", fl.limit("tok_s"), fl.tolerance, max_cv=bar, where="p", update_hint="x")
-    assert built_in == user and built_in.outcome == "pass"
-    # without the floor's own bar, the workload's applies to both: too noisy for either
-    assert floor_verdict(m, fl, max_cv=p.max_cv_for("baseline"), where="p", update_hint="x").category == "noisy"
+    v = limit_verdict(m, "tok_s", fl.limit("tok_s"), fl.tolerance, max_cv=bar, where="p", update_hint="x")
+    assert v.outcome == "pass"
+    # without the floor's own bar, the workload's applies: too noisy
+    assert limit_verdict(m, "tok_s", fl.limit("tok_s"), fl.tolerance, max_cv=p.max_cv_for("baseline"), where="p",
+                         update_hint="x").category == "noisy"
+    text = (Path(__file__).resolve().parents[1] / "perftests/test_baseline.py").read_text()
+    assert 'perf_check(measure(perf_server), "tok_s")' in text  # the built-in floor is the user's call
 
 
 def test_one_judge_for_a_record_metric_with_its_own_interval_and_a_top_load():

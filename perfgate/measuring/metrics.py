@@ -43,9 +43,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("itl_ms_p99", False, "ms", "inter-token latency, 99th percentile of a trial"),
 )}
 
-#: numbers a record of its own kind computes from many measurements (not a Measurement's): judged against
-#: ``[floors.<mode>]`` in their direction like METRICS (perfgate.plugin.loadcheck)
+#: numbers a record judges that carry no statistics over trials of their own: a Measurement's acceptance length
+#: (summed over its trials), and what a record of its own kind computes from many measurements
+#: (perfgate.plugin.loadcheck); judged against ``[floors.<mode>]`` in their direction like METRICS
 RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("accept_len", True, "tokens/verify", "completion tokens per verify pass of a speculative mode"),
     Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
     Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
 )}

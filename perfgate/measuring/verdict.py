@@ -6,7 +6,7 @@ a final verdict into the pytest outcome; messages say what, the numbers, and wha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import (
@@ -18,7 +18,7 @@ from perfgate.measuring.metrics import (
     bootstrap_ratio_ci,
     trials_to_resolve,
 )
-from perfgate.profiles import DEFAULT_TOLERANCE, Expectation, Floor
+from perfgate.profiles import Expectation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,13 +64,6 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
                        message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials")
     return None
-
-
-def floor_verdict(m: Measurement, floor: Floor | None, *, max_cv: float, where: str, update_hint: str) -> Verdict:
-    """Decode tok/s against ``floor * (1 - tolerance)``: :func:`limit_verdict` on ``tok_s``."""
-    return limit_verdict(m, "tok_s", floor.tok_s if floor is not None else None,
-                         floor.tolerance if floor is not None else DEFAULT_TOLERANCE, max_cv=max_cv, where=where,
-                         update_hint=update_hint)
 
 
 def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: float, *, max_cv: float,
@@ -134,19 +127,19 @@ def judge_limit(metric: str, got: float, limit: float | None, tolerance: float, 
     )
 
 
-def acceptance_verdict(accept_len: float | None, floor: Floor | None, *, where: str) -> Verdict:
+def acceptance_verdict(accept_len: float | None, limit: float | None, tolerance: float, *, where: str,
+                       update_hint: str) -> Verdict:
+    """A speculative mode's acceptance length against its floor: :func:`judge_limit` on ``accept_len`` (a sum over
+    the trials, no noise of its own). None measured: speculation did not run (a crash); below 1 token per verify
+    pass, whatever the floor: the output is wrong."""
     if accept_len is None:
-        return Verdict(outcome="fail", category="crash",
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message="no acceptance length: the responses carried no spec_verify_ct (is speculation on?)")
-    if floor is None or floor.accept_len is None:
-        return Verdict(outcome="skip",
-                       message=f"acceptance length {accept_len:.2f} recorded; no accept_len floor in {where}")
-    limit = floor.accept_len * (1 - floor.accept_len_tolerance)
-    if accept_len >= limit:
-        return Verdict(outcome="pass", message=f"acceptance length {accept_len:.2f} >= {limit:.2f}")
-    return Verdict(outcome="fail", category="wrong-output" if accept_len < 1.0 else "slower-than-baseline",
-                   message=f"acceptance length {accept_len:.2f} < floor {floor.accept_len:g} × (1 − "
-                           f"{floor.accept_len_tolerance:g}) = {limit:.2f} [{where}]")
+    v = judge_limit("accept_len", accept_len, limit, tolerance, noise=None, max_cv=None, where=where,
+                    update_hint=update_hint, what=f"acceptance length {accept_len:.2f}")
+    if v.outcome == Outcome.FAIL and accept_len < 1.0:
+        return replace(v, category=Category.WRONG_OUTPUT)
+    return v
 
 
 def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,

@@ -4,7 +4,8 @@ Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``;
 ``pytest_plugins = ["perfgate.plugin"]`` does the same without installing). It stays inert in sessions
 that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
 the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
-fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_case``, ``perf``), wherever the test lives.
+fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_baseline``, ``perf_compare``, ``step_profile``,
+``perf_case``, ``perf``), wherever the test lives.
 """
 
 from __future__ import annotations
@@ -186,6 +187,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     that made it, as pytest does for skip marks, not at the line of perfgate that concluded it."""
     outcome = yield
     rep = outcome.get_result()
+    if rep.when == "setup" and rep.failed and _concluded(item, call):
+        # the perf_server fixture concluded the record (a failed start, a server this record depends on): the
+        # test's failure, as when the test itself concludes it, not an error of the set-up (a JUnit <error>)
+        rep.when = "call"
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         raw = Path(str(rep.longrepr[0]))
         candidates = ([raw] if raw.is_absolute()
@@ -196,6 +201,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # perfgate/
+
+
+def _concluded(item: pytest.Item, call: Any) -> bool:
+    """The failure is perfgate's conclusion of the item's record (PerfRun.conclude writes ``outcome`` first)."""
+    exc = getattr(call, "excinfo", None)
+    return (exc is not None and exc.errisinstance(pytest.fail.Exception) and case_of(item) is not None
+            and any(k == "outcome" for k, _ in item.user_properties))
 
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
@@ -342,6 +354,28 @@ def perf_check(perf: Any) -> Any:
     from perfgate.plugin.api import Check
 
     return Check(perf)
+
+
+@pytest.fixture
+def perf_baseline(perf: Any, perf_server: Any) -> Any:
+    """The config this record is compared with (perfgate.BaselineServer: mode, config): the profile's baseline mode
+    for a mode's record, the variant's own mode for a variant's. measure(perf_baseline) is its measurement in this
+    session, not recorded on this test (its own record's, when that ran first; else its server is started then);
+    a baseline that fails fails this record. perf_compare concludes on the pair."""
+    from perfgate.plugin.compare import baseline_of
+
+    return baseline_of(perf, perf_server.case)
+
+
+@pytest.fixture
+def perf_compare(perf: Any) -> Any:
+    """perf_compare(measurement, baseline_measurement): conclude this test's record on the config against its
+    baseline measured in the same run: greedy tokens must match (else wrong-output), then decode tok/s by the CI of
+    the ratio of medians (paired per start with --perfgate-starts N) beyond the profile's min_effect; a speculative
+    mode's record gets the cost model's breakdown, a variant's passes when not slower beyond noise. Ends the test."""
+    from perfgate.plugin.compare import Compare
+
+    return Compare(perf)
 
 
 @pytest.fixture

@@ -17,22 +17,30 @@ perfgate's built-in tests::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.metrics import METRICS, Measurement
+from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement
 from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
+    from perfgate.plugin.compare import BaselineServer
     from perfgate.plugin.loadrun import Goodput, Levels
+    from perfgate.plugin.pool import Endpoint
     from perfgate.plugin.runner import PerfRun
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
 __all__ = ["PerfServer", "Measure", "Check"]
+
+#: what ``perf_check`` judges a speculative mode's acceptance length on, and concludes a concurrency sweep on
+ACCEPT_LEN = "accept_len"
+SWEEP = "sweep"
 
 #: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
 MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
@@ -41,29 +49,45 @@ MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", 
 
 @dataclass(frozen=True)
 class PerfServer:
-    """A running server of one config: a profile's mode, optionally with a variant.
+    """The server of one config: a profile's mode, optionally with a variant.
 
     ``url`` serves SGLang's HTTP API (or the simulated server's); ``log_path`` is its log. With
-    ``--perfgate-url`` it is the attached server and ``log_path`` is empty.
+    ``--perfgate-url`` it is the attached server and ``log_path`` is empty. The server is started when first
+    used (``url``, ``measure``), once per session: a record whose measurement this session already took (a
+    variant that changes nothing, a second record of the config) starts nothing; a failed start is the record.
     """
 
     mode: str
     variant: str | None
     config: ServerConfig
-    url: str
-    log_path: str
-    startup_s: float | None
     case: Case
+    _connect: Callable[[], Endpoint] = field(repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.config.name
 
+    @cached_property
+    def _endpoint(self) -> Endpoint:
+        return self._connect()
+
+    @property
+    def url(self) -> str:
+        return self._endpoint.url
+
+    @property
+    def log_path(self) -> str:
+        return self._endpoint.log_path
+
+    @property
+    def startup_s(self) -> float | None:
+        return self._endpoint.startup_s
+
 
 def start(perf: PerfRun, case: Case) -> PerfServer:
-    """The running server of ``case``'s config (started once per session; a failed start concludes the test)."""
-    from perfgate.plugin.pool import ServerFailed
-
+    """The server of ``case``'s config, started when first used (a failed start, or a config whose start failed
+    before, concludes the test then); a launch it refuses or an attached server of another config concludes the
+    test here."""
     st = perf.state
     config = st.config_for(case)
     perf._identity(case, config)
@@ -72,20 +96,29 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
         perf.controlled(case)
     st.check_hardware()
     perf.admit(config, case)
-    known = perf.servers.failure(config)
-    if known is not None:
-        perf.conclude(case, known.verdict)
+    return PerfServer(mode=case.mode, variant=case.variant, config=config, case=case,
+                      _connect=lambda: _endpoint(perf, case, config))
+
+
+def _endpoint(perf: PerfRun, case: Case, config: ServerConfig) -> Endpoint:
+    """The config's running server (started if it is not); a failed start concludes the record."""
+    from perfgate.plugin.ledger import refuse_update
+    from perfgate.plugin.pool import ServerFailed
+
+    known = perf.servers.failure(config)  # an earlier record's start failed: no second launch
     failed: ServerFailed | None = None
     try:
-        ep = perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
+        return perf.servers.endpoint(config, on_log=lambda path: perf.record("log", path))
     except ServerFailed as e:
         failed = e  # the pool knows it now: the config's other records fail without a launch
-    if failed is not None:  # concluded outside the except block: no "during handling" chain in the report
-        if failed.log:
-            perf.record("log", failed.log)
-        perf.conclude(case, failed.verdict)
-    return PerfServer(mode=case.mode, variant=case.variant, config=config, url=ep.url, log_path=ep.log_path,
-                      startup_s=ep.startup_s, case=case)
+    # concluded outside the except block: no "during handling" chain in the report
+    log = failed.log or perf.servers.log_of(config)
+    if log:
+        perf.record("log", log)
+    why = "the measurement failed" if known is None else f"the {config.name} server failed"
+    refuse_update(perf.state, case, f"{why} ({failed.verdict.category})")
+    perf.conclude(case, failed.verdict)
+    raise AssertionError("unreachable: conclude() ends the test")
 
 
 class Measure:
@@ -96,12 +129,13 @@ class Measure:
     SGLang's prefix cache flushed before every trial and no prompt repeated, median, bootstrap CI and CV
     per metric. Each distinct workload of a config is measured once per session. The numbers are
     recorded on the test (JUnit properties) at once, so a failing test still carries them.
+    ``measure(perf_baseline)`` measures the compared config the same way without recording it on the test.
     """
 
     def __init__(self, perf: PerfRun) -> None:
         self._perf = perf
 
-    def __call__(self, server: PerfServer, **overrides: Any) -> Measurement:
+    def __call__(self, server: PerfServer | BaselineServer, **overrides: Any) -> Measurement:
         unknown = set(overrides) - set(MEASURE_KEYS)
         if unknown:
             raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
@@ -115,12 +149,26 @@ class Measure:
                 raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
         w = perf.state.settings.workload(w, **given)
+        from perfgate.plugin.compare import BaselineServer
+
+        if isinstance(server, BaselineServer):  # the compared config's numbers are not this record's
+            return perf.measure(server.case, primary=False, workload=None if not given else w)
         m = perf.measure(server.case, workload=None if not given else w)
         perf.record("concurrency", m.concurrency)
         for name in METRICS:
             st = m.stat(name)
             if st is not None and name not in ("tok_s",):  # tok_s and its CI/CV are recorded by measure()
                 perf.record(name, st.median)
+        return m
+
+    def sweep(self, server: PerfServer) -> Measurement:
+        """The mode's workload (as ``measure(server)``), then one level per ``[workload] concurrency_sweep`` entry on
+        the same server, 2 x c requests each, the prefix cache flushed before each: the points are ``m.sweep``
+        (output tok/s, TTFT and inter-token latency p50/p99 per level); ``perf_check(m, "sweep")`` concludes on them."""
+        perf = self._perf
+        m = self(server)
+        if not m.sweep and perf.state.profile.workload.concurrency_sweep:
+            m = perf._sweep(server.case, server.config, m)
         return m
 
     def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
@@ -183,12 +231,14 @@ class Check:
     """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
 
     ``metric`` is one of ``perfgate.measuring.metrics.METRICS`` (``tok_s``, ``output_tok_s`` and ``*_ms`` latencies,
-    ``_p99`` too); its direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``;
-    latency: at or below ``limit x (1 + tolerance)``). Without ``limit`` the profile's
-    ``[floors.<mode>]`` (at the profile's concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is
-    used; none there: the number is recorded and the test skips, saying how to record one. The record
-    goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict xfail.
-    This ends the test (pass, fail, xfail, skip): call it last.
+    ``_p99`` too) or ``accept_len`` (a speculative mode's acceptance length: completion tokens per verify pass); its
+    direction decides what passes (throughput: at or above ``limit x (1 - tolerance)``; latency: at or below
+    ``limit x (1 + tolerance)``). Without ``limit`` the profile's ``[floors.<mode>]`` (at the profile's
+    concurrency) or ``[floors.<mode>.c<N>]`` (at concurrency N) is used (``accept_len`` with its
+    ``accept_len_tolerance``); none there: the number is recorded and the test skips, saying how to record one.
+    ``perf_check(m, "sweep")`` concludes a ``measure.sweep`` on its levels (recorded; a level that lost requests
+    fails). The record goes through the profile's expectations (``[expectations.<kind>]``), so it can be a strict
+    xfail. This ends the test (pass, fail, xfail, skip): call it last.
     """
 
     def __init__(self, perf: PerfRun) -> None:
@@ -196,57 +246,49 @@ class Check:
 
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
-        from perfgate.measuring.verdict import limit_verdict, lost_verdict
+        from perfgate.measuring.verdict import acceptance_verdict, limit_verdict, lost_verdict
         from perfgate.plugin.loadrun import Goodput, Levels
 
         if isinstance(m, (Goodput, Levels)):
             return self._load(m, metric)
-        if metric not in METRICS:
-            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}")
+        if metric == SWEEP:
+            return self._perf.conclude(_case_of_test(self._perf), self._perf.sweep_verdict(m))
+        if metric not in METRICS and metric != ACCEPT_LEN:
+            raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}, {ACCEPT_LEN}, "
+                             f"{SWEEP}")
         perf = self._perf
         case = _case_of_test(perf)
         st = perf.state
         p = st.profile
+        w = p.workload_for(case.mode)
         floors = p.floors.get(case.mode)
-        at = None
-        if floors is not None:
-            at = floors if m.concurrency == p.workload_for(case.mode).concurrency and floors.limit(metric) else None
-            at = floors.at(m.concurrency) or at
+        same_c = m.concurrency == w.concurrency
+        table = case.mode if same_c else f"{case.mode}.c{m.concurrency}"  # the [floors.<table>] it reads and writes
+        at = (floors.at(m.concurrency) if floors is not None else None) or (floors if same_c else None)
         stored = at.limit(metric) if at is not None else None
         lim = limit if limit is not None else stored
-        tol = tolerance if tolerance is not None else (at.tolerance if at is not None else DEFAULT_TOLERANCE)
-        spec = METRICS[metric]
-        stat = m.stat(metric)
+        tol = tolerance if tolerance is not None else (at.tolerance_for(metric) if at is not None else
+                                                       DEFAULT_TOLERANCE)
+        spec = METRICS.get(metric) or RECORD_METRICS[metric]
         perf.record(METRIC, metric)
         perf.record(DIRECTION, spec.direction)
-        if stat is not None:
-            perf.record(metric, stat.median)
-            if stat.ci_low is not None and stat.ci_high is not None:
-                perf.record(f"{metric}_ci_low", stat.ci_low)
-                perf.record(f"{metric}_ci_high", stat.ci_high)
-            if stat.cv is not None:
-                perf.record(cv_name(metric), stat.cv)
-        from perfgate.plugin.starts import start_properties
-
-        for k, val in start_properties(m, metric, confidence=p.workload_for(case.mode).confidence).items():
-            perf.record(k, val)  # the record's metric per start (measure() wrote decode tok/s's)
+        if metric in METRICS:
+            _record_stat(perf, m, metric, w.confidence)
         if lim is not None:
             perf.record(LIMIT, lim)
             perf.record(TOLERANCE, tol)
-        where = f"{p.path}, [floors.{case.mode}" + (f".c{m.concurrency}]" if m.concurrency != p.workload_for(
-            case.mode).concurrency else "]")
+        where = f"{p.path}, mode {case.mode}" if same_c else f"{p.path}, [floors.{table}]"
         max_cv = p.max_cv_for(case.mode, at)
-        v = limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where,
-                           update_hint=f"a `{metric} = <value>` line there, or --perfgate-update-baselines")
+        hint = _update_hint(perf)
+        v = (limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where, update_hint=hint) if metric in METRICS
+             else acceptance_verdict(m.accept_len, lim, tol, where=where, update_hint=hint))
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
             from perfgate.plugin.ledger import note_update
 
-            same_c = m.concurrency == p.workload_for(case.mode).concurrency
-            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv,
-                        table=case.mode if same_c else f"{case.mode}.c{m.concurrency}")
-        v = lost_verdict(v, f"the {metric} limit ({lim:g}) of {case.mode}" if lim is not None else None)
+            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv, table=table)
+        word = "floor" if spec.higher_is_better else "ceiling"
+        v = lost_verdict(v, f"the {table} {word} ({lim:g} {spec.unit})" if lim is not None else None)
         perf.conclude(case, v)
-
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
@@ -266,6 +308,36 @@ class Check:
         base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
                               trials=_shared_trials(perf))
         return conclude_crossover(perf, case, base, m)
+
+
+def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) -> None:
+    """The metric's median, CI and CV over trials, and its per-start values (measure() wrote decode tok/s's)."""
+    from perfgate.plugin.starts import start_properties
+
+    stat = m.stat(metric)
+    if stat is not None:
+        perf.record(metric, stat.median)
+        if stat.ci_low is not None and stat.ci_high is not None:
+            perf.record(f"{metric}_ci_low", stat.ci_low)
+            perf.record(f"{metric}_ci_high", stat.ci_high)
+        if stat.cv is not None:
+            perf.record(cv_name(metric), stat.cv)
+    for k, val in start_properties(m, metric, confidence=confidence).items():
+        perf.record(k, val)
+
+
+def _update_hint(perf: PerfRun) -> str:
+    """The command that writes this test's limit: its directory, its perfgate marker, the profile."""
+    import os
+
+    item = perf.item
+    here = item.config.invocation_params.dir
+    folder = os.path.relpath(item.path.parent, here) if item.path.is_relative_to(here) else str(item.path.parent)
+    # perfgate's selection markers (baseline, speculative, load, ...): registered with "(perfgate)" at the end
+    tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
+    marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
+    select = f" -m {marks[0]}" if marks else ""
+    return f"`pytest {folder}/{select} --perfgate-profile {perf.state.profile.name} --perfgate-update-baselines`"
 
 
 def _case_of_test(perf: PerfRun) -> Case:

@@ -1,4 +1,4 @@
-"""The built-in checks of a record, with the profile's context: floors, acceptance, speculation and variants
+"""The built-in checks of a record, with the profile's context: speculation and variants
 against the baseline measured in the same run, the concurrency sweep, preflight and controlled comparisons.
 
 Each returns a :class:`~perfgate.measuring.verdict.Verdict` (or concludes the record itself where the check ends it:
@@ -11,19 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.metrics import METRICS, Measurement, token_match
+from perfgate.measuring.metrics import Measurement, token_match
 from perfgate.measuring.verdict import (
     Verdict,
-    acceptance_verdict,
     compare_verdict,
-    floor_verdict,
-    lost_verdict,
     within_noise_or_faster,
 )
 from perfgate.plugin.kinds import FLOOR
-from perfgate.plugin.ledger import note_update
 from perfgate.plugin.pool import pool_of
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, Case
+from perfgate.record import Case
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -36,7 +32,7 @@ __all__ = ["Checks"]
 
 
 class Checks:
-    """The checks of :class:`perfgate.plugin.runner.PerfRun` (``perf.floor(...)``, ``perf.compare(...)``, ...)."""
+    """The checks of :class:`perfgate.plugin.runner.PerfRun` (``perf.compare(...)``, ``perf.sweep_verdict(...)``)."""
 
     state: PerfgateState
 
@@ -54,33 +50,6 @@ class Checks:
     def profile(self) -> Any:
         return self.state.profile
 
-    def where(self) -> str:
-        return str(self.state.profile.path)
-
-    def update_hint(self) -> str:
-        return (f"`pytest perftests/ -m baseline --perfgate-profile {self.state.profile.name} "
-                f"--perfgate-update-baselines`")
-
-    def floor(self, case: Case, m: Measurement) -> Verdict:
-        p = self.profile
-        fl = p.floors.get(case.mode)
-        self.record(METRIC, "tok_s")
-        self.record(DIRECTION, METRICS["tok_s"].direction)
-        if fl is not None and fl.tok_s is not None:  # the names perf_check writes: one record contract
-            self.record(LIMIT, fl.tok_s)
-            self.record(TOLERANCE, fl.tolerance)
-        v = floor_verdict(m, fl, max_cv=p.max_cv_for(case.mode, fl), where=f"{self.where()}, mode {case.mode}",
-                          update_hint=self.update_hint())
-        note_update(self.state, case.mode, "tok_s", fl.tok_s if fl else None, m, v)
-        return lost_verdict(v, f"the {case.mode} floor ({fl.tok_s:g} tok/s)" if fl and fl.tok_s is not None else None)
-
-    def acceptance(self, case: Case, m: Measurement) -> Verdict:
-        fl = self.profile.floors.get(case.mode)
-        v = acceptance_verdict(m.accept_len, fl, where=f"{self.where()}, mode {case.mode}")
-        note_update(self.state, case.mode, "accept_len", fl.accept_len if fl else None, m, v)
-        return lost_verdict(v, f"the {case.mode} acceptance floor ({fl.accept_len:g})"
-                            if fl and fl.accept_len is not None else None)
-
     def compare(self, case: Case, candidate: Measurement, baseline: Measurement, *, what: str) -> Verdict:
         """Candidate vs the baseline measured in this run: outputs first, then speed."""
         w = self.profile.workload
@@ -97,7 +66,7 @@ class Checks:
             self.record(k, val)
         return v
 
-    def sweep_verdict(self, case: Case, m: Measurement) -> Verdict:
+    def sweep_verdict(self, m: Measurement) -> Verdict:
         """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
         for pt in m.sweep:
             for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):

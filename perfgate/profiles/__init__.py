@@ -143,7 +143,14 @@ class Floor:
     max_cv: float | None = None
 
     def limit(self, metric: str) -> float | None:
-        return self.tok_s if metric == "tok_s" else self.limits.get(metric)
+        if metric == "tok_s":
+            return self.tok_s
+        return self.accept_len if metric == "accept_len" else self.limits.get(metric)
+
+    def tolerance_for(self, metric: str) -> float:
+        """The tolerance of ``metric``'s limit: ``accept_len_tolerance`` for the acceptance length, else
+        ``tolerance``."""
+        return self.accept_len_tolerance if metric == "accept_len" else self.tolerance
 
     def at(self, concurrency: int | None) -> Floor | None:
         """The floors that apply at ``concurrency`` (``None``: the mode's own, for its workload)."""

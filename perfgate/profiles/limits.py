@@ -18,7 +18,7 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floo
             *per_level})
     limits = {}
     for name, metric in {**METRICS, **RECORD_METRICS}.items():
-        if name != "tok_s" and name in f.data:
+        if name not in ("tok_s", "accept_len") and name in f.data:  # those two are fields of their own
             kind = "a floor" if metric.higher_is_better else "a ceiling"
             limits[name] = float(f.num(name, f"{metric.unit} > 0 ({kind})", lo=1e-9))
     return Floor(

@@ -35,7 +35,7 @@ from functools import partial
 
 from perfgate.measuring.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
-from perfgate.record import MACHINE_ID  # the property naming a record's machine (perfgate.stack.machine)
+from perfgate.record import MACHINE_ID  # MACHINE_ID: the property naming a record's machine
 from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
 from perfgate.report.records import Record, Report

@@ -13,7 +13,8 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   exactly. :data:`REFERENCE` (the default, ``PERFGATE_SIM_MACHINE`` unset) is exactly 1.0: the shipped
   simulated floors and the seed table are the reference machine's.
 - :func:`start_jitter`: one start's factor, seeded by ``--sim-start-seed`` (``PERFGATE_SIM_START_SEED``, else
-  perfgate's sim engine passes ``<seed key>:<n>`` (the config's key without its absolute paths) for a config's n-th start: each start its own draw, the
+  perfgate's sim engine passes ``<seed key>:<n>``
+  (the config's key without its absolute paths) for a config's n-th start: each start its own draw, the
   same sequence every session), else random: like a GPU's, a start's state is not the model's
   ``--random-seed``, which the shipped profiles fix.
 - ``PERFGATE_SIM_SCALE`` (:func:`parse_scale`, default 1.0): a multiplier on the simulated speed, to
