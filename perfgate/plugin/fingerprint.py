@@ -117,14 +117,6 @@ def session_fingerprint(st: Session) -> Fingerprint:
 
 def _say(st: Session, msg: str) -> None:
     """One line on the terminal, past output capture (the controller only under xdist)."""
-    config = st.config
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is None or hasattr(config, "workerinput"):
-        return
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    if capman is None:
-        tr.write_line(msg)
-        return
-    with capman.global_and_fixture_disabled():
-        tr.ensure_newline()
-        tr.write_line(msg)
+    from perfgate.plugin.say import say
+
+    say(st.config, msg)

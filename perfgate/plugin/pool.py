@@ -209,17 +209,9 @@ class Pool:
 
     def note(self, msg: str, *, live: bool = False) -> None:
         """One terminal line (the controller only under xdist); ``live``: past output capture, now."""
-        config = self.state.config
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is None or hasattr(config, "workerinput"):
-            return
-        capman = config.pluginmanager.get_plugin("capturemanager") if live else None
-        if capman is None:
-            tr.write_line(msg)
-            return
-        with capman.global_and_fixture_disabled():
-            tr.ensure_newline()
-            tr.write_line(msg)
+        from perfgate.plugin.say import say
+
+        say(self.state.config, msg, live=live)
 
 
 class Launcher(Pool):
