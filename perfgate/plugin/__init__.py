@@ -368,6 +368,23 @@ def perf_baseline(perf: Any, perf_server: Any) -> Any:
 
 
 @pytest.fixture
+def perf_candidate(request: pytest.FixtureRequest, perf: Any) -> Any:
+    """This record's config on the --perfgate-candidate stack (perfgate.CandidateServer: mode, config, spec), as
+    perf_baseline gives the baseline's. measure(perf_candidate) measures this record's own config, then the
+    candidate arm, server starts interleaved under --perfgate-starts N (current 1, candidate 1, ...), and records the
+    candidate's numbers under candidate.*; perf_compare(measure(perf_candidate), measure(perf_server)) judges the
+    paired candidate/current ratio (fail beyond noise and 0.5 %). No candidate, or an attached server: the record
+    skips, saying why. The stack-pair record: perftests/test_stack_pair.py."""
+    from perfgate.plugin.stackpair import candidate_of
+
+    case = case_of(request.node)
+    if case is None:
+        raise pytest.UsageError(f"perfgate: {request.node.nodeid}: perf_candidate needs perf_server (it names the "
+                                f"record's mode and variant)")
+    return candidate_of(perf, case)
+
+
+@pytest.fixture
 def perf_compare(perf: Any) -> Any:
     """perf_compare(measurement, baseline_measurement): conclude this test's record on the config against its
     baseline measured in the same run: greedy tokens must match (else wrong-output), then decode tok/s by the CI of

@@ -60,7 +60,10 @@ class Compare:
     beyond the profile's ``min_effect``; ``vs_baseline`` and its CI are recorded. A speculative mode's record
     adds the cost model's breakdown (a slower one says what it would take); a variant's passes when not slower
     beyond noise, and is inconclusive (``not-exercised``) where NCCL's log shows it never ran the variant's
-    all-reduces. Through the profile's expectations; this ends the test: call it last.
+    all-reduces. A candidate arm's measurement against the record's own,
+    ``perf_compare(measure(perf_candidate), measure(perf_server))``, is the stack-pair judgement
+    (:func:`perfgate.plugin.stackpair.stack_pair_verdict`: the paired ratio beyond the 0.5 % practical floor),
+    whatever the record's kind. Through the profile's expectations; this ends the test: call it last.
     """
 
     def __init__(self, perf: PerfRun) -> None:
@@ -73,6 +76,11 @@ class Compare:
         case = case_of(perf.item)
         if case is None:
             raise RuntimeError("perf_compare() needs the test to use perf_server (it names the mode and variant)")
+        from perfgate.plugin.stackpair import DECIDES, on_candidate_arm, stack_pair_verdict
+
+        k = kind_of(case.kind)
+        if on_candidate_arm(perf.state, case, m) or (k is not None and k.compares is Compares.CANDIDATE):
+            return perf.conclude(case, stack_pair_verdict(perf, case, m, base), decides=DECIDES)
         if case.variant:
             v = perf.variant_verdict(case, m, base)
         else:
