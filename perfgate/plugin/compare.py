@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfgate.plugin.kinds import Compares, kind_of
+from perfgate.plugin.kinds import Compares, compares_of, kind_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
@@ -44,8 +44,7 @@ class BaselineServer:
 def baseline_of(perf: PerfRun, case: Case) -> BaselineServer:
     """The baseline of ``case``'s record, as the kind registry says (perfgate.plugin.kinds ``compares``); a user's
     kind: a variant's own mode for a variant, the profile's baseline mode for a mode."""
-    k = kind_of(case.kind)
-    own = case.variant is not None if k is None or k.compares is None else k.compares is Compares.OWN_MODE
+    own = Compares.OWN_MODE in compares_of(case.kind, variant=case.variant is not None, fixtures=("perf_baseline",))
     base = case.baseline(case.mode if own else perf.state.profile.baseline_mode())
     return BaselineServer(mode=base.mode, config=perf.state.config_for(base), case=base)
 
