@@ -39,6 +39,7 @@ from perfgate.record import (
     PAIR_N,
     PAIR_RATIO,
     Case,
+    case_of,
 )
 
 if TYPE_CHECKING:
@@ -79,9 +80,12 @@ class CandidateServer:
         return self.config.name
 
 
-def candidate_of(perf: PerfRun, case: Case) -> CandidateServer:
-    """``case``'s config on the candidate arm; with no candidate, or an attached server, the record skips saying
-    so. Records ``candidate`` (the SPEC) and ``candidate.stack.<key>`` where the candidate's stack differs."""
+def candidate_of(perf: PerfRun) -> CandidateServer:
+    """The test's record's config on the candidate arm; with no candidate, or an attached server, the record skips
+    saying so. Records ``candidate`` (the SPEC) and ``candidate.stack.<key>`` where the candidate's stack differs."""
+    case = case_of(perf.item)
+    if case is None:
+        raise RuntimeError("perf_candidate needs the test to use perf_server (it names the mode and variant)")
     st = perf.state
     cand = st.settings.candidate
     if cand is None or perf.servers.attached:
