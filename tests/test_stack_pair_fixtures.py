@@ -97,3 +97,23 @@ def test_perf_compare_on_a_stack_pair_record_without_the_candidate_arm_says_the_
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*perf_compare(): a stack-pair record compares its config on the candidate stack*"
                             "perf_compare(measure(perf_candidate), measure(perf_server))*"])
+
+
+def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(pytester, tmp_path):
+    """perf_candidate (listed before perf_server) skips each record with the stack-pair's own reason, also where the
+    attached server runs another config than the record's (eagle3 here), before perf_server compares configs."""
+    from perfgate.sim.testing import SimProcess
+    from tests.test_measurement import BASE_FLAGS, MODEL, make_project
+
+    prof = make_project(pytester)
+    with SimProcess.start(BASE_FLAGS, log_path=tmp_path / "sim.log", model_path=MODEL) as sim:
+        sim.wait_ready()
+        r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                          f"--perfgate-url=http://127.0.0.1:{sim.port}", "--perfgate-candidate",
+                                          "env.PERFGATE_SIM_NOTHING=1", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(skipped=2)
+    for mode in ("baseline", "eagle3"):
+        p = _records(pytester)[f"test_stack_pair[m:{mode}]"]
+        assert p["outcome"] == "skip" and p["kind"] == "stack-pair" and "attached" not in p
+        assert p["reason"] == ("stack-pair: an attached server (--perfgate-url) has one stack; launch the servers to "
+                               "compare two")
