@@ -7,6 +7,9 @@ perfgate's speculation and variant records are written with them (``perftests/te
     def test_variant(perf_server, perf_baseline, measure, perf_compare):
         base = measure(perf_baseline)
         perf_compare(measure(perf_server), base)
+
+``perf_compare`` of a candidate arm's measurement (``perf_candidate``, the stack-pair record) is the paired stack
+judgement of :mod:`perfgate.plugin.stackpair`.
 """
 
 from __future__ import annotations
