@@ -2,10 +2,11 @@
 fixtures.
 
 One record per backend × world size × message size × timing (eager; CUDA graph on GPUs), its
-``micro_case`` (a ``perfgate.MicroCase``: kind ``allreduce``, mode ``eager`` or ``graph``, variant = the
-backend) given by perfgate from the session's plan, measured and concluded by ``micro_check``. Sizes are the
-model's decode and verify shapes (tokens × hidden × 2 bytes of bf16, from the profile's ``[model]`` and
-``[micro]``), plus a sweep; each backend × world size is measured in one launch of ranks, shared by its records.
+``micro_case`` (a ``MicroCase``, as perfgate exports it: kind ``allreduce``, mode ``eager`` or ``graph``,
+variant = the backend) given by perfgate from the session's plan, measured and concluded by ``micro_check``.
+Sizes are the model's decode and verify shapes (tokens × hidden × 2 bytes of bf16, from the profile's
+``[model]`` and ``[micro]``), plus a sweep; each backend × world size is measured in one launch of ranks,
+shared by its records.
 
 Outcomes: a measured size passes (its numbers are properties: ``backend``, ``world_size``, ``bytes``,
 ``latency_us``, ``latency_p99_us``, ``busbw_gbps``); where the profile has a floor for the record
