@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Agreement", "BenchResult", "BenchRow", "Crosscheck", "agreement", "make_tokenizer", "run_bench",
            "sglang_bench_module"]
 
-# the record's properties (docs/records.md); the identity, stack and perfgate's measurement come first
+# the record's own properties (docs/records.md), after its identity, stack and perfgate's measurement
 SGLANG_BENCH_MODULE = "sglang_bench_module"  # the module that ran (sglang.benchmark.one_batch_server since 0.5.17)
 SGLANG_BENCH_N = "sglang_bench_n"  # its requests: one per perfgate trial
 SGLANG_BENCH_TOK_S = "sglang_bench_tok_s"  # median output_throughput, as SGLang counts
