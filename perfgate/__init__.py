@@ -1,8 +1,9 @@
 """perfgate: a pytest-based performance regression suite for SGLang serving.
 
-Tests use the plugin's fixtures (``perf_server``, ``measure``, ``perf_check``, ``step_profile``; ``pytest --fixtures``
-lists them, docs/writing-tests.md explains them); these are the names to import beside them. The
-plugin itself is registered by ``pip install`` (entry point ``perfgate.plugin``).
+Tests use the plugin's fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_compare``, ``step_profile``,
+``perf_crosscheck``, ``micro_check``; ``pytest --fixtures`` lists them, docs/writing-tests.md explains them);
+these are the names to import beside them. The plugin itself is registered by ``pip install`` (entry point
+``perfgate.plugin``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "PerfServer",
     "BaselineServer",
     "CandidateServer",
+    "MicroCase",
     "Measurement",
     "Stat",
     "Metric",
@@ -46,6 +48,7 @@ _HOME = {
     "PerfServer": "perfgate.plugin.api",
     "BaselineServer": "perfgate.plugin.compare",
     "CandidateServer": "perfgate.plugin.stackpair",
+    "MicroCase": "perfgate.allreduce.records",
     "Measurement": "perfgate.measuring.metrics",
     "Stat": "perfgate.measuring.metrics",
     "Metric": "perfgate.measuring.metrics",

@@ -1,5 +1,5 @@
-"""Why a record failed (Category) and what it came to (Outcome): the two vocabularies of a record; and the
-communication backend a server variant must exercise (Backend).
+"""Why a record failed (Category) and what it came to (Outcome): the two vocabularies of a record; the names of
+perfgate's own record kinds (RecordKind); and the communication backend a server variant must exercise (Backend).
 
 Both are ``str`` enums: a member *is* its text (``Category.OOM == "oom"``), so records, profiles and
 reports keep plain strings, while code names the members and a typo is an AttributeError, not a silently
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Backend", "Category", "Outcome", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
+__all__ = ["Backend", "Category", "Outcome", "RecordKind", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
 
 
 class Word(str, Enum):
@@ -65,6 +65,24 @@ class Outcome(Word):
     INCONCLUSIVE = "inconclusive"
     SKIP = "skip"
     ERROR = "error"
+
+
+class RecordKind(Word):
+    """The kind of one of perfgate's own records (its ``kind`` property). What each kind decides (its cases, run
+    order, matrix row, floor update, the config it is compared with) is the registry in perfgate.plugin.kinds; the
+    names live here so that the record contract (perfgate.record) names them too. A user's kind is any other text."""
+
+    FLOOR = "floor"
+    SWEEP = "sweep"
+    ACCEPTANCE = "acceptance"
+    CROSSCHECK = "crosscheck"
+    SPECULATION = "speculation-vs-baseline"
+    VARIANT = "variant"
+    STACK_PAIR = "stack-pair"
+    PROFILE = "profile"
+    GOODPUT = "goodput"
+    CROSSOVER = "crossover"
+    ALLREDUCE = "allreduce"
 
 
 #: the categories the server's log can decide

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from perfgate.categories import RecordKind
+
 __all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
@@ -41,11 +43,11 @@ class Case:
         return self.variant or self.kind
 
     def baseline(self, base_mode: str) -> Case:
-        return Case(self.profile, "floor", base_mode, None)
+        return Case(self.profile, RecordKind.FLOOR, base_mode, None)
 
     def on_candidate(self) -> Case:
         """This record's config on the candidate arm (``--perfgate-candidate``), measured beside it."""
-        return Case(self.profile, "floor", self.mode, self.variant, arm="candidate")
+        return Case(self.profile, RecordKind.FLOOR, self.mode, self.variant, arm="candidate")
 
 
 def case_of(item: Any) -> Case | None:

@@ -1,10 +1,12 @@
-"""The fast tier (marker ``micro``): all-reduce micro-benchmarks, no server.
+"""The fast tier (marker ``micro``): all-reduce micro-benchmarks, no server, written only with perfgate's public
+fixtures.
 
 One record per backend × world size × message size × timing (eager; CUDA graph on GPUs), its
-``micro_case`` (a :class:`perfgate.allreduce.records.MicroCase`: kind ``allreduce``, mode ``eager`` or
-``graph``, variant = the backend) given by perfgate from the session's plan. Sizes are the model's decode
-and verify shapes (tokens × hidden × 2 bytes of bf16, from the profile's ``[model]`` and ``[micro]``), plus
-a sweep; each backend × world size is measured in one launch of ranks, shared by its records.
+``micro_case`` (a ``MicroCase``, as perfgate exports it: kind ``allreduce``, mode ``eager`` or ``graph``,
+variant = the backend) given by perfgate from the session's plan, measured and concluded by ``micro_check``.
+Sizes are the model's decode and verify shapes (tokens × hidden × 2 bytes of bf16, from the profile's
+``[model]`` and ``[micro]``), plus a sweep; each backend × world size is measured in one launch of ranks,
+shared by its records.
 
 Outcomes: a measured size passes (its numbers are properties: ``backend``, ``world_size``, ``bytes``,
 ``latency_us``, ``latency_p99_us``, ``busbw_gbps``); where the profile has a floor for the record
@@ -12,8 +14,7 @@ Outcomes: a measured size passes (its numbers are properties: ``backend``, ``wor
 <= ``latency_us × (1 + tolerance)`` or the record fails as ``slower-than-baseline``. The profile's
 ``[expectations."allreduce:<backend>"]`` decide like any expectation (strict xfail); without one, a backend
 or size that cannot run here (no GPU, not importable, arch, capture, SGLang's own fallback to NCCL) is an
-xfail with its category, and a wrong sum, a crashed rank or a hang is a failure
-(:mod:`perfgate.allreduce.records`, docs/allreduce.md).
+xfail with its category, and a wrong sum, a crashed rank or a hang is a failure (docs/allreduce.md).
 
 Settings, first found wins: env ``PERFGATE_MICRO_WORLD_SIZES`` ("2,4"), the profile's ``[micro]``
 (``world_sizes``, ``tokens``, ``sweep_bytes``, ``iters``, ``warmup``), defaults (world size min(GPUs, 8),
@@ -34,8 +35,6 @@ pytestmark = [
 ]
 
 
-def test_allreduce(micro_case, perf) -> None:
+def test_allreduce(micro_case, micro_check) -> None:
     """Time one all-reduce backend at one size; the numbers travel as JUnit properties."""
-    from perfgate.allreduce.records import check
-
-    check(perf, micro_case)
+    micro_check(micro_case)

@@ -117,7 +117,7 @@ def test_the_fixtures_are_listed_with_their_documentation(pytester):
     r = pytester.runpytest_subprocess("--fixtures", "mytests", "-p", "no:cacheprovider")
     out = r.stdout.str()
     for name in ("perf_server", "measure", "perf_check", "perf_baseline", "perf_candidate", "perf_compare",
-                 "step_profile", "perf_case", "perfgate_profile"):
+                 "step_profile", "perf_case", "perf_crosscheck", "micro_check", "perfgate_profile"):
         assert f"{name} -- " in out or f"{name}\n" in out or f"{name} [" in out, name
     assert "measured cold" in out and "Ends the test" in out and "--perfgate-candidate stack" in out
 
@@ -133,8 +133,8 @@ def test_typo(perf_server, measure):
 
 
 def test_the_public_names_are_importable_and_listed():
-    assert set(perfgate.__all__) >= {"PerfServer", "BaselineServer", "CandidateServer", "Measurement", "METRICS", "load_profile",
-                                     "PerfgateError"}
+    assert set(perfgate.__all__) >= {"PerfServer", "BaselineServer", "CandidateServer", "MicroCase", "Measurement",
+                                     "METRICS", "load_profile", "PerfgateError"}
     for name in perfgate.__all__:
         assert getattr(perfgate, name) is not None, name
     assert perfgate.__version__
@@ -146,7 +146,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("path", ["perftests/test_latency.py", "perftests/test_goodput.py",
                                   "perftests/test_crossover.py", "perftests/test_profile.py",
                                   "perftests/test_baseline.py", "perftests/test_speculative.py",
-                                  "perftests/test_backends.py", "perftests/test_stack_pair.py"])
+                                  "perftests/test_backends.py", "perftests/test_stack_pair.py",
+                                  "perftests/test_crosscheck.py", "perftests/test_allreduce.py"])
 def test_the_example_uses_only_public_names(path):
     text = (ROOT / path).read_text()
     assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only
@@ -203,3 +204,156 @@ def test_a_user_test_compares_a_config_with_its_baseline_measured_in_the_same_ru
     assert float(rec["vs_baseline_ci_low"]) <= float(rec["vs_baseline"]) <= float(rec["vs_baseline_ci_high"])
     assert float(rec["token_match"]) == 1.0 and "cycle_ms" in rec  # lossless; the cost model's breakdown
     assert "eagle3 vs baseline" in rec["reason"]
+
+
+# ----------------------------------------------------------------------------- perf_crosscheck and micro_check
+
+CROSSCHECK_TEST = '''
+import pytest
+
+
+@pytest.mark.perfgate(kind="agreement", modes=["baseline"])
+def test_agrees_with_sglang(perf_server, perf_crosscheck):
+    perf_crosscheck(perf_server)
+
+
+@pytest.mark.perfgate(kind="crosscheck")
+def test_the_builtin_kind(perf_server, perf_crosscheck):
+    perf_crosscheck(perf_server)
+'''
+
+#: a stand-in for SGLang's one-batch benchmark (not installed here): a second client, perfgate's own, measuring the
+#: same live server once per repeat, each request's figure written back as SGLang counts it (all O tokens)
+STAND_IN_BENCH = '''
+
+def pytest_configure(config):
+    from pathlib import Path
+
+    import perfgate.plugin.crosscheck as cc
+    from perfgate.client import GenRequest, run_batch
+
+    def run_bench(*, python, url, tokenizer, input_len, output_len, log_path, repeats=1, module="", timeout_s=0):
+        Path(log_path).write_text("stand-in\\n")
+        rows = []
+        for i in range(repeats):
+            req = GenRequest(input_ids=tuple(range(1000 + i, 1000 + i + input_len)), max_new_tokens=output_len)
+            out = run_batch(url, [req])[0][0]
+            rows.append(cc.BenchRow(output_throughput=out.decode_tok_s * output_len / (output_len - 1),
+                                    latency_s=1.0, last_ttft_s=0.1, acc_length=None, output_len=output_len, raw={}))
+        return cc.BenchResult(rows=tuple(rows))
+
+    cc.sglang_bench_module = lambda python: ("stand.in", None)
+    cc.make_tokenizer = lambda python, model, workdir: Path(workdir) / "tok"
+    cc.run_bench = run_bench
+'''
+
+
+def _crosscheck_project(pytester):
+    prof = _make(pytester.path, PROFILE.replace("TTFT", "1.0"))
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_agreement.py").write_text(CROSSCHECK_TEST)
+    return prof
+
+
+def test_a_user_crosscheck_skips_where_sglangs_benchmark_does_not_import(pytester):
+    """As perfgate's own cross-check on the simulated server: the built-in kind is not collected (auto: the real
+    engine only); a user's kind runs and skips, at the user's test, saying why, before anything is measured."""
+    import importlib.util
+
+    if importlib.util.find_spec("sglang") is not None:
+        pytest.skip("SGLang imports here: its benchmark would run")
+    prof = _crosscheck_project(pytester)
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--junitxml=r.xml", "-rs",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(skipped=1, deselected=1)
+    r.stdout.fnmatch_lines(["*mytests/test_agreement.py:* SGLang's one-batch benchmark does not import in *"])
+    assert "0 server start(s)" in r.stdout.str()
+    rec = _records(pytester.path / "r.xml")["test_agrees_with_sglang[m:baseline]"]
+    assert rec["kind"] == "agreement" and "outcome" not in rec and "tok_s" not in rec  # nothing measured
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--perfgate-crosscheck", "on",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(skipped=3)  # and the built-in kind's records, one per mode, with the option on
+
+
+def test_a_user_crosscheck_concludes_on_the_agreement(pytester):
+    """With a benchmark that imports (a stand-in measuring the same server): the record carries both figures and
+    its verdict is the one they imply."""
+    prof = _crosscheck_project(pytester)
+    (pytester.path / "conftest.py").write_text((pytester.path / "conftest.py").read_text() + STAND_IN_BENCH)
+    r = pytester.runpytest_subprocess("mytests", "-k", "agrees", f"--perfgate-profile={prof}", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert r.ret in (0, 1) and "Traceback" not in r.stdout.str(), r.stdout.str()
+    rec = _records(pytester.path / "r.xml")["test_agrees_with_sglang[m:baseline]"]
+    assert rec["kind"] == "agreement" and rec["sglang_bench_module"] == "stand.in" and rec["sglang_bench_n"] == "3"
+    ratio = float(rec["tok_s"]) / float(rec["sglang_bench_tok_s_comparable"])
+    assert float(rec["vs_sglang_bench"]) == pytest.approx(ratio, rel=1e-4)
+    lo, hi = float(rec["vs_sglang_bench_judged_ci_low"]), float(rec["vs_sglang_bench_judged_ci_high"])
+    judged = float(rec["vs_sglang_bench"])
+    assert lo <= judged <= hi and "vs_sglang_bench_per_cycle" not in rec  # no acceptance: judged on tok/s
+    assert rec["outcome"] == ("pass" if abs(judged - 1) <= 0.01 else
+                              "inconclusive" if lo <= 1.01 and hi >= 0.99 else "fail")
+    assert "vs SGLang bench_one_batch_server" in rec["reason"]
+
+
+MICRO_TEST = '''
+import pytest
+
+import perfgate
+
+pytestmark = pytest.mark.micro
+
+
+def test_my_allreduce(micro_case, micro_check):
+    assert isinstance(micro_case, perfgate.MicroCase) and micro_case.world_size == 2
+    micro_check(micro_case)
+'''
+
+MICRO = """
+[micro]
+tokens = [1]
+sweep_bytes = [4096]
+world_sizes = [2]
+iters = 5
+warmup = 1
+[micro.floors]
+"gloo.eager.4096" = { latency_us = 1.0, tolerance = 0.5 }
+"""
+
+
+def test_a_user_micro_test_gets_the_micro_tiers_records(pytester, monkeypatch):
+    """micro_check in a user's test: the plan's records, measured by real gloo ranks (world size 2), their numbers
+    and identity recorded, a floor and a backend that cannot run here concluded as perfgate's own tier does."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the gloo ranks need torch.distributed)")
+    monkeypatch.delenv("PERFGATE_MICRO_WORLD_SIZES", raising=False)
+    monkeypatch.delenv("PERFGATE_MICRO_ITERS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the same outcomes on a GPU box
+    prof = _make(pytester.path, PROFILE.replace("TTFT", "1.0") + MICRO)
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_mine.py").write_text(MICRO_TEST)
+    r = pytester.runpytest_subprocess("mytests", "-k", "gloo or :nccl-ws2", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(passed=1, failed=1, xfailed=2)  # gloo under / over its floor; nccl cannot run without a GPU
+    assert "server start" not in r.stdout.str()
+    recs = _records(pytester.path / "r.xml")
+    ok = recs["test_my_allreduce[decode-1x7168-eager:gloo-ws2]"]
+    assert (ok["outcome"], ok["kind"], ok["mode"], ok["variant"], ok["world_size"]) == \
+        ("pass", "allreduce", "eager", "gloo", "2")
+    assert float(ok["latency_us"]) > 0 and ok["engine"] == "sim" and len(ok["config"]) == 10
+    slow = recs["test_my_allreduce[sweep-4096B-eager:gloo-ws2]"]
+    assert (slow["outcome"], slow["category"], slow["floor_latency_us"]) == ("fail", "slower-than-baseline", "1")
+    nccl = recs["test_my_allreduce[decode-1x7168-eager:nccl-ws2]"]
+    assert (nccl["outcome"], nccl["category"]) == ("xfail", "missing-dependency")
+
+
+def test_the_record_fixtures_refuse_what_is_not_their_record():
+    from perfgate.allreduce.records import MicroCheck
+    from perfgate.plugin.crosscheck import Crosscheck
+
+    with pytest.raises(TypeError, match=r"expected the test's perf_server, got Measurement; call "
+                                        r"perf_crosscheck\(perf_server\)"):
+        Crosscheck(None)(perfgate.Measurement.__new__(perfgate.Measurement))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"expected the test's micro_case .*got str; call micro_check\(micro_case\)"):
+        MicroCheck(item=None, state=None)("gloo")  # type: ignore[arg-type]

@@ -3,10 +3,11 @@
 One record per backend × world size × message size × timing: a :class:`MicroCase` (a
 :class:`~perfgate.record.Case` of kind ``allreduce``, mode ``eager`` or ``graph``, variant = the backend),
 built by :func:`micro_cases` (perfgate.plugin.collection, ``micro_case`` tests) from the session's :class:`MicroPlan`
-and handed to a test through its ``micro_case`` parameter by perfgate's plugin. :func:`check` measures
-it (one launch of ranks per backend × world size, shared by its records, never a server), writes its
-identity and stack like any record (``PerfRun._identity``), its numbers, and concludes it through
-``PerfRun.conclude``, so the profile's expectations apply:
+and handed to a test through its ``micro_case`` parameter by perfgate's plugin. :class:`MicroCheck` (the
+``micro_check`` fixture: ``micro_check(micro_case)``) measures it (one launch of ranks per backend × world
+size, shared by its records, never a server), writes its identity and stack like any record
+(``PerfRun._identity``), its numbers, and concludes it through ``PerfRun.conclude``, so the profile's
+expectations apply:
 
 - ``[expectations."allreduce:<backend>"]`` with mode ``eager``, ``graph`` or ``"*"`` decides the
   backend's records as it does a variant's: a strict xfail must fail with its category, and an
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles import Expectation
 
-__all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "check", "expectation_key",
-           "micro_cases", "micro_plan"]
+__all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "expectation_key",
+           "MicroCheck", "micro_cases", "micro_plan"]
 
 KIND = ALLREDUCE  # perfgate.plugin.kinds
 
@@ -264,11 +265,30 @@ def _default(v: Verdict) -> Expectation | None:
                        key=f"perfgate.allreduce.records.CANNOT_RUN[{v.category!r}]")
 
 
-def check(perf: PerfRun, case: MicroCase) -> None:
-    """Measure one all-reduce record (its launch is shared), record it and conclude it. Ends the test."""
+class MicroCheck:
+    """``micro_check(micro_case)``: measure one all-reduce record, record it and conclude it. Ends the test.
+
+    The record's launch of ranks (backend x world size) is shared by its records and run by the first of them,
+    never a server; its identity and stack are written like any record's, then ``backend``, ``world_size``, the
+    size's numbers (:meth:`AllReduceResult.as_properties`) and, where the profile has one, its
+    ``[micro.floors]`` ceiling. Concluded through the profile's ``[expectations."allreduce:<backend>"]``, else
+    :data:`CANNOT_RUN`.
+    """
+
+    def __init__(self, *, item: pytest.Item, state: PerfgateState) -> None:
+        self._item = item
+        self._state = state
+
+    def __call__(self, case: MicroCase) -> None:
+        if not isinstance(case, MicroCase):
+            raise TypeError(f"micro_check(): expected the test's micro_case (a perfgate.MicroCase, parametrized by "
+                            f"perfgate), got {type(case).__name__}; call micro_check(micro_case)")
+        _check(MicroRun(item=self._item, state=self._state), case)
+
+
+def _check(run: MicroRun, case: MicroCase) -> None:
     from perfgate.errors import BackendUnavailable
 
-    run = MicroRun(item=perf.item, state=perf.state)
     st = run.state
     launch = _launch(st, case)
     run._identity(case, _LaunchConfig(launch.key))  # type: ignore[arg-type]  # _identity reads only .key

@@ -5,7 +5,7 @@ Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``;
 that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
 the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
 fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_baseline``, ``perf_candidate``, ``perf_compare``,
-``step_profile``, ``perf_case``, ``perf``), wherever the test lives.
+``step_profile``, ``perf_crosscheck``, ``micro_check``, ``perf_case``, ``perf``), wherever the test lives.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.plugin.activation import activate, wants_perf
+from perfgate.plugin.settings import option_seconds, option_starts, option_trials
 from perfgate.plugin.state import STATE, PerfgateState, state_of
 from perfgate.record import case_of, fmt
 
@@ -80,9 +81,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="calibrate the GPU at session start (HBM copy, bf16 GEMM; a few seconds, recorded as calib.*): "
                      "auto = with the real engine (default; the simulator's modelled figures for a simulated "
                      "profile; not when attached with --perfgate-url), on = also when attached, off = never")
-    g.addoption("--perfgate-trials", default=None, type=_positive_int, metavar="N",
+    g.addoption("--perfgate-trials", default=None, type=option_trials, metavar="N",
                 help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
-    g.addoption("--perfgate-starts", default=None, type=_positive_starts, metavar="N",
+    g.addoption("--perfgate-starts", default=None, type=option_starts, metavar="N",
                 help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
                      "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
@@ -90,39 +91,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
-    g.addoption("--perfgate-progress-interval", default=15.0, type=_positive_seconds, metavar="S",
+    g.addoption("--perfgate-progress-interval", default=15.0, type=option_seconds, metavar="S",
                 help="while a server starts, print its phase and elapsed time at least every S seconds (default 15)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
-    return value
-
-
-def _positive_starts(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
-                                f"e.g. 3")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
-    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -310,7 +280,7 @@ def perfgate_record(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def perf(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
     """perfgate's per-test helper (perfgate.plugin.runner.PerfRun) behind the built-in tests: measure a case,
-    compare, conclude. Tests of your own use perf_server, measure and perf_check."""
+    compare, conclude. Tests of your own use the public fixtures (perf_server, measure, perf_check, ...)."""
     from perfgate.plugin.runner import PerfRun
 
     return PerfRun(item=request.node, state=perfgate_state)
@@ -400,4 +370,25 @@ def step_profile(perf: Any) -> Any:
     from perfgate.plugin.profiling import StepProfiler
 
     return StepProfiler(perf)
+
+
+@pytest.fixture
+def perf_crosscheck(perf: Any) -> Any:
+    """perf_crosscheck(perf_server): conclude this test's record on SGLang's own bench_one_batch_server, run once
+    per trial against the same live server: within 1 % of perfgate's measurement (per decode cycle where both
+    report an acceptance length) passes, else inconclusive or measurement-mismatch; skips where the benchmark does
+    not import in the engine's interpreter. Ends the test: call it last."""
+    from perfgate.plugin.crosscheck import Crosscheck
+
+    return Crosscheck(perf)
+
+
+@pytest.fixture
+def micro_check(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
+    """micro_check(micro_case): measure one all-reduce record of the micro tier (micro_case: backend x world size
+    x timing x size, parametrized by perfgate; no server), record its numbers and conclude it through the profile's
+    [expectations."allreduce:<backend>"] and [micro.floors]. Ends the test: call it last."""
+    from perfgate.allreduce.records import MicroCheck
+
+    return MicroCheck(item=request.node, state=perfgate_state)
 

@@ -48,7 +48,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
         st = state_of(metafunc.config)
         cases = cases_of(st, str(kw.get("kind", "custom")), modes=kw.get("modes"),
                          variants=bool(kw.get("variants")), where=metafunc.definition.nodeid)
-        metafunc.parametrize("perf_server", cases, ids=[c.id for c in cases], indirect=True)
+        metafunc.parametrize("perf_server", _params(st, cases), ids=[c.id for c in cases], indirect=True)
         return
     if "perf_case" not in metafunc.fixturenames:
         return
@@ -60,13 +60,18 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     kind = mark.kwargs["kind"]
     cases = cases_of(st, kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
-    params: list[Any] = list(cases)
-    k = kind_of(kind)
-    if k is not None and k.marked_as_mode:  # marked like the mode it checks, so -m baseline / -m speculative select it
-        p = st.profile
-        params = [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative
-                                         else pytest.mark.baseline]) for c in cases]
-    metafunc.parametrize("perf_case", params, ids=[c.id for c in cases])
+    metafunc.parametrize("perf_case", _params(st, cases), ids=[c.id for c in cases])
+
+
+def _params(st: PerfgateState, cases: list[Case]) -> list[Any]:
+    """The cases as parameters: a kind marked like the mode it checks (the cross-check) carries that mode's marker,
+    so -m baseline / -m speculative select it."""
+    k = kind_of(cases[0].kind) if cases else None
+    if k is None or not k.marked_as_mode:
+        return list(cases)
+    p = st.profile
+    return [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative else pytest.mark.baseline])
+            for c in cases]
 
 
 def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,12 +34,30 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import bootstrap_ratio_ci
 from perfgate.measuring.verdict import Verdict
 
 if TYPE_CHECKING:
+    from perfgate.plugin.api import PerfServer
     from perfgate.plugin.runner import PerfRun
-    from perfgate.record import Case
+
+__all__ = ["Agreement", "BenchResult", "BenchRow", "Crosscheck", "agreement", "make_tokenizer", "run_bench",
+           "sglang_bench_module"]
+
+# the record's own properties (docs/records.md), after its identity, stack and perfgate's measurement
+SGLANG_BENCH_MODULE = "sglang_bench_module"  # the module that ran (sglang.benchmark.one_batch_server since 0.5.17)
+SGLANG_BENCH_N = "sglang_bench_n"  # its requests: one per perfgate trial
+SGLANG_BENCH_TOK_S = "sglang_bench_tok_s"  # median output_throughput, as SGLang counts
+SGLANG_BENCH_TOK_S_COMPARABLE = "sglang_bench_tok_s_comparable"  # the same as perfgate counts (x (O - 1) / O)
+SGLANG_BENCH_ACCEPT_LEN = "sglang_bench_accept_len"  # median acceptance of its requests, where it reports one
+SGLANG_BENCH_LOG = "sglang_bench_log"
+VS_SGLANG_BENCH = "vs_sglang_bench"  # perfgate tok/s / SGLang's comparable tok/s
+CYCLES_S = "cycles_s"  # decode cycles per second (tok/s / acceptance), perfgate's and SGLang's
+SGLANG_BENCH_CYCLES_S = "sglang_bench_cycles_s"
+VS_SGLANG_BENCH_PER_CYCLE = "vs_sglang_bench_per_cycle"  # the judged ratio where both report an acceptance
+VS_SGLANG_BENCH_CI_LOW = "vs_sglang_bench_judged_ci_low"  # bootstrap CI of the judged ratio
+VS_SGLANG_BENCH_CI_HIGH = "vs_sglang_bench_judged_ci_high"
 
 MAKE_TOKENIZER = r"""
 import json, sys
@@ -307,49 +325,69 @@ def _row(row: dict[str, Any], output_len: int, speedup: float = 1.0) -> BenchRow
 
 
 
-def run_crosscheck(perf: PerfRun, case: Case) -> None:
-    """Measure with perfgate, then with SGLang's bench_one_batch_server on the same live server."""
-    from perfgate.measuring.workload import load_prompts
+class Crosscheck:
+    """``perf_crosscheck(server)``: conclude this test's record on SGLang's own benchmark against perfgate's, on
+    the same live server.
 
-    st = perf.state
-    p = st.profile
-    py = p.engine.python or sys.executable
-    module, problem = sglang_bench_module(py)
-    if module is None:
-        import pytest
+    First whether SGLang's one-batch benchmark imports in the engine's interpreter (``[engine] python``): not
+    importable, the test skips saying why, before anything is measured or started. Then the mode's workload
+    measured as ``perf_check``'s records are (the session's measurement of the config, recorded on the test), then
+    ``bench_one_batch_server`` against the server's URL, once per trial (``--batch-size 1 1 1 ...``), with the
+    workload's input and output lengths; its JSONL result is read back. Recorded: ``sglang_bench_*``,
+    ``vs_sglang_bench`` and, where both sides report an acceptance length, the per-cycle figures; the verdict is
+    :meth:`Agreement.outcome` (pass within 1 %, inconclusive while the CI reaches it, else
+    ``measurement-mismatch``). Ends the test: call it last.
+    """
 
-        pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
-    m = perf.measure(case)
-    config = st.config_for(case)
-    server = perf.servers.endpoint(config)  # the same, still running server
-    w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.plugin.settings)
-    input_len = len(load_prompts(w.prompts)[0])
-    tok = make_tokenizer(py, p.model.path, st.log_dir)
-    log = Path(st.log_dir) / f"{config.slug}.sglang-bench.log"
-    bench = run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
-                         output_len=w.max_new_tokens, log_path=log, repeats=w.trials, module=module)
-    perf.record("sglang_bench_module", module)
-    perf.record("sglang_bench_n", bench.n)
-    perf.record("sglang_bench_tok_s", bench.output_throughput)
-    perf.record("sglang_bench_tok_s_comparable", bench.comparable_tok_s)
-    if bench.acc_length is not None:
-        perf.record("sglang_bench_accept_len", bench.acc_length)
-    perf.record("sglang_bench_log", str(log))
-    assert m.tok_s is not None
-    ag = agreement([(t.tok_s, t.accept_len) for t in m.trials if t.tok_s is not None], bench,
-                      tok_s=m.tok_s.median, accept_len=m.accept_len)
-    perf.record("vs_sglang_bench", ag.ratio)
-    if ag.per_cycle:
-        perf.record("cycles_s", ag.perfgate_cycles_s)
-        perf.record("sglang_bench_cycles_s", ag.bench_cycles_s)
-        perf.record("vs_sglang_bench_per_cycle", ag.judged)
-    perf.record("vs_sglang_bench_judged_ci_low", ag.ci[0])
-    perf.record("vs_sglang_bench_judged_ci_high", ag.ci[1])
-    if ag.outcome == "fail":
-        v = Verdict(outcome="fail", category="measurement-mismatch", message=f"{ag.message()}; see {log}")
-    else:
-        v = Verdict(outcome=ag.outcome, message=ag.message())
-    perf.conclude(case, v)
+    def __init__(self, perf: PerfRun) -> None:
+        self._perf = perf
+
+    def __call__(self, server: PerfServer) -> None:
+        from perfgate.measuring.workload import load_prompts
+        from perfgate.plugin.api import PerfServer
+
+        if not isinstance(server, PerfServer):
+            raise TypeError(f"perf_crosscheck(): expected the test's perf_server, got {type(server).__name__}; "
+                            f"call perf_crosscheck(perf_server)")
+        perf, case = self._perf, server.case
+        st = perf.state
+        p = st.profile
+        py = p.engine.python or sys.executable
+        module, problem = sglang_bench_module(py)
+        if module is None:
+            import pytest
+
+            pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
+        m = perf.measure(case)
+        w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.plugin.settings)
+        input_len = len(load_prompts(w.prompts)[0])
+        tok = make_tokenizer(py, p.model.path, st.log_dir)
+        log = Path(st.log_dir) / f"{server.config.slug}.sglang-bench.log"
+        bench = run_bench(python=py, url=server.url, tokenizer=tok, input_len=input_len,
+                          output_len=w.max_new_tokens, log_path=log, repeats=w.trials, module=module)
+        perf.record(SGLANG_BENCH_MODULE, module)
+        perf.record(SGLANG_BENCH_N, bench.n)
+        perf.record(SGLANG_BENCH_TOK_S, bench.output_throughput)
+        perf.record(SGLANG_BENCH_TOK_S_COMPARABLE, bench.comparable_tok_s)
+        if bench.acc_length is not None:
+            perf.record(SGLANG_BENCH_ACCEPT_LEN, bench.acc_length)
+        perf.record(SGLANG_BENCH_LOG, str(log))
+        assert m.tok_s is not None
+        ag = agreement([(t.tok_s, t.accept_len) for t in m.trials if t.tok_s is not None], bench,
+                       tok_s=m.tok_s.median, accept_len=m.accept_len)
+        perf.record(VS_SGLANG_BENCH, ag.ratio)
+        if ag.per_cycle:
+            perf.record(CYCLES_S, ag.perfgate_cycles_s)
+            perf.record(SGLANG_BENCH_CYCLES_S, ag.bench_cycles_s)
+            perf.record(VS_SGLANG_BENCH_PER_CYCLE, ag.judged)
+        perf.record(VS_SGLANG_BENCH_CI_LOW, ag.ci[0])
+        perf.record(VS_SGLANG_BENCH_CI_HIGH, ag.ci[1])
+        if ag.outcome == "fail":
+            v = Verdict(outcome=Outcome.FAIL, category=Category.MEASUREMENT_MISMATCH,
+                        message=f"{ag.message()}; see {log}")
+        else:
+            v = Verdict(outcome=ag.outcome, message=ag.message())
+        perf.conclude(case, v)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use

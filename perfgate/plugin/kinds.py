@@ -14,6 +14,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from perfgate.categories import RecordKind
+
 __all__ = ["Cases", "Compares", "Kind", "KINDS", "USER_ORDER", "kind_of", "compares_of", "run_order", "in_matrix",
            "update_key",
            "FLOOR", "SWEEP", "ACCEPTANCE", "CROSSCHECK", "SPECULATION", "VARIANT", "STACK_PAIR", "PROFILE",
@@ -71,17 +73,18 @@ class Kind:
 #: the order a user's kind (not in the registry) runs in: after the built-in kinds, before the load records
 USER_ORDER = 9.0
 
-FLOOR = "floor"
-SWEEP = "sweep"
-ACCEPTANCE = "acceptance"
-CROSSCHECK = "crosscheck"
-SPECULATION = "speculation-vs-baseline"
-VARIANT = "variant"
-STACK_PAIR = "stack-pair"
-PROFILE = "profile"
-GOODPUT = "goodput"
-CROSSOVER = "crossover"
-ALLREDUCE = "allreduce"
+# the names (perfgate.categories.RecordKind: the record contract names them too)
+FLOOR = RecordKind.FLOOR
+SWEEP = RecordKind.SWEEP
+ACCEPTANCE = RecordKind.ACCEPTANCE
+CROSSCHECK = RecordKind.CROSSCHECK
+SPECULATION = RecordKind.SPECULATION
+VARIANT = RecordKind.VARIANT
+STACK_PAIR = RecordKind.STACK_PAIR
+PROFILE = RecordKind.PROFILE
+GOODPUT = RecordKind.GOODPUT
+CROSSOVER = RecordKind.CROSSOVER
+ALLREDUCE = RecordKind.ALLREDUCE
 
 _ALL = (
     Kind(name=FLOOR, order=0, cases=Cases.PLAIN_MODES, matrix=True, update_key="tok_s"),

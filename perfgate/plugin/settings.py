@@ -16,11 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from perfgate.profiles import Profile, Workload
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "CANDIDATE_ARM"]
+__all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "CANDIDATE_ARM", "option_trials", "option_starts",
+           "option_seconds"]
 
 #: the arm name a candidate config carries in its engine options (part of its config key)
 CANDIDATE_ARM = "candidate"
@@ -141,3 +144,40 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
         url=opt("perfgate_url") or "",
         progress_interval_s=float(opt("perfgate_progress_interval")),
     )
+
+
+# ----------------------------------------------------------------------------- the options' value parsers
+
+
+def option_trials(text: str) -> int:
+    """--perfgate-trials: a whole number >= 1, else a usage error with an example."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
+    return value
+
+
+def option_starts(text: str) -> int:
+    """--perfgate-starts: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
+                                f"e.g. 3")
+    return value
+
+
+def option_seconds(text: str) -> float:
+    """--perfgate-progress-interval: seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
+    return value

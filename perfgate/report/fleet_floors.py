@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from perfgate.categories import RecordKind
 from perfgate.report.records import Report
 
 __all__ = ["FleetFloor", "fleet_floors", "narrow_tolerances"]
@@ -52,7 +53,7 @@ def fleet_floors(reports: Iterable[Report], *, modes: Iterable[str] | None = Non
     seen: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for i, rep in enumerate(reports):
         for r in rep.records:
-            if r.kind != "floor" or r.variant or r.outcome not in ("pass", "fail", "skip"):  # skip: no floor yet
+            if r.kind != RecordKind.FLOOR or r.variant or r.outcome not in ("pass", "fail", "skip"):  # skip: none yet
                 continue
             x = r.num("tok_s")
             if x is None or (wanted is not None and r.mode not in wanted):
