@@ -20,10 +20,9 @@ client adds what it gained to the durations it measures.
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
 (speculative configs then diverge after token 10). The simulated model never emits EOS:
-every request runs to ``max_new_tokens`` (finish reason ``length``). A speculative request's accepted
-tokens per verify pass are drawn from its own random stream, seeded by the start's seed, its prompt and
-how often that prompt was submitted since the last ``flush_cache`` (a flush starts the count over, so what
-a start served before a flushed measurement does not change its draws).
+every request runs to ``max_new_tokens`` (finish reason ``length``). A speculative request draws its accepted
+tokens from a stream seeded by the start's seed, its prompt and that prompt's submissions since the last
+``flush_cache``: what a start served before a flushed measurement does not change its draws.
 """
 
 from __future__ import annotations
