@@ -28,11 +28,12 @@ SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
 
 def test_the_registry_keeps_the_run_order_of_a_configs_records():
     """floor, sweep, acceptance, crosscheck, profile (before the speculation record that reads it), speculation,
-    variant, stack-pair; a user's kind after them, the load records last."""
+    variant, stack-pair; a user's kind after them, and the load records with it (nothing they serve reaches a
+    later record: tests/test_sim_history.py)."""
     assert list(KINDS)[:8] == ["floor", "sweep", "acceptance", "crosscheck", "profile", "speculation-vs-baseline",
                                "variant", "stack-pair"]
-    assert run_order("profile") == 3.5 and run_order("goodput") == run_order("crossover") == 20
-    assert run_order("my-own-kind") == USER_ORDER and run_order("stack-pair") < USER_ORDER < run_order("goodput")
+    assert run_order("profile") == 3.5 and run_order("goodput") == run_order("crossover") == USER_ORDER
+    assert run_order("my-own-kind") == USER_ORDER and run_order("stack-pair") < USER_ORDER
 
 
 def test_what_a_kind_decides():

@@ -147,6 +147,34 @@ def test_prefix_cache_and_flush():
         eng.stop()
 
 
+def test_acceptance_draws_start_over_at_a_flush():
+    """A prompt's draws depend on its submissions since the last flush, not on what the start served before
+    (the crossover's levels sent the latency record's prompts first: tests/test_sim_history.py)."""
+    plan = simulate_launch(SEED_BOX, EAGLE3, {})
+    clock = VirtualClock()
+    eng = EngineLoop(plan, lambda s: None, seed=5, clock=clock.time, sleep=clock.sleep)
+    eng.start()
+
+    def verify_counts() -> list[int]:
+        reqs = [eng.submit(SimRequest(input_ids=[i, 3, 9], max_new_tokens=64)) for i in range(8)]
+        for r in reqs:
+            while r.events.get(timeout=10) < r.max_new_tokens:
+                pass
+        while eng.counts() != (0, 0):
+            clock.sleep(0.001)
+        return [r.verify_ct for r in reqs]
+
+    try:
+        assert eng.flush_cache()
+        first = verify_counts()
+        repeated = verify_counts()  # the same prompts again, no flush: each its next draws
+        assert eng.flush_cache()
+        assert verify_counts() == first
+        assert repeated != first
+    finally:
+        eng.stop()
+
+
 def test_a_burst_is_split_by_its_arrival_times_not_by_when_the_engine_thread_woke():
     """Four requests 0.5 ms apart, the engine thread waking only after all four are queued (as when it waits for
     the GIL): the first arrival starts a prefill alone, at its arrival, and the other three share the next one.

@@ -20,7 +20,9 @@ client adds what it gained to the durations it measures.
 Output tokens are a deterministic function of (prompt ids, position) — identical in every
 mode and backend, since speculation is lossless — unless the ``wrong-output`` fault is on
 (speculative configs then diverge after token 10). The simulated model never emits EOS:
-every request runs to ``max_new_tokens`` (finish reason ``length``).
+every request runs to ``max_new_tokens`` (finish reason ``length``). A speculative request draws its accepted
+tokens from a stream seeded by the start's seed, its prompt and that prompt's submissions since the last
+``flush_cache``: what a start served before a flushed measurement does not change its draws.
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ class EngineLoop:
         self._waiting: deque[SimRequest] = deque()
         self._running: list[SimRequest] = []
         self._cache = _PrefixCache()
-        self._prompt_seen: dict[bytes, int] = {}
+        self._prompt_seen: dict[bytes, int] = {}  # submissions of each prompt since the last flush_cache
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
         self._deadline = clock()
@@ -230,6 +232,9 @@ class EngineLoop:
             if self._waiting or self._running:
                 return False
             self._cache.clear()
+            # the acceptance draws start over (module docstring): counted over the whole start, a record after the
+            # crossover's levels (the same prompts) read its EAGLE-3 4-stream TTFT 177 ms, not 149 (docs/load.md)
+            self._prompt_seen.clear()
             # as SGLang's flush_cache -> metrics_reporter.reset_metrics(): the decode-step count (so the next
             # log line, where acceptance is committed, is 40 steps on) and the acceptance counters start over
             self.decode_steps = 0
