@@ -36,3 +36,18 @@ def test_under_xdist_the_controller_writes_the_workers_updates_once(pytester: py
     text = prof.read_text()
     assert text.count("[floors.baseline.measured]") == 1 and load_profile(prof).floors["baseline"].tok_s != 80.0
     assert r.stdout.str().count("perfgate: updated") == 1
+
+
+def test_under_xdist_the_controller_lists_every_workers_refusal_once(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    prof = make_project(pytester, max_cv=0.0001)  # every record too noisy to write: a refusal each
+    before = prof.read_text()
+    r = pytester.runpytest_subprocess("perftests/test_baseline.py", "perftests/test_speculative.py",
+                                      f"--perfgate-profile={prof}", "-m", "baseline or speculative",
+                                      "--perfgate-update-baselines", "-p", "no:cacheprovider",
+                                      "-p", "no:hypothesispytest", "-n", "2")
+    out = r.stdout.str()
+    assert prof.read_text() == before, out
+    assert out.count(f"perfgate: NOT updated {prof} [floors.baseline] tok_s: too noisy") == 1, out
+    assert out.count(f"perfgate: NOT updated {prof} [floors.eagle3] accept_len: too noisy") == 1, out
+    assert out.count("nothing measured to write") == 1, out
