@@ -8,7 +8,8 @@ the controller writes them into the profile once, at session finish, whatever pl
 (:meth:`Ledger.write`). Writing keeps the profile's layout: only the keys that change are touched (tomlkit keeps
 every comment, blank line and the order of the file); each updated mode gets a ``[floors.<mode>.measured]`` table
 with the date, trials, CV and the stack fingerprint. The result is loaded again before it replaces the file; a
-file that would no longer load is left as it was and :class:`~perfgate.errors.ConfigError` is raised.
+file that would no longer load is left as it was (:func:`write_profile` raises
+:class:`~perfgate.errors.ConfigError`, and :meth:`Ledger.write` says so in red).
 
 This module sits below :mod:`perfgate.plugin.state` (which holds the ledger, so it loads with the plugin: what
 only writing needs, tomlkit and the measuring layer, is imported where it is used): it reads the session through

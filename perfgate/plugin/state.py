@@ -1,11 +1,11 @@
 """The session's perfgate state: the data of one session. The profile, variants, stack and settings it runs
-with, the machine's fingerprint, the configs it selected, the measurements and step profiles so far, and what
---perfgate-update-baselines writes.
+with, the machine's fingerprint, the configs it selected, and its ledger (perfgate.plugin.ledger: the
+measurements and step profiles so far, and what --perfgate-update-baselines writes).
 
 One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
 holds the hooks, options and fixtures); the runner and the public API read it. It imports only the layers
-below the pytest layer (profiles, measuring, serving, record, stack) and the settings and fingerprint it
-holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
+below the pytest layer (profiles, measuring, serving, record, stack) and the settings, fingerprint and ledger
+it holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
 failures (perfgate.plugin.pool), the runner.
 """
 
