@@ -16,6 +16,7 @@ __all__ = [
     # what the fixtures hand out
     "PerfServer",
     "BaselineServer",
+    "CandidateServer",
     "Measurement",
     "Stat",
     "Metric",
@@ -44,6 +45,7 @@ __all__ = [
 _HOME = {
     "PerfServer": "perfgate.plugin.api",
     "BaselineServer": "perfgate.plugin.compare",
+    "CandidateServer": "perfgate.plugin.stackpair",
     "Measurement": "perfgate.measuring.metrics",
     "Stat": "perfgate.measuring.metrics",
     "Metric": "perfgate.measuring.metrics",

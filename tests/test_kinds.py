@@ -8,7 +8,17 @@ from types import SimpleNamespace
 import pytest
 
 from perfgate.plugin.cases import cases
-from perfgate.plugin.kinds import KINDS, USER_ORDER, Cases, Compares, in_matrix, kind_of, run_order, update_key
+from perfgate.plugin.kinds import (
+    KINDS,
+    USER_ORDER,
+    Cases,
+    Compares,
+    compares_of,
+    in_matrix,
+    kind_of,
+    run_order,
+    update_key,
+)
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 
@@ -32,6 +42,13 @@ def test_what_a_kind_decides():
     assert kind_of("variant").compares is Compares.OWN_MODE  # type: ignore[union-attr]
     assert kind_of("speculation-vs-baseline").compares is Compares.BASELINE_MODE  # type: ignore[union-attr]
     assert kind_of("stack-pair").compares is Compares.CANDIDATE  # type: ignore[union-attr]
+    # what a record is compared with (and started interleaved with): the registry's, else what its test's fixtures ask
+    assert compares_of("variant", variant=True, fixtures=()) == (Compares.OWN_MODE,)
+    assert compares_of("stack-pair", variant=False, fixtures=("perf_baseline",)) == (Compares.CANDIDATE,)
+    assert compares_of("mine", variant=False, fixtures=("perf_server",)) == ()
+    assert compares_of("mine", variant=True, fixtures=("perf_baseline",)) == (Compares.OWN_MODE,)
+    assert compares_of("mine", variant=False, fixtures=("perf_baseline", "perf_candidate")) == (
+        Compares.BASELINE_MODE, Compares.CANDIDATE)
     # the matrix shows its kinds, a user's kind and the marked ones (one row per kind and metric), not the others
     assert in_matrix("floor") and in_matrix("mine") and in_matrix("goodput") and in_matrix("profile")
     assert not in_matrix("sweep") and not in_matrix("crosscheck") and not in_matrix("allreduce")

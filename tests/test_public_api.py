@@ -116,10 +116,10 @@ def test_the_fixtures_are_listed_with_their_documentation(pytester):
     _project(pytester, ttft=1.0)
     r = pytester.runpytest_subprocess("--fixtures", "mytests", "-p", "no:cacheprovider")
     out = r.stdout.str()
-    for name in ("perf_server", "measure", "perf_check", "perf_baseline", "perf_compare", "step_profile", "perf_case",
-                 "perfgate_profile"):
+    for name in ("perf_server", "measure", "perf_check", "perf_baseline", "perf_candidate", "perf_compare",
+                 "step_profile", "perf_case", "perfgate_profile"):
         assert f"{name} -- " in out or f"{name}\n" in out or f"{name} [" in out, name
-    assert "measured cold" in out and "Ends the test" in out
+    assert "measured cold" in out and "Ends the test" in out and "--perfgate-candidate stack" in out
 
 
 def test_measure_refuses_unknown_keys_and_bad_numbers(pytester):
@@ -133,7 +133,7 @@ def test_typo(perf_server, measure):
 
 
 def test_the_public_names_are_importable_and_listed():
-    assert set(perfgate.__all__) >= {"PerfServer", "BaselineServer", "Measurement", "METRICS", "load_profile",
+    assert set(perfgate.__all__) >= {"PerfServer", "BaselineServer", "CandidateServer", "Measurement", "METRICS", "load_profile",
                                      "PerfgateError"}
     for name in perfgate.__all__:
         assert getattr(perfgate, name) is not None, name
@@ -146,7 +146,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("path", ["perftests/test_latency.py", "perftests/test_goodput.py",
                                   "perftests/test_crossover.py", "perftests/test_profile.py",
                                   "perftests/test_baseline.py", "perftests/test_speculative.py",
-                                  "perftests/test_backends.py"])
+                                  "perftests/test_backends.py", "perftests/test_stack_pair.py"])
 def test_the_example_uses_only_public_names(path):
     text = (ROOT / path).read_text()
     assert "perfgate." not in text.replace("pytest.mark.perfgate", "")  # fixtures and the marker only

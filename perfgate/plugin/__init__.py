@@ -4,8 +4,8 @@ Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``;
 ``pytest_plugins = ["perfgate.plugin"]`` does the same without installing). It stays inert in sessions
 that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
 the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
-fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_baseline``, ``perf_compare``, ``step_profile``,
-``perf_case``, ``perf``), wherever the test lives.
+fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_baseline``, ``perf_candidate``, ``perf_compare``,
+``step_profile``, ``perf_case``, ``perf``), wherever the test lives.
 """
 
 from __future__ import annotations
@@ -366,11 +366,24 @@ def perf_baseline(perf: Any, perf_server: Any) -> Any:
 
 
 @pytest.fixture
+def perf_candidate(perf: Any) -> Any:
+    """This record's config on the --perfgate-candidate stack (perfgate.CandidateServer), as perf_baseline gives the
+    baseline's. measure(perf_candidate) measures the record's own config, then the candidate arm (starts interleaved
+    under --perfgate-starts N: current 1, candidate 1, ...), recording the candidate's numbers as candidate.*;
+    perf_compare(measure(perf_candidate), measure(perf_server)) judges the paired candidate/current ratio (beyond
+    noise and 0.5 %). No candidate, or an attached server: the record skips, saying why."""
+    from perfgate.plugin.stackpair import candidate_of
+
+    return candidate_of(perf)
+
+
+@pytest.fixture
 def perf_compare(perf: Any) -> Any:
     """perf_compare(measurement, baseline_measurement): conclude this test's record on the config against its
     baseline measured in the same run: greedy tokens must match (else wrong-output), then decode tok/s by the CI of
     the ratio of medians (paired per start with --perfgate-starts N) beyond the profile's min_effect; a speculative
-    mode's record gets the cost model's breakdown, a variant's passes when not slower beyond noise. Ends the test."""
+    mode's record gets the cost model's breakdown, a variant's passes when not slower beyond noise; a candidate arm's
+    (measure(perf_candidate)) is judged on the paired ratio, see perf_candidate. Ends the test."""
     from perfgate.plugin.compare import Compare
 
     return Compare(perf)

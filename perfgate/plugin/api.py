@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.pool import Endpoint
     from perfgate.plugin.runner import PerfRun
+    from perfgate.plugin.stackpair import CandidateServer
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
@@ -129,13 +130,15 @@ class Measure:
     SGLang's prefix cache flushed before every trial and no prompt repeated, median, bootstrap CI and CV
     per metric. Each distinct workload of a config is measured once per session. The numbers are
     recorded on the test (JUnit properties) at once, so a failing test still carries them.
-    ``measure(perf_baseline)`` measures the compared config the same way without recording it on the test.
+    ``measure(perf_baseline)`` measures the compared config the same way without recording it on the test;
+    ``measure(perf_candidate)`` measures the record's own config, then the candidate arm, and records the
+    candidate's numbers under ``candidate.``.
     """
 
     def __init__(self, perf: PerfRun) -> None:
         self._perf = perf
 
-    def __call__(self, server: PerfServer | BaselineServer, **overrides: Any) -> Measurement:
+    def __call__(self, server: PerfServer | BaselineServer | CandidateServer, **overrides: Any) -> Measurement:
         unknown = set(overrides) - set(MEASURE_KEYS)
         if unknown:
             raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
@@ -150,7 +153,10 @@ class Measure:
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
         w = perf.state.settings.workload(w, **given)
         from perfgate.plugin.compare import BaselineServer
+        from perfgate.plugin.stackpair import CandidateServer, measure_candidate
 
+        if isinstance(server, CandidateServer):  # the record's own config first, then the candidate arm
+            return measure_candidate(perf, server, None if not given else w)
         if isinstance(server, BaselineServer):  # the compared config's numbers are not this record's
             return perf.measure(server.case, primary=False, workload=None if not given else w)
         m = perf.measure(server.case, workload=None if not given else w)

@@ -7,6 +7,9 @@ perfgate's speculation and variant records are written with them (``perftests/te
     def test_variant(perf_server, perf_baseline, measure, perf_compare):
         base = measure(perf_baseline)
         perf_compare(measure(perf_server), base)
+
+``perf_compare`` of a candidate arm's measurement (``perf_candidate``, the stack-pair record) is the paired stack
+judgement of :mod:`perfgate.plugin.stackpair`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfgate.plugin.kinds import Compares, kind_of
+from perfgate.plugin.kinds import Compares, compares_of, kind_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
@@ -44,8 +47,7 @@ class BaselineServer:
 def baseline_of(perf: PerfRun, case: Case) -> BaselineServer:
     """The baseline of ``case``'s record, as the kind registry says (perfgate.plugin.kinds ``compares``); a user's
     kind: a variant's own mode for a variant, the profile's baseline mode for a mode."""
-    k = kind_of(case.kind)
-    own = case.variant is not None if k is None or k.compares is None else k.compares is Compares.OWN_MODE
+    own = Compares.OWN_MODE in compares_of(case.kind, variant=case.variant is not None, fixtures=("perf_baseline",))
     base = case.baseline(case.mode if own else perf.state.profile.baseline_mode())
     return BaselineServer(mode=base.mode, config=perf.state.config_for(base), case=base)
 
@@ -60,7 +62,10 @@ class Compare:
     beyond the profile's ``min_effect``; ``vs_baseline`` and its CI are recorded. A speculative mode's record
     adds the cost model's breakdown (a slower one says what it would take); a variant's passes when not slower
     beyond noise, and is inconclusive (``not-exercised``) where NCCL's log shows it never ran the variant's
-    all-reduces. Through the profile's expectations; this ends the test: call it last.
+    all-reduces. A candidate arm's measurement against the record's own,
+    ``perf_compare(measure(perf_candidate), measure(perf_server))``, is the stack-pair judgement
+    (:func:`perfgate.plugin.stackpair.stack_pair_verdict`: the paired ratio beyond the 0.5 % practical floor),
+    whatever the record's kind. Through the profile's expectations; this ends the test: call it last.
     """
 
     def __init__(self, perf: PerfRun) -> None:
@@ -73,6 +78,11 @@ class Compare:
         case = case_of(perf.item)
         if case is None:
             raise RuntimeError("perf_compare() needs the test to use perf_server (it names the mode and variant)")
+        from perfgate.plugin.stackpair import DECIDES, on_candidate_arm, stack_pair_verdict
+
+        k = kind_of(case.kind)
+        if on_candidate_arm(perf.state, case, m) or (k is not None and k.compares is Compares.CANDIDATE):
+            return perf.conclude(case, stack_pair_verdict(perf, case, m, base), decides=DECIDES)
         if case.variant:
             v = perf.variant_verdict(case, m, base)
         else:

@@ -10,11 +10,12 @@ writes from it and which config it is compared with. A kind not in the registry 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["Cases", "Compares", "Kind", "KINDS", "USER_ORDER", "kind_of", "run_order", "in_matrix", "update_key",
+__all__ = ["Cases", "Compares", "Kind", "KINDS", "USER_ORDER", "kind_of", "compares_of", "run_order", "in_matrix",
+           "update_key",
            "FLOOR", "SWEEP", "ACCEPTANCE", "CROSSCHECK", "SPECULATION", "VARIANT", "STACK_PAIR", "PROFILE",
            "GOODPUT", "CROSSOVER", "ALLREDUCE"]
 
@@ -112,6 +113,18 @@ KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in sorted(_ALL, ke
 def kind_of(name: str) -> Kind | None:
     """The registered kind of that name; None for a user's kind."""
     return KINDS.get(name)
+
+
+def compares_of(name: str, *, variant: bool, fixtures: Collection[str]) -> tuple[Compares, ...]:
+    """What a record of this kind is compared with (and started interleaved with): the registry's ``compares``;
+    where it has none (a user's kind), what the test's fixtures ask: ``perf_baseline`` a variant's own mode for a
+    variant's record, the profile's baseline mode for a mode's; ``perf_candidate`` the same config on the
+    candidate stack."""
+    k = KINDS.get(name)
+    if k is not None and k.compares is not None:
+        return (k.compares,)
+    out = [Compares.OWN_MODE if variant else Compares.BASELINE_MODE] if "perf_baseline" in fixtures else []
+    return (*out, Compares.CANDIDATE) if "perf_candidate" in fixtures else tuple(out)
 
 
 def run_order(name: str) -> float:

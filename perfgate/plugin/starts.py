@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
-from perfgate.plugin.kinds import Compares, kind_of
+from perfgate.plugin.kinds import Compares, compares_of
 from perfgate.plugin.pool import ServerFailed, pool_of
 from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, Case, case_of
 
@@ -95,22 +95,23 @@ def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
     for it in items:
         case = case_of(it)
         if case is not None:
-            pair = compared_configs(st, case)
-            if len(pair) == 2:
-                note_comparison(st, *pair)
+            own, *others = compared_configs(st, case, getattr(it, "fixturenames", ()))
+            for other in others:
+                note_comparison(st, own, other)
 
 
-def compared_configs(st: PerfgateState, case: Case) -> list[ServerConfig]:
-    """The record's config and the one it is compared with, if any."""
-    own = st.config_for(case)
-    k = kind_of(case.kind)
-    compares = k.compares if k is not None else None
-    if compares in (Compares.BASELINE_MODE, Compares.OWN_MODE):
+def compared_configs(st: PerfgateState, case: Case, fixtures: Collection[str] = ()) -> list[ServerConfig]:
+    """The record's config and those it is compared with (``perfgate.plugin.kinds.compares_of``: its kind's, or
+    for a user's kind its test's ``fixtures``: perf_baseline, perf_candidate)."""
+    out = [st.config_for(case)]
+    for compares in compares_of(case.kind, variant=case.variant is not None, fixtures=fixtures):
+        if compares is Compares.CANDIDATE:
+            if st.settings.candidate is not None:
+                out.append(st.config_for(case.on_candidate()))
+            continue
         base = case.mode if compares is Compares.OWN_MODE else st.profile.baseline_mode()
-        return [own, st.config_for(case.baseline(base))]
-    if compares is Compares.CANDIDATE and st.settings.candidate is not None:
-        return [own, st.config_for(case.on_candidate())]
-    return [own]
+        out.append(st.config_for(case.baseline(base)))
+    return out
 
 
 def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[ServerConfig]:
@@ -123,7 +124,7 @@ def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[Server
     if not hasattr(item.config, "workerinput"):
         return group_of(st, config)
     case = case_of(item)
-    mine = compared_configs(st, case) if case is not None else []
+    mine = compared_configs(st, case, getattr(item, "fixturenames", ())) if case is not None else []
     return [config, *(c for c in mine if c.key != config.key)] if any(c.key == config.key for c in mine) else [config]
 
 

@@ -1,0 +1,119 @@
+"""The stack-pair comparison written with the public fixtures in a user's own test (perf_candidate, measure,
+perf_compare), as users run it (pytester, real subprocesses, the simulated server): the same measurements give the
+same verdict as the built-in record, and its arms start interleaved on their own."""
+
+import pytest
+
+from tests.test_starts import _project, _records, _starts
+
+#: a user's own kind (not the registry's stack-pair), measuring the candidate first (the arms still start current
+#: first: measure(perf_candidate) measures the record's own config before the candidate arm)
+USER_PAIR = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="my-stack-gate", modes=["baseline"])
+
+
+def test_my_stack_gate(perf_server, perf_candidate, measure, perf_compare):
+    assert perf_candidate.mode == perf_server.mode and perf_candidate.config.key != perf_server.config.key
+    perf_compare(measure(perf_candidate), measure(perf_server))
+'''
+
+#: what the paired judgement and the candidate arm put on a record
+VERDICT = ("outcome", "category", "pair_ratio", "pair_ci_low", "pair_ci_high", "pair_n", "pair_decision", "candidate",
+           "candidate.tok_s", "candidate.tok_s_ci_low", "candidate.tok_s_ci_high", "candidate.n", "token_match",
+           "tok_s", "n_starts", "start_values")
+
+
+def _stack(record):
+    return {k: v for k, v in record.items() if k.startswith("candidate.stack.")}
+
+
+def _user_project(pytester):
+    prof = _project(pytester)
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_pair.py").write_text(USER_PAIR)
+    return prof
+
+
+@pytest.mark.parametrize(("spec", "outcomes"), [
+    ("sim-stack=torch=2.10.0;nccl=2.28.3", ("pass", "inconclusive")),
+    # a setting the simulator models as slower: SGLang's PCIe IPC all-reduce (less than half the speed)
+    ("env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1", ("fail",)),
+])
+def test_a_users_stack_pair_gets_the_built_in_records_verdict(pytester, spec, outcomes):
+    prof = _user_project(pytester)
+    r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", "mytests", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-candidate", spec,
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    # the built-in record measured both arms, interleaved; the user's record reused them and started nothing
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    recs = _records(pytester)
+    built_in, mine = recs["test_stack_pair[m:baseline]"], recs["test_my_stack_gate[m:baseline]"]
+    assert built_in["kind"] == "stack-pair" and mine["kind"] == "my-stack-gate"
+    assert built_in["outcome"] in outcomes and built_in["pair_n"] == "2"
+    assert {k: built_in.get(k) for k in VERDICT} == {k: mine.get(k) for k in VERDICT}
+    assert _stack(built_in) == _stack(mine) and _stack(mine) == ({"candidate.stack.torch": "2.10.0",
+                                                                 "candidate.stack.nccl": "2.28.3"}
+                                                                if spec.startswith("sim-stack") else {})
+    assert built_in["reason"] == mine["reason"] and f"candidate ({spec})" in mine["reason"]
+
+
+def test_a_users_stack_pair_alone_starts_its_arms_interleaved_and_skips_without_a_candidate(pytester):
+    prof = _user_project(pytester)
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
+                                      "--perfgate-candidate", "sim-stack=torch=2.10.0;nccl=2.28.3",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]  # A B A B
+    p = _records(pytester)["test_my_stack_gate[m:baseline]"]
+    assert p["pair_n"] == "2" and p["pair_decision"] in ("same", "improved", "undecided")
+    assert p["candidate.stack.torch"] == "2.10.0" and float(p["candidate.tok_s"]) > 0 and p["n_starts"] == "2"
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "-rs", "--junitxml=none.xml",
+                                      "-p", "no:cacheprovider")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*no candidate stack to compare with; pass --perfgate-candidate SPEC*"])
+    assert _records(pytester, "none.xml")["test_my_stack_gate[m:baseline]"]["outcome"] == "skip"
+
+
+MISUSED = '''
+import pytest
+
+
+@pytest.mark.perfgate(kind="stack-pair")
+def test_pair_against_itself(perf_candidate, perf_server, measure, perf_compare):
+    m = measure(perf_server)
+    perf_compare(m, m)
+'''
+
+
+def test_perf_compare_on_a_stack_pair_record_without_the_candidate_arm_says_the_fix(pytester):
+    prof = _project(pytester)
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_bad.py").write_text(MISUSED)
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "-k", "baseline",
+                                      "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1", "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*perf_compare(): a stack-pair record compares its config on the candidate stack*"
+                            "perf_compare(measure(perf_candidate), measure(perf_server))*"])
+
+
+def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(pytester, tmp_path):
+    """perf_candidate (listed before perf_server) skips each record with the stack-pair's own reason, also where the
+    attached server runs another config than the record's (eagle3 here), before perf_server compares configs."""
+    from perfgate.sim.testing import SimProcess
+    from tests.test_measurement import BASE_FLAGS, MODEL, make_project
+
+    prof = make_project(pytester)
+    with SimProcess.start(BASE_FLAGS, log_path=tmp_path / "sim.log", model_path=MODEL) as sim:
+        sim.wait_ready()
+        r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                          f"--perfgate-url=http://127.0.0.1:{sim.port}", "--perfgate-candidate",
+                                          "env.PERFGATE_SIM_NOTHING=1", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(skipped=2)
+    for mode in ("baseline", "eagle3"):
+        p = _records(pytester)[f"test_stack_pair[m:{mode}]"]
+        assert p["outcome"] == "skip" and p["kind"] == "stack-pair" and "attached" not in p
+        assert p["reason"] == ("stack-pair: an attached server (--perfgate-url) has one stack; launch the servers to "
+                               "compare two")
