@@ -36,3 +36,24 @@ def test_under_xdist_the_controller_writes_the_workers_updates_once(pytester: py
     text = prof.read_text()
     assert text.count("[floors.baseline.measured]") == 1 and load_profile(prof).floors["baseline"].tok_s != 80.0
     assert r.stdout.str().count("perfgate: updated") == 1
+
+
+
+def test_under_xdist_one_workers_floor_is_written_and_the_others_refusal_listed(pytester: pytest.Pytester) -> None:
+    """The baseline's worker writes its floor; the eagle3 server (on the other worker) fails to start (CUDA OOM
+    at graph capture: no memory left outside the static pool), so its floor is refused; the controller says
+    both, once each."""
+    pytest.importorskip("xdist")
+    prof = make_project(pytester)
+    spec = "speculative-num-draft-tokens = 4 }"
+    prof.write_text(prof.read_text().replace(spec, spec[:-1] + ", mem-fraction-static = 0.99 }"))
+    r = pytester.runpytest_subprocess("perftests/test_baseline.py", "perftests/test_speculative.py",
+                                      f"--perfgate-profile={prof}", "-m", "baseline or speculative",
+                                      "--perfgate-update-baselines", "-p", "no:cacheprovider",
+                                      "-p", "no:hypothesispytest", "-n", "2")
+    out = r.stdout.str()
+    floors = load_profile(prof).floors
+    assert floors["baseline"].tok_s != 80.0 and floors["eagle3"].accept_len == 1.5, out
+    assert out.count(f"perfgate: updated {prof} [floors.baseline] tok_s: 80.0 -> {floors['baseline'].tok_s}") == 1
+    assert out.count(f"perfgate: NOT updated {prof} [floors.eagle3] accept_len: the measurement failed (oom)") == 1
+    assert out.count("perfgate: updated") == 1 and out.count("perfgate: NOT updated") == 1, out

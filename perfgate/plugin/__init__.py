@@ -203,10 +203,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = config.stash.get(STATE, None)
     if st is not None and hasattr(config, "workeroutput"):
-        config.workeroutput["perfgate_updates"] = {
-            "updates": [list(u) for u in st.updates], "meta": st.update_meta,
-            "refused": [list(r) for r in st.update_refused],
-        }
+        from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+
+        config.workeroutput[WORKEROUTPUT_KEY] = st.ledger.to_workeroutput()
     elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
         _write_updates(config, st)
     if st is not None:
@@ -214,9 +213,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
-    from perfgate.plugin.ledger import REPORT, finish
+    from perfgate.plugin.ledger import REPORT
 
-    lines = config.stash[REPORT] = finish(st)
+    lines = config.stash[REPORT] = st.ledger.write(st.profile.path)
     if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
         for line, _colour in lines:
             sys.stderr.write(line + "\n")
@@ -242,14 +241,13 @@ def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Under xdist, the controller adds a worker's ledger (its floor updates) to its own, to write at finish."""
+    from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+
     st = node.config.stash.get(STATE, None)
-    got = getattr(node, "workeroutput", {}).get("perfgate_updates")
-    if st is None or not got:
-        return
-    st.updates.extend(tuple(u) for u in got["updates"])
-    for mode, meta in got["meta"].items():
-        st.update_meta.setdefault(mode, {}).update(meta)
-    st.update_refused.extend(tuple(r) for r in got["refused"])
+    got = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+    if st is not None and got:
+        st.ledger.merge(got)
 
 
 # ----------------------------------------------------------------------------- fixtures

@@ -94,7 +94,7 @@ class Checks:
         lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
         # the config's step profile, when this session took one (profile records run before this one): the
         # all-reduces per verify pass as measured in SGLang's own trace, not modelled
-        prof = self.state.step_profiles.get(self.state.config_for(case).key)
+        prof = self.state.ledger.step_profile(self.state.config_for(case).key)
         measured = (prof.allreduce_count, prof.allreduce_us / 1000.0) if prof is not None and prof.allreduce_count \
             else None
         bd = costmodel.spec_breakdown(

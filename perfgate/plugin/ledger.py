@@ -1,9 +1,19 @@
-"""``--perfgate-update-baselines``: write measured floors back into a profile, keeping its layout.
+"""The session's ledger: what it measured (measurements by key, step profiles by config key, the server starts
+measured) and what ``--perfgate-update-baselines`` writes at session finish (the floor updates with their
+``measured`` facts, and the refusals), in one :class:`Ledger` held as ``PerfgateState.ledger``.
 
-Only the keys that change are touched (tomlkit keeps every comment, blank line and the order of
-the file); each updated mode gets a ``[floors.<mode>.measured]`` table with the date, trials,
-CV and the stack fingerprint. The result is loaded again before this returns; a file that would
-no longer load is put back as it was and :class:`~perfgate.errors.ConfigError` is raised.
+Under pytest-xdist each worker ships its floor updates to the controller once, when it ends
+(:meth:`Ledger.to_workeroutput` in the worker's ``workeroutput``, :meth:`Ledger.merge` on the controller), and
+the controller writes them into the profile once, at session finish, whatever plugins are active
+(:meth:`Ledger.write`). Writing keeps the profile's layout: only the keys that change are touched (tomlkit keeps
+every comment, blank line and the order of the file); each updated mode gets a ``[floors.<mode>.measured]`` table
+with the date, trials, CV and the stack fingerprint. The result is loaded again before it replaces the file; a
+file that would no longer load is left as it was (:func:`write_profile` raises
+:class:`~perfgate.errors.ConfigError`, and :meth:`Ledger.write` says so in red).
+
+This module sits below :mod:`perfgate.plugin.state` (which holds the ledger, so it loads with the plugin: what
+only writing needs, tomlkit and the measuring layer, is imported where it is used): it reads the session through
+the :class:`Session` protocol and never imports the state.
 """
 
 from __future__ import annotations
@@ -12,27 +22,170 @@ import datetime as _dt
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
-import tomlkit
 
 from perfgate.errors import ConfigError, PerfgateError
-from perfgate.measuring.verdict import Verdict, pct
 from perfgate.plugin.kinds import FLOOR, update_key
 from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
-    from perfgate.plugin.state import PerfgateState
+    from perfgate.measuring.trace import StepProfile
+    from perfgate.measuring.verdict import Verdict
+    from perfgate.plugin.fingerprint import Fingerprint
+    from perfgate.profiles import Profile
+    from perfgate.profiles.config import ServerConfig
+    from perfgate.stack import Stack
 
+__all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "REPORT", "note_update", "note_value",
+           "refuse_update", "write_updates", "write_profile"]
+
+#: a floor to write: (floors table, key, old value or None, new value)
+Update = tuple[str, str, object, float]
+#: a floor not written: (floors table, key, why)
+Refusal = tuple[str, str, str]
+#: the key of a worker's ``workeroutput`` that carries its ledger to the xdist controller
+WORKEROUTPUT_KEY = "perfgate_ledger"
+#: what writing the updates came to, (line, colour) each, for the terminal summary to print
+REPORT = pytest.StashKey["list[tuple[str, str]]"]()
+
+
+class Ledger:
+    """The one home of a session's measurements, step profiles and floor updates (``PerfgateState.ledger``).
+
+    Measurements and step profiles stay in the process that made them; the floor updates, their ``measured``
+    facts and the refusals travel: :meth:`to_workeroutput` is what an xdist worker ships (plain JSON), and
+    :meth:`merge` adds what a worker shipped, so that the controller's ledger is the session's.
+    """
+
+    def __init__(self) -> None:
+        self._measurements: dict[str, Measurement] = {}
+        self._step_profiles: dict[str, StepProfile] = {}
+        self._measured_starts: set[int] = set()
+        self._updates: list[Update] = []
+        self._meta: dict[str, dict[str, object]] = {}
+        self._refused: list[Refusal] = []
+
+    # ------------------------------------------------------------------ what was measured
+
+    def measurement(self, key: str) -> Measurement | None:
+        """The measurement cached under ``key`` (a config key, ``<key>@<workload>`` for another workload)."""
+        return self._measurements.get(key)
+
+    def note_measurement(self, key: str, m: Measurement) -> None:
+        self._measurements[key] = m
+
+    def step_profile(self, config_key: str) -> StepProfile | None:
+        """The config's step profile, when this session took one (the profile records)."""
+        return self._step_profiles.get(config_key)
+
+    def note_step_profile(self, config_key: str, prof: StepProfile) -> None:
+        self._step_profiles[config_key] = prof
+
+    def start_measured(self, start: int) -> bool:
+        """Whether the server manager's start number ``start`` has been measured (perfgate.plugin.starts)."""
+        return start in self._measured_starts
+
+    def note_measured_start(self, start: int) -> None:
+        self._measured_starts.add(start)
+
+    # ------------------------------------------------------------------ what --perfgate-update-baselines writes
+
+    def note_update(self, table: str, key: str, old: object, new: float, meta: Mapping[str, object]) -> None:
+        """``[floors.<table>] <key> = new`` (was ``old``), its ``measured`` facts merged into the table's."""
+        self._updates.append((table, key, old, new))
+        self._meta.setdefault(table, {}).update(meta)
+
+    def refuse(self, table: str, key: str, why: str) -> None:
+        """``[floors.<table>] <key>`` is not written, and the summary says ``why``."""
+        self._refused.append((table, key, why))
+
+    @property
+    def updates(self) -> tuple[Update, ...]:
+        return tuple(self._updates)
+
+    @property
+    def meta(self) -> dict[str, dict[str, object]]:
+        """The ``measured`` facts per floors table (a copy)."""
+        return {t: dict(m) for t, m in self._meta.items()}
+
+    @property
+    def refused(self) -> tuple[Refusal, ...]:
+        return tuple(self._refused)
+
+    # ------------------------------------------------------------------ across xdist workers
+
+    def to_workeroutput(self) -> dict[str, Any]:
+        """What a worker ships to the controller: its floor updates, their facts and its refusals, as plain
+        JSON (lists, dicts, strings, numbers; execnet carries nothing else)."""
+        return {"updates": [list(u) for u in self._updates], "meta": self.meta,
+                "refused": [list(r) for r in self._refused]}
+
+    def merge(self, shipped: Mapping[str, Any]) -> None:
+        """Add what a worker shipped (:meth:`to_workeroutput`): its updates and refusals after this ledger's,
+        its facts merged into each table's, as if the worker's notes had been made here."""
+        try:
+            updates = [(str(t), str(k), old, float(new)) for t, k, old, new in shipped["updates"]]
+            refused = [(str(t), str(k), str(why)) for t, k, why in shipped["refused"]]
+            meta = {str(t): dict(m) for t, m in shipped["meta"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"perfgate: a worker's workeroutput[{WORKEROUTPUT_KEY!r}] is not a ledger "
+                             f"({type(e).__name__}: {e}); fix: run the controller and the workers with one "
+                             f"perfgate version") from None
+        self._updates.extend(updates)
+        for table, m in meta.items():
+            self._meta.setdefault(table, {}).update(m)
+        self._refused.extend(refused)
+
+    # ------------------------------------------------------------------ at session finish
+
+    def write(self, path: Path) -> list[tuple[str, str]]:
+        """Write every update into the profile at ``path``, once; return what was written and refused, one line
+        each with its colour (``""``, ``yellow``, ``red``) for the terminal summary (or stderr without one)."""
+        lines = [(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", "yellow")
+                 for mode, key, why in self._refused]
+        if not self._updates:
+            return [*lines, ("perfgate: --perfgate-update-baselines: nothing measured to write", "")]
+        try:
+            write_updates(path, self._updates, self._meta)
+        except (PerfgateError, OSError) as e:
+            return [*lines, (f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", "red")]
+        return [*lines, *((f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} "
+                           f"-> {new}", "") for mode, key, old, new in self._updates)]
+
+
+class Session(Protocol):
+    """What the notes below read of a session (:class:`perfgate.plugin.state.PerfgateState` is one)."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def stack(self) -> Stack: ...
+
+    @property
+    def fingerprint(self) -> Fingerprint: ...
+
+    def opt(self, name: str) -> Any: ...
+
+    def config_for(self, case: Case) -> ServerConfig: ...
+
+
+# ----------------------------------------------------------------------------- the profile writers
 
 
 def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]],
                   meta: Mapping[str, Mapping[str, object]]) -> Path:
     """Set ``[floors.<mode>] <key> = new`` (``[floors.<mode>.c<N>]`` for ``<mode>.c<N>``) and its ``measured``
     table (comments are kept), through :func:`write_profile`."""
+    import tomlkit
+
     from perfgate.profiles.load import load_profile
 
     path = Path(path)
@@ -116,41 +269,17 @@ def write_profile(path: Path, text: str) -> Path:
     return path
 
 
-# ----------------------------------------------------------------------------- at session finish
-
-#: what writing the updates came to, (line, colour) each, for the terminal summary to print
-REPORT = pytest.StashKey["list[tuple[str, str]]"]()
-
-
-def finish(state: PerfgateState) -> list[tuple[str, str]]:
-    """--perfgate-update-baselines, at session finish: write every limit noted during the run (the xdist
-    workers' included, shipped to the controller when each ends) into the profile, once, whatever plugins are
-    active; return what was written and refused, one line each with its colour (``""``, ``yellow``, ``red``)."""
-    st = state
-    path = st.profile.path
-    lines = [(f"perfgate: NOT updated {path} [floors.{mode}] {key}: {why}", "yellow")
-             for mode, key, why in st.update_refused]
-    if not st.updates:
-        return [*lines, ("perfgate: --perfgate-update-baselines: nothing measured to write", "")]
-    try:
-        write_updates(path, st.updates, st.update_meta)
-    except (PerfgateError, OSError) as e:
-        return [*lines, (f"perfgate: --perfgate-update-baselines: {path} NOT written: {e}", "red")]
-    return [*lines, *((f"perfgate: updated {path} [floors.{mode}] {key}: {'(none)' if old is None else old} -> {new}",
-                       "") for mode, key, old, new in st.updates)]
-
-
 # ----------------------------------------------------------------------------- during the run
 
 
-def refuse_update(state: PerfgateState, case: Case, why: str) -> None:
+def refuse_update(state: Session, case: Case, why: str) -> None:
     """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
     key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.plugin.kinds)
     if key is not None and state.opt("perfgate_update_baselines"):
-        state.update_refused.append((case.mode, key, why))
+        state.ledger.refuse(case.mode, key, why)
 
 
-def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measurement, v: Verdict, *,
+def note_update(state: Session, mode: str, key: str, old: object, m: Measurement, v: Verdict, *,
                 table: str | None = None, max_cv: float | None = None) -> None:
     """Remember a limit to write; never from a failed, noisy or inconclusive measurement.
 
@@ -158,6 +287,7 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
     ``table`` is the floors table it goes to (default ``mode``; ``<mode>.c<N>`` for a limit at concurrency N).
     """
     from perfgate.measuring.metrics import METRICS
+    from perfgate.measuring.verdict import pct
 
     st = state
     if not st.opt("perfgate_update_baselines"):
@@ -183,7 +313,7 @@ def note_update(state: PerfgateState, mode: str, key: str, old: object, m: Measu
                extra={"concurrency": m.concurrency} if table != mode else None)
 
 
-def note_value(state: PerfgateState, table: str, key: str, old: object, new: float | None, *, n: int,
+def note_value(state: Session, table: str, key: str, old: object, new: float | None, *, n: int,
                cv: float | None, why: str = "", mode: str | None = None,
                extra: Mapping[str, object] | None = None) -> None:
     """Remember ``[floors.<table>] <key> = new`` to write at session finish, or why it is not written (``why``);
@@ -192,12 +322,10 @@ def note_value(state: PerfgateState, table: str, key: str, old: object, new: flo
     if not st.opt("perfgate_update_baselines"):
         return
     if why or new is None:
-        st.update_refused.append((table, key, why or "nothing was measured"))
+        st.ledger.refuse(table, key, why or "nothing was measured")
         return
     mode = mode or table
-    st.updates.append((table, key, old, round(float(new), 2)))
-    meta = st.update_meta.setdefault(table, {})
-    meta.update({
+    st.ledger.note_update(table, key, old, round(float(new), 2), {
         "date": _dt.date.today().isoformat(),
         "n": n,
         "cv": round(cv, 4) if cv is not None else 0.0,

@@ -108,11 +108,11 @@ class StepProfiler:
                     if not server.log_path else "")
             perf.conclude(case, Verdict(outcome=Outcome.FAIL, message=f"no step profile: {e}{hint}"), decides=DECIDES)
             raise AssertionError("unreachable: conclude() ends the test") from e
-        st.step_profiles[config.key] = prof
+        st.ledger.note_step_profile(config.key, prof)
         perf.record("trace", str(cap.decode[0]))
         for k, v in prof.properties().items():
             perf.record(k, v)
-        m = st.measurements.get(config.key)  # the config's own measurement, when this session made one
+        m = st.ledger.measurement(config.key)  # the config's own measurement, when this session made one
         if m is not None and m.tok_s is not None and m.tok_s.median:
             # the cost-model arithmetic on measured numbers: the same cycle with less all-reduce time
             for name, f in (("ar_halved", 0.5), ("no_ar", 0.0)):

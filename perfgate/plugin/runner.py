@@ -119,12 +119,13 @@ class PerfRun(Checks):
         servers = self.servers
         key = config.key
         mkey = key if workload is None else f"{key}@{workload_key(workload)}"
-        if mkey not in st.measurements and servers.failure(config) is None and st.settings.starts > 1:
+        if st.ledger.measurement(mkey) is None and servers.failure(config) is None and st.settings.starts > 1:
             self._measure_starts(case, config, workload, mkey)
         log = servers.log_of(config)
         known = servers.failure(config)
-        if mkey in st.measurements:
-            m = st.measurements[mkey]
+        cached = st.ledger.measurement(mkey)
+        if cached is not None:
+            m = cached
         elif known is not None:
             v = known.verdict
             if primary:
@@ -148,7 +149,7 @@ class PerfRun(Checks):
                     refuse_update(self.state, case, f"the measurement failed ({f.verdict.category})")
                     self.conclude(case, f.verdict)
                 self._fail_dependency(case, config, f.verdict)
-            st.measurements[mkey] = m
+            st.ledger.note_measurement(mkey, m)
         k = kind_of(case.kind)
         if primary and k is not None and k.sweeps and not m.sweep:
             m = self._sweep(case, config, m)
@@ -276,7 +277,7 @@ class PerfRun(Checks):
             offset += 2 * c
             points.append(sweep_point(c, outs, wall))
         m = replace(m, sweep=tuple(points))
-        st.measurements[config.key] = m
+        st.ledger.note_measurement(config.key, m)
         return m
 
     # ------------------------------------------------------------------ conclude
@@ -285,7 +286,7 @@ class PerfRun(Checks):
         """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
         from perfgate.measuring.verdict import warm_cache
 
-        m = self._measured or self.state.measurements.get(self.state.config_for(case).key)
+        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
         return v if m is None else warm_cache(v, m)
 
     def _quiet(self, message: str) -> str:

@@ -147,13 +147,13 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
                         confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
                         key_of: Callable[[ServerConfig], str] = lambda c: c.key) -> None:
     """Start each of ``configs`` ``n`` times, round by round (A B A B ...), measure each start with
-    ``measure_one`` and cache the pooled measurement in ``st.measurements``. A config whose start or
+    ``measure_one`` and cache the pooled measurement in ``st.ledger``. A config whose start or
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
     pool = pool_of(st)
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for _ in range(n):
         for cfg in configs:
-            if pool.failure(cfg) is not None or key_of(cfg) in st.measurements:
+            if pool.failure(cfg) is not None or st.ledger.measurement(key_of(cfg)) is not None:
                 continue
             _fresh_start(st, cfg)
             failed: ServerFailed | None = None
@@ -167,10 +167,10 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
             per[cfg.key].append(m)
             launched = pool.launched
             if launched is not None:
-                st.measured_starts.add(launched.starts)
+                st.ledger.note_measured_start(launched.starts)
     for cfg in configs:
-        if pool.failure(cfg) is None and key_of(cfg) not in st.measurements and per[cfg.key]:
-            st.measurements[key_of(cfg)] = combine(per[cfg.key], confidence=confidence)
+        if pool.failure(cfg) is None and st.ledger.measurement(key_of(cfg)) is None and per[cfg.key]:
+            st.ledger.note_measurement(key_of(cfg), combine(per[cfg.key], confidence=confidence))
 
 
 def _fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
@@ -180,7 +180,7 @@ def _fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
     if m is None:  # attached, or nothing launched yet
         return
     cur = m.current  # always the latest start (number m.starts)
-    if cur is not None and cur.config.key == cfg.key and m.starts not in st.measured_starts:
+    if cur is not None and cur.config.key == cfg.key and not st.ledger.start_measured(m.starts):
         return
     m.stop()
 

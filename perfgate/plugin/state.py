@@ -1,11 +1,11 @@
 """The session's perfgate state: the data of one session. The profile, variants, stack and settings it runs
-with, the machine's fingerprint, the configs it selected, the measurements and step profiles so far, and what
---perfgate-update-baselines writes.
+with, the machine's fingerprint, the configs it selected, and its ledger (perfgate.plugin.ledger: the
+measurements and step profiles so far, and what --perfgate-update-baselines writes).
 
 One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
 holds the hooks, options and fixtures); the runner and the public API read it. It imports only the layers
-below the pytest layer (profiles, measuring, serving, record, stack) and the settings and fingerprint it
-holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
+below the pytest layer (profiles, measuring, serving, record, stack) and the settings, fingerprint and ledger
+it holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
 failures (perfgate.plugin.pool), the runner.
 """
 
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.plugin.ledger import Ledger
 from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
 
 if TYPE_CHECKING:
-    from perfgate.measuring.metrics import Measurement
     from perfgate.plugin.fingerprint import Fingerprint
     from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
@@ -52,15 +52,11 @@ class PerfgateState:
         self._settings: Settings | None = None
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
-        self.measurements: dict[str, Measurement] = {}
-        self.step_profiles: dict[str, Any] = {}  # config key -> perfgate.measuring.trace.StepProfile (profile records)
         self.selected_configs: dict[str, ServerConfig] = {}
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
-        self.measured_starts: set[int] = set()  # the manager's start numbers already measured (perfgate.plugin.starts)
-        self.updates: list[tuple[str, str, object, object]] = []  # (mode, key, old, new)
-        self.update_meta: dict[str, dict[str, object]] = {}
-        self.update_refused: list[tuple[str, str, str]] = []  # (mode, key, why not written)
+        # measurements, step profiles, starts measured, floor updates (shipped across xdist workers, written at finish)
+        self.ledger = Ledger()
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)

@@ -118,7 +118,7 @@ def attach_warnings(pool: Attacher, tr: Any) -> None:
 
 def write_updates(st: PerfgateState, tr: Any) -> None:
     """--perfgate-update-baselines: every change and every refusal (written at session finish,
-    perfgate.plugin.ledger.finish)."""
+    perfgate.plugin.ledger.Ledger.write)."""
     from perfgate.plugin.ledger import REPORT
 
     for line, colour in st.config.stash.get(REPORT, []):
