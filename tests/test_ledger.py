@@ -140,3 +140,36 @@ def test_writing_sets_each_floor_once_and_never_breaks_the_profile(tmp_path: Pat
     [(line, colour)] = broken.write(prof)
     assert colour == "red" and f"{prof} NOT written" in line and "would break it" in line
     assert prof.read_text() == good
+
+
+def test_a_floor_written_later_keeps_its_own_stamp_and_leaves_the_other_floors(tmp_path: Path) -> None:
+    """A crossover floor from one run, a goodput floor from a later one on another machine: each keeps the facts of
+    the measurement it came from, and a rewrite of one replaces only its own."""
+    import tomlkit
+
+    from perfgate.plugin.ledger import STAMPED, write_updates
+    from perfgate.profiles.load import load_profile
+
+    prof = _profile(tmp_path)
+    write_updates(prof, [("eagle3", "crossover", None, 18.0)],
+                  {"eagle3": {"machine": "aaa", "crossover_ci": "18-20", "report": "x.xml"}})
+    write_updates(prof, [("eagle3", "goodput_rps", None, 30.0)], {"eagle3": {"machine": "bbb", "cv": 0.001}})
+
+    def stamp() -> dict[str, Any]:
+        return json.loads(json.dumps(tomlkit.parse(prof.read_text())["floors"]["eagle3"]["measured"]))
+
+    assert stamp() == {"machine": "aaa", "crossover_ci": "18-20", "report": "x.xml", STAMPED: "crossover",
+                       "goodput_rps": {"machine": "bbb", "cv": 0.001}}
+    floor = load_profile(prof).floors["eagle3"]
+    assert floor.limits["crossover"] == 18.0 and floor.limits["goodput_rps"] == 30.0
+    # the crossover measured again: its facts get their own table, and the table's own facts (only its) go
+    write_updates(prof, [("eagle3", "crossover", 18.0, 19.0)], {"eagle3": {"machine": "ccc"}})
+    assert stamp() == {"goodput_rps": {"machine": "bbb", "cv": 0.001}, "crossover": {"machine": "ccc"}}
+    # both measured in one run: each its own stamp still, as the profile's accept_len was written by hand
+    write_updates(prof, [("eagle3", "crossover", 19.0, 19.5), ("eagle3", "goodput_rps", 30.0, 31.0)],
+                  {"eagle3": {"machine": "ddd"}})
+    assert stamp() == {"goodput_rps": {"machine": "ddd"}, "crossover": {"machine": "ddd"}}
+    # every limit of the table measured in one run: one stamp for the table again, in place
+    write_updates(prof, [("eagle3", k, None, v) for k, v in (("crossover", 20.0), ("goodput_rps", 32.0),
+                                                              ("accept_len", 2.5))], {"eagle3": {"machine": "eee"}})
+    assert stamp() == {"machine": "eee"}

@@ -47,6 +47,8 @@ __all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "REPORT
 Update = tuple[str, str, object, float]
 #: a floor not written: (floors table, key, why)
 Refusal = tuple[str, str, str]
+#: the entry of a ``measured`` table listing the limits its facts stamp, when the table's other limits have their own
+STAMPED = "keys"
 #: the key of a worker's ``workeroutput`` that carries its ledger to the xdist controller
 WORKEROUTPUT_KEY = "perfgate_ledger"
 #: what writing the updates came to, (line, colour) each, for the terminal summary to print
@@ -222,22 +224,67 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
             floors[mode][level] = tomlkit.table()
         return floors[mode][level]
 
+    before = {name: _floor_keys(table(name, create=False)) for name, *_ in updates}
+    written: dict[str, set[str]] = {}
     for name, key, _old, new in updates:
         table(name, create=True, key=key)[key] = new
+        written.setdefault(name, set()).add(key)
     for name, m in meta.items():
         t = table(name, create=False)
         if t is None:
             continue
         values = {k: (v if isinstance(v, (int, float, bool)) else str(v)) for k, v in m.items()}
-        measured = t.get("measured")
+        _stamp(t, values, written.get(name, set()), before.get(name, set()))
+    return write_profile(path, tomlkit.dumps(doc))
+
+
+#: keys of a ``[floors.<mode>]`` table that are not limits
+_NOT_LIMITS = frozenset({"tolerance", "accept_len_tolerance", "max_cv", "measured", STAMPED})
+
+
+def _floor_keys(t: Any) -> set[str]:
+    """The limits a floors table holds (numbers; not its tolerances, stamp or per-concurrency tables)."""
+    if t is None:
+        return set()
+    return {k for k, v in t.items() if k not in _NOT_LIMITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str]) -> None:
+    """Write the ``measured`` facts of the limits ``keys`` just written into the floors table ``t``.
+
+    A ``measured`` table is the stamp of one measurement. When the update writes every limit of the table, its
+    facts replace the stamp whole (facts of an older measurement go). When the table keeps limits that another
+    measurement stamped (a crossover floor from one run, a goodput floor from a later one), each written key gets
+    its own ``[... .measured.<key>]`` table and the table's own facts keep stamping the others, listed in its
+    ``keys`` entry: a later update never hands one measurement's machine and report to another's limit.
+    """
+    import tomlkit
+
+    measured = t.get("measured")
+    others = _floor_keys(t) - keys
+    if measured is None or not others:
         if measured is None:
-            measured = tomlkit.table()
-            t["measured"] = measured
+            measured = t["measured"] = tomlkit.table()
         for k in [k for k in measured if k not in values]:
-            del measured[k]  # stale facts of an older measurement
+            del measured[k]  # stale facts of an older measurement (kept in place: its comments stay)
         for k, v in values.items():
             measured[k] = v
-    return write_profile(path, tomlkit.dumps(doc))
+        if others:  # the table's first stamp, beside limits written by hand: say which limits it stamps
+            measured[STAMPED] = " ".join(sorted(keys))
+        return
+    subtables = {k for k, v in measured.items() if isinstance(v, dict)}
+    stamped = (set(str(measured[STAMPED]).split()) if STAMPED in measured else before - subtables) - keys
+    for k in keys:
+        sub = tomlkit.table()
+        for f, v in values.items():
+            sub[f] = v
+        measured[k] = sub  # replaces that key's older stamp whole
+    flat = [k for k in measured if k not in subtables | keys]
+    if not stamped:
+        for k in flat:
+            del measured[k]  # the facts stamped only keys that now have their own
+    elif flat:
+        measured[STAMPED] = " ".join(sorted(stamped))
 
 
 def write_profile(path: Path, text: str) -> Path:
