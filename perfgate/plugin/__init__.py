@@ -5,7 +5,7 @@ Registered by ``pip install`` (the ``pytest11`` entry point ``perfgate.plugin``;
 that do not use it: it switches on when a profile is named (``--perfgate-profile``, ``PERFGATE_PROFILE``,
 the ``perfgate_profile`` ini option, or ``perfgate = true``) or when a collected test uses one of its
 fixtures (``perf_server``, ``measure``, ``perf_check``, ``perf_baseline``, ``perf_candidate``, ``perf_compare``,
-``step_profile``, ``perf_crosscheck``, ``micro_check``, ``perf_case``, ``perf``), wherever the test lives.
+``step_profile``, ``perf_crosscheck``, ``micro_check``, ``perf_case``), wherever the test lives.
 """
 
 from __future__ import annotations
@@ -276,9 +276,9 @@ def perfgate_record(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def perf(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
-    """perfgate's per-test helper (perfgate.plugin.runner.PerfRun) behind the built-in tests: measure a case,
-    compare, conclude. Tests of your own use the public fixtures (perf_server, measure, perf_check, ...)."""
+def _perfgate_run(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -> Any:
+    """perfgate's per-test helper (perfgate.plugin.runner.PerfRun) behind the public fixtures: measure a case,
+    compare, conclude. Private (``pytest --fixtures -v`` lists it): tests use the public fixtures."""
     from perfgate.plugin.runner import PerfRun
 
     return PerfRun(item=request.node, state=perfgate_state)
@@ -293,50 +293,50 @@ def perf_case(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def perf_server(request: pytest.FixtureRequest, perf: Any) -> Any:
+def perf_server(request: pytest.FixtureRequest, _perfgate_run: Any) -> Any:
     """A running server of one config (perfgate.plugin.api.PerfServer: mode, variant, url, log_path). The test
     runs once per mode of the profile (or per @pytest.mark.perfgate(modes=[...]), plus each variant with
     variants=True); each config starts once per session, tests ordered by config; a failed start is the
     test's record (classified, with its log)."""
     from perfgate.plugin.api import start
 
-    return start(perf, request.param)
+    return start(_perfgate_run, request.param)
 
 
 @pytest.fixture
-def measure(perf: Any) -> Any:
+def measure(_perfgate_run: Any) -> Any:
     """measure(perf_server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=,
     requests_per_trial=, request_timeout_s=) -> perfgate.Measurement: the mode's workload with those keys
     replaced, measured cold (prefix cache flushed per trial), median/CI/CV per metric, recorded on the test."""
     from perfgate.plugin.api import Measure
 
-    return Measure(perf)
+    return Measure(_perfgate_run)
 
 
 @pytest.fixture
-def perf_check(perf: Any) -> Any:
+def perf_check(_perfgate_run: Any) -> Any:
     """perf_check(measurement, metric, *, limit=None, tolerance=None): conclude this test's record on one
     metric (tok_s, output_tok_s, ttft_ms, ttft_ms_p99, itl_ms, itl_ms_p99) in its direction, against the
     profile's [floors.<mode>] / [floors.<mode>.c<N>] or the given limit, through the profile's expectations.
     Ends the test: call it last."""
     from perfgate.plugin.api import Check
 
-    return Check(perf)
+    return Check(_perfgate_run)
 
 
 @pytest.fixture
-def perf_baseline(perf: Any, perf_server: Any) -> Any:
+def perf_baseline(_perfgate_run: Any, perf_server: Any) -> Any:
     """The config this record is compared with (perfgate.BaselineServer: mode, config): the profile's baseline mode
     for a mode's record, the variant's own mode for a variant's. measure(perf_baseline) is its measurement in this
     session, not recorded on this test (its own record's, when that ran first; else its server is started then);
     a baseline that fails fails this record. perf_compare concludes on the pair."""
     from perfgate.plugin.compare import baseline_of
 
-    return baseline_of(perf, perf_server.case)
+    return baseline_of(_perfgate_run, perf_server.case)
 
 
 @pytest.fixture
-def perf_candidate(perf: Any) -> Any:
+def perf_candidate(_perfgate_run: Any) -> Any:
     """This record's config on the --perfgate-candidate stack (perfgate.CandidateServer), as perf_baseline gives the
     baseline's. measure(perf_candidate) measures the record's own config, then the candidate arm (starts interleaved
     under --perfgate-starts N: current 1, candidate 1, ...), recording the candidate's numbers as candidate.*;
@@ -344,11 +344,11 @@ def perf_candidate(perf: Any) -> Any:
     noise and 0.5 %). No candidate, or an attached server: the record skips, saying why."""
     from perfgate.plugin.stackpair import candidate_of
 
-    return candidate_of(perf)
+    return candidate_of(_perfgate_run)
 
 
 @pytest.fixture
-def perf_compare(perf: Any) -> Any:
+def perf_compare(_perfgate_run: Any) -> Any:
     """perf_compare(measurement, baseline_measurement): conclude this test's record on the config against its
     baseline measured in the same run: greedy tokens must match (else wrong-output), then decode tok/s by the CI of
     the ratio of medians (paired per start with --perfgate-starts N) beyond the profile's min_effect; a speculative
@@ -356,29 +356,29 @@ def perf_compare(perf: Any) -> Any:
     (measure(perf_candidate)) is judged on the paired ratio, see perf_candidate. Ends the test."""
     from perfgate.plugin.compare import Compare
 
-    return Compare(perf)
+    return Compare(_perfgate_run)
 
 
 @pytest.fixture
-def step_profile(perf: Any) -> Any:
+def step_profile(_perfgate_run: Any) -> Any:
     """step_profile(perf_server, *, num_steps=16) -> perfgate.measuring.trace.StepProfile: capture SGLang's own trace
     of a few decode steps (speculative cycles) on the server, record all-reduces per step, their time and
     share, the backend that ran them, GEMM/attention/other time and rank skew, and conclude the record
     (a variant whose trace shows another all-reduce backend than its own is a `fallback`). Call it last."""
     from perfgate.plugin.profiling import StepProfiler
 
-    return StepProfiler(perf)
+    return StepProfiler(_perfgate_run)
 
 
 @pytest.fixture
-def perf_crosscheck(perf: Any) -> Any:
+def perf_crosscheck(_perfgate_run: Any) -> Any:
     """perf_crosscheck(perf_server): conclude this test's record on SGLang's own bench_one_batch_server, run once
     per trial against the same live server: within 1 % of perfgate's measurement (per decode cycle where both
     report an acceptance length) passes, else inconclusive or measurement-mismatch; skips where the benchmark does
     not import in the engine's interpreter. Ends the test: call it last."""
     from perfgate.plugin.crosscheck import Crosscheck
 
-    return Crosscheck(perf)
+    return Crosscheck(_perfgate_run)
 
 
 @pytest.fixture

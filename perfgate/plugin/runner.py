@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class PerfRun(Checks):
-    """Per-test helper handed out by the ``perf`` fixture: record, measure, check
+    """Per-test helper handed out by the private ``_perfgate_run`` fixture: record, measure, check
     (:class:`perfgate.plugin.checks.Checks`),
     conclude."""
 

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from perfgate.stack import Stack
 
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
-PERF_FIXTURES = frozenset({"perf_case", "perf_server", "perf", "measure", "perf_check", "step_profile", "micro_case",
-                           "perf_crosscheck", "micro_check"})
+PERF_FIXTURES = frozenset({"perf_case", "perf_server", "_perfgate_run", "measure", "perf_check", "step_profile",
+                           "micro_case", "perf_crosscheck", "micro_check"})
 #: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
 STATE = pytest.StashKey["PerfgateState"]()
 
