@@ -82,3 +82,28 @@ def test_a_report_without_load_records_draws_no_load_plots(tmp_path, capsys, wha
     p = write_report(tmp_path / "plain.xml", seed_cases())
     assert main(["plot", str(p), "-o", str(tmp_path / "o"), "--what", what]) == 0
     assert not (tmp_path / "o" / "pareto.png").exists()
+
+
+def test_the_goodput_records_open_loop_levels_are_drawn_beside_the_closed_loop_ones(tmp_path):
+    """A report with only goodput records still has a throughput-latency plot: the open-loop levels, TPOT p99
+    against output tok/s (a p99 and a median are two panels, never one axis)."""
+    from matplotlib.image import imread
+
+    from perfgate.report.loadplot import pareto_png
+
+    levels = [{"rate": r, "meets": r <= 8, "output_tok_s": 120 * r, "tpot_ms_p99": 4 + r / 4, "attainment": 1.0}
+              for r in (2, 4, 8, 16)]
+    p = write_report(tmp_path / "g.xml", [perf_case(
+        "baseline", outcome="pass", classname="perftests.test_goodput", test="test_goodput_under_slo",
+        kind="goodput", extra={"goodput_rps": "7.9", "metric": "goodput_rps", "load_levels": json.dumps(levels)})])
+    d = load_data(read_report(p))
+    assert not d.levels and [x["rate"] for x in d.rates["baseline"]] == [2, 4, 8, 16] and not d.empty
+    out = tmp_path / "pareto.png"
+    out.write_bytes(pareto_png(d))
+    assert imread(str(out))[..., :3].std() > 0.05
+    # both kinds of level: one panel each, side by side
+    both = tmp_path / "both.png"
+    d2 = load_data(read_report(_load_report(tmp_path)))
+    both.write_bytes(pareto_png(type(d2)(goodput=d2.goodput, levels=d2.levels, crossovers=d2.crossovers,
+                                         rates=d.rates)))
+    assert imread(str(both)).shape[1] > 1.8 * imread(str(out)).shape[1]

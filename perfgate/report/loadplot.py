@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.report.records import Record, Report
@@ -20,12 +20,14 @@ class LoadData:
     """What a report says about load: goodput per mode, each mode's closed-loop levels, the crossovers."""
 
     goodput: tuple[tuple[str, float, tuple[float, float] | None, str], ...]  # (mode, req/s, CI, outcome)
-    levels: dict[str, list[dict[str, Any]]]  # mode -> [{load, output_tok_s, itl_ms, ttft_ms}]
+    levels: dict[str, list[dict[str, Any]]]  # mode -> [{load, output_tok_s, itl_ms, ttft_ms}]: closed loop
     crossovers: tuple[Record, ...]  # speculative modes' crossover records
+    #: mode -> the goodput record's open-loop levels [{rate, output_tok_s, tpot_ms_p99, meets, ...}]
+    rates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.goodput and not self.levels
+        return not self.goodput and not self.levels and not self.rates
 
 
 def _json(r: Record, name: str) -> list[dict[str, Any]]:
@@ -39,10 +41,13 @@ def _json(r: Record, name: str) -> list[dict[str, Any]]:
 def load_data(report: Report) -> LoadData:
     good: list[tuple[str, float, tuple[float, float] | None, str]] = []
     levels: dict[str, list[dict[str, Any]]] = {}
+    rates: dict[str, list[dict[str, Any]]] = {}
     xs: list[Record] = []
     for r in report.records:
         if r.kind == GOODPUT_KIND and r.num("goodput_rps") is not None:
             good.append((r.mode, float(r.num("goodput_rps") or 0.0), r.metric_ci("goodput_rps"), r.outcome))
+        if r.kind == GOODPUT_KIND and _json(r, "load_levels"):
+            rates[r.mode] = sorted(_json(r, "load_levels"), key=lambda x: float(x.get("rate") or 0))
         elif r.kind == CROSSOVER_KIND:
             pts = _json(r, "crossover_levels")
             if r.prop("crossover_result"):
@@ -55,7 +60,7 @@ def load_data(report: Report) -> LoadData:
                                    "itl_ms": p.get("spec_itl_ms"), "ttft_ms": p.get("spec_ttft_ms")} for p in pts]
             elif pts:
                 levels[r.mode] = pts
-    return LoadData(goodput=tuple(good), levels=levels, crossovers=tuple(xs))
+    return LoadData(goodput=tuple(good), levels=levels, crossovers=tuple(xs), rates=rates)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -69,31 +74,43 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def pareto_png(data: LoadData) -> bytes:
+    """Throughput against latency per config, the Pareto front of its levels: the closed-loop levels (median ITL,
+    labels: streams) and, beside them, the goodput records' open-loop levels (TPOT p99, the bound the SLOs hold;
+    labels: req/s; a hollow marker missed the SLOs). Two panels, as a median and a p99 are not one axis."""
     from perfgate.report.plot import _figure, _to_png
 
-    fig = _figure(6.4, 4.2)
-    ax = fig.add_subplot(1, 1, 1)
-    drawn = False
-    for mode, pts in sorted(data.levels.items()):
-        xy = [(float(p["itl_ms"]), float(p["output_tok_s"]), p.get("load")) for p in pts
-              if p.get("itl_ms") is not None and p.get("output_tok_s") is not None]
-        if not xy:
-            continue
-        drawn = True
-        line = ax.plot([x for x, _, _ in xy], [y for _, y, _ in xy], "o", alpha=0.5)[0]
-        front = pareto([(x, y) for x, y, _ in xy])
-        ax.plot([x for x, _ in front], [y for _, y in front], "-", color=line.get_color(), label=f"{mode} (front)")
-        for x, y, c in xy:
-            ax.annotate(str(c), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
-    if not drawn:
+    panels = [(levels, x, xlabel, title, unit) for levels, x, xlabel, title, unit in (
+        (data.levels, "itl_ms", "inter-token latency, median (ms)", "closed loop (labels: streams)", "load"),
+        (data.rates, "tpot_ms_p99", "time per output token, p99 (ms)", "open loop (labels: req/s)", "rate"))
+        if any(p.get(x) is not None and p.get("output_tok_s") is not None for pts in levels.values() for p in pts)]
+    fig = _figure(6.4 * max(1, len(panels)), 4.2)
+    if not panels:
+        ax = fig.add_subplot(1, 1, 1)
         ax.text(0.5, 0.5, "no load levels in this report", ha="center", va="center")
         ax.set_axis_off()
         return _to_png(fig)
-    ax.set_xlabel("inter-token latency, median (ms)")
-    ax.set_ylabel("output tok/s (all streams)")
-    ax.set_title("throughput against latency per config (labels: streams)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    for i, (levels, x, xlabel, title, unit) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for mode, pts in sorted(levels.items()):
+            xy = [(float(p[x]), float(p["output_tok_s"]), p.get(unit), p.get("meets", True)) for p in pts
+                  if p.get(x) is not None and p.get("output_tok_s") is not None]
+            if not xy:
+                continue
+            met = [(a, b) for a, b, _c, m in xy if m]
+            missed = [(a, b) for a, b, _c, m in xy if not m]
+            line = ax.plot([a for a, _ in met], [b for _, b in met], "o", alpha=0.6)[0]
+            if missed:
+                ax.plot([a for a, _ in missed], [b for _, b in missed], "o", mfc="none", color=line.get_color())
+            front = pareto([(a, b) for a, b, _c, _m in xy])
+            ax.plot([a for a, _ in front], [b for _, b in front], "-", color=line.get_color(), label=f"{mode} (front)")
+            for a, b, c, _m in xy:
+                ax.annotate(f"{c:g}" if isinstance(c, (int, float)) else str(c), (a, b), textcoords="offset points",
+                            xytext=(3, 3), fontsize=7)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("output tok/s (all streams)")
+        ax.set_title(f"throughput against latency, {title}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     return _to_png(fig)
 
 
