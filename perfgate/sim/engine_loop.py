@@ -37,9 +37,9 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from perfgate.sim.behavior import LaunchPlan
+from perfgate.sim.prefix_cache import PrefixCache
 
 MAX_CATCH_UP_S = 0.05  # at most this much schedule debt is caught up after a stall
 WRONG_OUTPUT_AFTER = 10
@@ -100,35 +100,6 @@ class SimRequest:
             return self.aheads.get(produced, self.created_ahead)
 
 
-class _PrefixCache:
-    """Radix-cache stand-in: a token trie of previously prefilled prompts."""
-
-    MAX_NODES = 2_000_000
-
-    def __init__(self) -> None:
-        self.root: dict[int, Any] = {}
-        self.nodes = 0
-
-    def match_and_insert(self, ids: list[int]) -> int:
-        node, matched, inserting = self.root, 0, False
-        for tok in ids:
-            nxt = node.get(tok)
-            if nxt is None:
-                inserting = True
-                if self.nodes >= self.MAX_NODES:
-                    break
-                nxt = {}
-                node[tok] = nxt
-                self.nodes += 1
-            elif not inserting:
-                matched += 1
-            node = nxt
-        return min(matched, max(0, len(ids) - 1))
-
-    def clear(self) -> None:
-        self.root, self.nodes = {}, 0
-
-
 class EngineLoop:
     """The scheduler thread; submit requests, read their ``events`` queue for progress."""
 
@@ -157,7 +128,7 @@ class EngineLoop:
         self._cond = threading.Condition()
         self._waiting: deque[SimRequest] = deque()
         self._running: list[SimRequest] = []
-        self._cache = _PrefixCache()
+        self._cache = PrefixCache()
         self._prompt_seen: dict[bytes, int] = {}  # submissions of each prompt since the last flush_cache
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="sim-engine", daemon=True)
