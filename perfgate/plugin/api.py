@@ -285,7 +285,7 @@ class Check:
             perf.record(TOLERANCE, tol)
         where = f"{p.path}, mode {case.mode}" if same_c else f"{p.path}, [floors.{table}]"
         max_cv = p.max_cv_for(case.mode, at)
-        hint = _update_hint(perf)
+        hint = perf.update_command()
         v = (limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where, update_hint=hint) if metric in METRICS
              else acceptance_verdict(m.accept_len, lim, tol, where=where, update_hint=hint))
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
@@ -330,20 +330,6 @@ def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) 
             perf.record(cv_name(metric), stat.cv)
     for k, val in start_properties(m, metric, confidence=confidence).items():
         perf.record(k, val)
-
-
-def _update_hint(perf: PerfRun) -> str:
-    """The command that writes this test's limit: its directory, its perfgate marker, the profile."""
-    import os
-
-    item = perf.item
-    here = item.config.invocation_params.dir
-    folder = os.path.relpath(item.path.parent, here) if item.path.is_relative_to(here) else str(item.path.parent)
-    # perfgate's selection markers (baseline, speculative, load, ...): registered with "(perfgate)" at the end
-    tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
-    marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
-    select = f" -m {marks[0]}" if marks else ""
-    return f"`pytest {folder}/{select} --perfgate-profile {perf.state.profile.name} --perfgate-update-baselines`"
 
 
 def _case_of_test(perf: PerfRun) -> Case:

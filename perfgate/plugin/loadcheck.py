@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.crossover import Crossover, Point, crossover, predicted
-from perfgate.measuring.metrics import RECORD_METRICS, Measurement, Stat
+from perfgate.measuring.metrics import Measurement, Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
@@ -62,8 +62,7 @@ def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str
         perf.record(LIMIT, lim)
         perf.record(TOLERANCE, tol)
     v = judge_limit(metric, got, lim, tol, noise=noise, max_cv=max_cv, where=where, what=what, highest=ceiling,
-                    update_hint=f"a `{metric} = <{RECORD_METRICS[metric].unit}>` line there, or "
-                                f"--perfgate-update-baselines")
+                    update_hint=perf.update_command())
     why = ""
     if v.outcome == Outcome.INCONCLUSIVE:
         why = v.message.removeprefix("inconclusive: ")

@@ -43,6 +43,20 @@ class PerfRun(Checks):
         """The session's server pool (perfgate.plugin.pool): launched or attached, and its failures."""
         return pool_of(self.state)
 
+    def update_command(self) -> str:
+        """The command that writes this test's limit (its directory, its perfgate marker, the profile): what a
+        record without a limit, or failing one on purpose, tells the user to run."""
+        import os
+
+        item = self.item
+        here = item.config.invocation_params.dir
+        folder = os.path.relpath(item.path.parent, here) if item.path.is_relative_to(here) else str(item.path.parent)
+        # perfgate's selection markers (baseline, speculative, load, ...): registered with "(perfgate)" at the end
+        tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
+        marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
+        select = f" -m {marks[0]}" if marks else ""
+        return f"`pytest {folder}/{select} --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+
     # ------------------------------------------------------------------ recording
 
     def record(self, name: str, value: object) -> None:
