@@ -28,13 +28,13 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perfgate.client import Schedule, flush_cache, run_batch, run_open_loop  # noqa: E402
-from perfgate.engines.argv import render_flags  # noqa: E402
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP  # noqa: E402
 from perfgate.measuring.metrics import compute_trial  # noqa: E402
 from perfgate.measuring.workload import load_prompts, requests_for  # noqa: E402
@@ -50,8 +50,6 @@ def _closed(url: str, w: object, prompts: list[tuple[int, ...]], *, streams: int
             tokens: int, offset: int = 0) -> list[float]:
     """One closed-loop measurement as the runner's: a warm-up request, then ``trials`` flushed trials; each
     trial's TTFT median (ms)."""
-    from dataclasses import replace
-
     wl = replace(w, max_new_tokens=tokens)  # type: ignore[type-var]
     run_batch(url, requests_for(wl, prompts, 1, offset=offset + trials * per), concurrency=1, timeout_s=60)
     out = []
@@ -72,12 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speedup", type=float, default=DEFAULT_SIM_SPEEDUP)
     args = ap.parse_args(argv)
     prof = load_profile(PROFILE)
-    config = prof.config("eagle3")
     w = prof.workload_for("eagle3")
     slo = prof.slo["eagle3"]
     prompts = load_prompts(w.prompts)
-    flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
-    flags += ["--sim-start-seed", START_SEED, "--sim-speedup", f"{args.speedup:g}"]
 
     def latency(url: str) -> list[float]:
         return _closed(url, w, prompts, streams=4, per=16, trials=5, tokens=64)
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         off = PROMPT_BASE
         for _ in range(3):
             flush_cache(url)
-            wl = __import__("dataclasses").replace(w, max_new_tokens=slo.max_new_tokens)
+            wl = replace(w, max_new_tokens=slo.max_new_tokens)
             with real_time(url, args.speedup):
                 run_open_loop(url, requests_for(wl, prompts, len(offsets), offset=off), offsets, timeout_s=60)
             off += len(offsets)
@@ -106,13 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.before.split(","):
             before = befores[name]
-            with SimProcess.start(flags, log_path=Path(tmp) / f"{name}.log",
-                                  hardware=ROOT / str(prof.engine.sim_hardware), model_path=config.model_path) as sim:
+            with SimProcess.for_mode(prof, "eagle3", log_path=Path(tmp) / f"{name}.log", start_seed=START_SEED,
+                                     speedup=args.speedup) as sim:
                 sim.wait_ready()
-                url = f"http://127.0.0.1:{sim.port}"
                 if before is not None:
-                    before(url)
-                ttfts = latency(url)
+                    before(sim.url)
+                ttfts = latency(sim.url)
             print(f"{name:16s} ttft_ms {statistics.median(ttfts):8.2f}   trials "
                   + " ".join(f"{x:.1f}" for x in ttfts), flush=True)
     return 0

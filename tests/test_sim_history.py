@@ -23,7 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from perfgate.client import RequestOutput, flush_cache, run_batch
-from perfgate.engines.argv import render_flags
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
 from perfgate.measuring.workload import load_prompts, requests_for
 from perfgate.profiles.load import load_profile
@@ -55,23 +54,19 @@ def _record(url: str, trials: list[list]) -> tuple[list[int | None], float]:
 
 def test_a_flushed_measurement_draws_as_on_a_fresh_server(tmp_path):
     prof = load_profile(PROFILE)
-    config = prof.config("eagle3")
     w = prof.workload_for("eagle3")
     slo = prof.slo["eagle3"]
     prompts = load_prompts(w.prompts)
-    flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
-    flags += ["--sim-start-seed", START_SEED, "--sim-speedup", f"{DEFAULT_SIM_SPEEDUP:g}"]
     w64 = replace(w, max_new_tokens=64)
     latency = [requests_for(w64, prompts, 16, offset=t * 16) for t in range(TRIALS)]  # the latency record's
     top = max(slo.crossover_levels)  # the crossover's top level, from offset 0: every prompt of those trials
     level = requests_for(replace(w, max_new_tokens=slo.max_new_tokens or 32), prompts, 16 * TRIALS)
-    with SimProcess.start(flags, log_path=tmp_path / "sim.log", hardware=ROOT / str(prof.engine.sim_hardware),
-                          model_path=config.model_path) as sim:
+    with SimProcess.for_mode(prof, "eagle3", log_path=tmp_path / "sim.log", start_seed=START_SEED,
+                             speedup=DEFAULT_SIM_SPEEDUP) as sim:
         sim.wait_ready()
-        url = f"http://127.0.0.1:{sim.port}"
-        fresh, fresh_ttft = _record(url, latency)
-        _trial(url, level, top)
-        after, after_ttft = _record(url, latency)
+        fresh, fresh_ttft = _record(sim.url, latency)
+        _trial(sim.url, level, top)
+        after, after_ttft = _record(sim.url, latency)
     assert all(fresh)  # speculative: every request verified its drafts
     assert after == fresh
     assert abs(after_ttft / fresh_ttft - 1) <= TTFT_TOLERANCE, (fresh_ttft, after_ttft)

@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 
 from perfgate.client import GenRequest, flush_cache, run_batch
-from perfgate.engines.argv import render_flags
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
 from perfgate.measuring.metrics import Trial, compute_trial
 from perfgate.measuring.workload import load_prompts
@@ -68,14 +67,8 @@ def _measure(sim: SimProcess, streams: int, requests: int, tokens: int, prompts:
 
 @contextlib.contextmanager
 def _sim(mode: str, speedup: float, tmp: Path) -> Iterator[SimProcess]:
-    prof = load_profile(PROFILE)
-    config = prof.config(mode)
-    flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
-    flags += ["--sim-start-seed", START_SEED]
-    if speedup != 1.0:
-        flags += ["--sim-speedup", f"{speedup:g}"]
-    with SimProcess.start(flags, log_path=tmp / f"{mode}-{speedup:g}.log", hardware=ROOT / str(prof.engine.sim_hardware),
-                          model_path=config.model_path) as sim:
+    with SimProcess.for_mode(load_profile(PROFILE), mode, log_path=tmp / f"{mode}-{speedup:g}.log",
+                             start_seed=START_SEED, speedup=speedup) as sim:
         sim.wait_ready()
         yield sim
 

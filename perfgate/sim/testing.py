@@ -20,10 +20,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfgate.profiles.shipped import shipped_root
 from perfgate.serving.procs import free_port
+
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile
 
 #: the simulated boxes perfgate ships (perfgate.profiles.shipped)
 FIXTURES = (shipped_root() or Path.cwd()) / "fixtures" / "sim"
@@ -59,6 +62,27 @@ class SimProcess:
             if port is not None or not sim._lost_port_race():
                 return sim
         return sim
+
+    @classmethod
+    def for_mode(cls, profile: Profile, mode: str, *, log_path: Path, start_seed: str,
+                 speedup: float | None = None) -> SimProcess:
+        """The simulated server of one mode of a simulated profile, as perfgate launches it (the mode's flags, the
+        profile's simulated box), with one start seed (reproducible starts) and a speed-up (default: the
+        simulator's own)."""
+        from perfgate.engines.argv import render_flags
+
+        if profile.engine.sim_hardware is None:
+            raise ValueError(f"{profile.path}: not a simulated profile ([engine] sim_hardware is not set)")
+        config = profile.config(mode)
+        flags = render_flags({k: v for k, v in config.flag_dict.items() if k != "model-path"})
+        flags += ["--sim-start-seed", start_seed]
+        if speedup is not None:
+            flags += ["--sim-speedup", f"{speedup:g}"]
+        return cls.start(flags, log_path=log_path, hardware=profile.engine.sim_hardware, model_path=config.model_path)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def _lost_port_race(self, timeout: float = 30.0) -> bool:
         """Wait until the server bound its port (or exited); True if someone else took the port."""
