@@ -15,13 +15,14 @@ PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 
 #: The head of a test profile for the seed box (8x RTX PRO 6000 Blackwell, PCIe), served simulated:
 #: tests append their own ``[engine]`` extras, ``[model]``, ``[server]``, modes and workload.
-SEED_BOX_HEAD = f"""schema_version = 1
+SEED_BOX_HARDWARE = """schema_version = 1
 [hardware]
 gpu = "RTX PRO 6000 Blackwell"
 count = 8
 sm = "12.0"
 interconnect = "pcie"
-[engine]
+"""
+SEED_BOX_HEAD = SEED_BOX_HARDWARE + f"""[engine]
 name = "sim"
 sim_hardware = "{SIM_SEED_BOX}"
 """

@@ -13,6 +13,7 @@ cross-check and the fleet planner read trials and starts from there, nowhere els
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -149,27 +150,26 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
 # ----------------------------------------------------------------------------- the options' value parsers
 
 
-def option_trials(text: str) -> int:
-    """--perfgate-trials: a whole number >= 1, else a usage error with an example."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise pytest.UsageError(f"perfgate: --perfgate-trials {text!r}: expected a whole number of trials >= 1, e.g. 5")
-    return value
+def _whole_number(option: str, what: str, example: int) -> Callable[[str], int]:
+    """The parser of an option whose value is a whole number >= 1 (``what`` of it), else a usage error with an
+    example."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected a whole number of {what} >= 1, "
+                                    f"e.g. {example}")
+        return value
+
+    return parse
 
 
-def option_starts(text: str) -> int:
-    """--perfgate-starts: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise pytest.UsageError(f"perfgate: --perfgate-starts {text!r}: expected a whole number of server starts >= 1, "
-                                f"e.g. 3")
-    return value
+#: --perfgate-trials N
+option_trials = _whole_number("--perfgate-trials", "trials", 5)
+#: --perfgate-starts N
+option_starts = _whole_number("--perfgate-starts", "server starts", 3)
 
 
 def option_seconds(text: str) -> float:

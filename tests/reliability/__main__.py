@@ -18,18 +18,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.reliability.runs import Record, Run, run_pytest
-from tests.reliability.scenarios import (
+from tests.reliability import (
     BAD_INPUTS,
     FAULT_SESSIONS,
     FAULTS,
     RAISING_ARGS,
     STUCK_ARGS,
     TIMEOUT_ARGS,
+    Record,
+    Run,
     bad_input_project,
     raising_project,
     run_faults,
     run_of,
+    run_pytest,
     run_signalled,
     stuck_project,
 )

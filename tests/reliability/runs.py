@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.simproject import PROMPTS, SEED_BOX_HARDWARE
+from tests.simproject import SIM_SEED_BOX as SIM_HW
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository
-SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
-PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 TOKEN_ENV = "PERFGATE_RELIABILITY_TOKEN"
 LEDGER_ENV = "PERFGATE_RELIABILITY_LEDGER"
 TEARDOWN_GRACE_S = 5.0  # [engine] teardown_timeout_s of the test profile: the reaper's SIGTERM -> SIGKILL wait
@@ -34,13 +35,7 @@ def profile_text(modes: Mapping[str, str], *, engine: str = "sim", workload: str
     """A small profile of the simulated seed box: one ``[modes.<name>]`` per entry, a floor for each."""
     eng = (f'name = "sim"\nsim_hardware = "{SIM_HW}"\nsim_startup_s = 0.2\n' if engine == "sim"
            else 'name = "sglang"\n')
-    body = [f"""schema_version = 1
-[hardware]
-gpu = "RTX PRO 6000 Blackwell"
-count = 8
-sm = "12.0"
-interconnect = "pcie"
-[engine]
+    body = [SEED_BOX_HARDWARE + f"""[engine]
 {eng}startup_timeout_s = {STARTUP_TIMEOUT_S}
 teardown_timeout_s = {TEARDOWN_GRACE_S:g}
 [model]
