@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.measuring.verdict import Verdict
+from perfgate.plugin.settings import CANDIDATE_ARM
+from perfgate.stack.probes import UNKNOWN
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -203,8 +205,15 @@ class Pool:
         spell = tuple(st.variants.spellings)
         if config.variant:
             spell = st.variants.get(config.variant).spellings + spell
+        version = p.engine.sglang_version
+        if arm.get("arm") == CANDIDATE_ARM:
+            # the candidate's flags are spelled for its own SGLang, as its own environment reports it
+            from perfgate.plugin.stackpair import arm_stack
+
+            found = arm_stack(st, config).sglang
+            version = found if found != UNKNOWN else version
         return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
-                          sglang_version=p.engine.sglang_version, spellings=spell,
+                          sglang_version=version, spellings=spell,
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
     def note(self, msg: str, *, live: bool = False) -> None:
