@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from perfgate.flagcheck import installed_parser
+from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.pool import Pool
 from perfgate.plugin.settings import parse_candidate
-from perfgate.plugin.stackpair import arm_stack, candidate_stack_properties
+from perfgate.plugin.stackpair import candidate_stack_properties
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants

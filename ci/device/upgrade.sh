@@ -35,6 +35,13 @@ echo "== upgrade: current = $OLD, candidate = $NEW ($(date -u +%T))"
 key() { basename "$1"; }
 rel_of() { (RELEASE=0.5.17; OVERLAY_ON=""; [ -f "$1/bundle.env" ] && . "$1/bundle.env"; echo "$RELEASE $OVERLAY_ON"); }
 
+install_py() {  # the wheels perfgate needs there (every bundle carries them) into /tmp/pg, as setup.sh does
+  if ls "$1"/py/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/pg "$1"/py/*.whl 2>&1 | grep -v "already exists"
+  fi
+  return 0
+}
+
 install_new() {  # the full bundle into /tmp/sgl
   local b=$1 r
   if [ -f "$b/install-on-device.sh" ]; then
@@ -44,6 +51,7 @@ install_new() {  # the full bundle into /tmp/sgl
     fi
     bash "$b/install-on-device.sh" "$b" /tmp/sgl > "$OUT/install-new.log" 2>&1 || { tail -20 "$OUT/install-new.log"; return 1; }
     grep -v '^PYTHONPATH=' "$OUT/install-new.log" | tail -2
+    install_py "$b"
     printf 'RELEASE=%s\nSGL_PATH=/tmp/sgl\n' "$r" > "$REG/$(key "$b")"
   fi
 }
@@ -64,6 +72,7 @@ install_old() {  # the older release into /tmp/sgl-RELEASE (an overlay: with /tm
   bash "$b/install-on-device.sh" "$b" "/tmp/sgl-$r" ${base:+/tmp/sgl} > "$OUT/install-old.log" 2>&1 \
     || { tail -20 "$OUT/install-old.log"; return 1; }
   grep -v '^PYTHONPATH=' "$OUT/install-old.log" | tail -2
+  install_py "$b"
   printf 'RELEASE=%s\nSGL_PATH=%s\n' "$r" "$(sed -n 's/^PYTHONPATH=//p' "$OUT/install-old.log" | tail -1)" > "$REG/$(key "$b")"
 }
 

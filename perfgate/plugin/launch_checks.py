@@ -95,7 +95,7 @@ def _check_arms(st: Launching, configs: Mapping[str, ServerConfig]) -> None:
     """Check ``configs`` into ``st.flag_results``, one subprocess per arm environment: the parser of the SGLang that
     arm's server imports (its interpreter, its ``PYTHONPATH``), else the installed parser of the arm's release
     (``$PERFGATE_SGLANG_PARSERS/sglang-X``, X the version its engine spells for: a candidate's from its own
-    fingerprint, perfgate.plugin.stackpair.arm_stack)."""
+    fingerprint, perfgate.plugin.arms.arm_stack)."""
     import time
 
     from perfgate.flagcheck import installed_parser
@@ -113,15 +113,19 @@ def _check_arms(st: Launching, configs: Mapping[str, ServerConfig]) -> None:
         first = next(iter(res.values()))
         where = f"{python or sys.executable}" + (f" with {', '.join(f'{k}={v}' for k, v in env)}" if env else "")
         parser = None if first.available else installed_parser(version)
+        why = "" if first.available else first.reason
         if parser is not None:
-            res = check_configs(group, st.variants, version=version, sglang_path=parser)
-            where, first = f"the installed parser {parser} (its own environment: {first.reason})", \
-                next(iter(res.values()))
+            # the installed parser with this process's own packages: not the arm's overlays (PYTHONPATH cleared)
+            res = check_configs(group, st.variants, version=version, sglang_path=parser, env={"PYTHONPATH": ""})
+            where, first = f"the installed parser {parser}; its own environment: {why}", next(iter(res.values()))
         st.flag_results.update(res)
         bad = sum(1 for r in res.values() if r.available and not r.ok)
         if first.available:
             st.note(f"perfgate: flags of {len(group)} config(s) checked against SGLang {first.sglang_version}'s "
                     f"parser ({where}) in {time.monotonic() - t0:.1f} s: {bad} rejected")
+        elif parser is not None:
+            st.note(f"perfgate: flags of {len(group)} config(s) not pre-checked (its own environment: {why}; the "
+                    f"installed parser {parser}: {first.reason})")
         else:
-            st.note(f"perfgate: flags of {len(group)} config(s) not pre-checked ({first.reason}"
+            st.note(f"perfgate: flags of {len(group)} config(s) not pre-checked ({why}"
                     + (f"; no parser for SGLang {version} under $PERFGATE_SGLANG_PARSERS" if version else "") + ")")

@@ -180,7 +180,14 @@ class Pool:
 
     @property
     def selected_configs(self) -> Mapping[str, ServerConfig]:
-        return self.state.selected_configs
+        """The configs this session may launch: the selected ones and, with ``--perfgate-candidate``, each one's
+        candidate arm (so both arms' flags are checked before the first launch, perfgate.plugin.launch_checks)."""
+        sel = self.state.selected_configs
+        cand = self.state.settings.candidate
+        if cand is None:
+            return sel
+        arms = (cand.apply(c) for c in list(sel.values()) if dict(c.engine_options).get("arm") != CANDIDATE_ARM)
+        return {**sel, **{a.key: a for a in arms}}
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
@@ -208,7 +215,7 @@ class Pool:
         version = p.engine.sglang_version
         if arm.get("arm") == CANDIDATE_ARM:
             # the candidate's flags are spelled for its own SGLang, as its own environment reports it
-            from perfgate.plugin.stackpair import arm_stack
+            from perfgate.plugin.arms import arm_stack
 
             found = arm_stack(st, config).sglang
             version = found if found != UNKNOWN else version

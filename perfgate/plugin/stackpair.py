@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfgate.measuring.verdict import Verdict, pct
+from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
-from perfgate.plugin.settings import CANDIDATE_ARM
 from perfgate.record import (
     CANDIDATE,
     CANDIDATE_PREFIX,
@@ -49,10 +49,9 @@ if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles import Workload
     from perfgate.profiles.config import ServerConfig
-    from perfgate.stack import Stack
 
 __all__ = ["CandidateServer", "candidate_of", "measure_candidate", "on_candidate_arm", "stack_pair_verdict",
-           "candidate_stack_properties", "arm_stack", "KIND", "DECIDES"]
+           "candidate_stack_properties", "KIND", "DECIDES"]
 
 KIND = STACK_PAIR  # perfgate.plugin.kinds
 #: the categories a stack-pair record decides (an expectation naming another does not apply to it)
@@ -160,31 +159,9 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     return Verdict(outcome="inconclusive", message=f"inconclusive: undecided: {desc}; {j.needs}{more}")
 
 
-def arm_stack(st: PerfgateState, config: ServerConfig) -> Stack:
-    """The stack ``config``'s server runs on. The current arm: the session's (``st.stack``). The candidate arm
-    (``--perfgate-candidate``): for the simulator the session's sim stack with the candidate's ``sim-stack=``
-    overrides; for real SGLang the candidate's own environment, probed by its own interpreter (``python=``, else
-    the profile's) with the environment its server gets (``env.PYTHONPATH=`` included):
-    :func:`perfgate.stack.detect_stack_in`. The candidate's SGLang version spells and checks its flags."""
-    opts = dict(config.engine_options)
-    if opts.get("arm") != CANDIDATE_ARM:
-        return st.stack
-    from perfgate import stack as sk
-
-    if config.engine == "sim":
-        hw = st.profile.engine.sim_hardware
-        assert hw is not None
-        over = sk.parse_overrides(",".join(x for x in (st.sim_stack, str(opts.get("sim_stack") or "")) if x))
-        return sk.simulated_stack(hw, over)
-    import os
-
-    python = str(opts.get("python") or st.profile.engine.python or "")
-    return sk.detect_stack_in(python, {**os.environ, **config.env_dict}, box=st.stack)
-
-
 def candidate_stack_properties(st: PerfgateState, config: ServerConfig) -> dict[str, str]:
     """``candidate.stack.<key>`` for each piece of the candidate arm's stack (``config``, on the candidate arm:
-    :func:`arm_stack`) that differs from the current's."""
+    :func:`perfgate.plugin.arms.arm_stack`) that differs from the current's."""
     cur = st.stack.as_properties()
     other = arm_stack(st, config).as_properties()
     return {CANDIDATE_PREFIX + k: v for k, v in other.items() if cur.get(k) != v}

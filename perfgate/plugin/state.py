@@ -173,6 +173,8 @@ class PerfgateState:
                     self._stack = st.simulated_stack(self.profile.engine.sim_hardware, over)
                 except Exception as e:
                     raise pytest.UsageError(f"perfgate: --perfgate-sim-stack: {e}") from None
+            elif self.profile.engine.python:  # the current arm's servers run another interpreter: its software
+                self._stack = st.detect_stack_in(self.profile.engine.python)
             else:
                 self._stack = st.detect_stack()
         return self._stack

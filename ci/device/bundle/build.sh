@@ -3,7 +3,7 @@
 # of SGLang and its start-up wheels, for a box with Python 3.12 and torch 2.11.0 (CUDA 13) installed and no
 # network, plus the pure-Python wheels perfgate needs there (py/). Run it where PyPI is reachable.
 #
-# Usage: ci/device/bundle/build.sh OUTDIR [RELEASE]     RELEASE: 0.5.17 (default), 0.5.16, 0.5.15
+# Usage: ci/device/bundle/build.sh OUTDIR [RELEASE]     RELEASE: 0.5.17 (default, ~3 min, 59 MB), 0.5.16 (16 MB), 0.5.15 (29 MB)
 #   -> OUTDIR/sgl.tar.xz, OUTDIR/bundle.env, OUTDIR/py/*.whl, OUTDIR/install-on-device.sh
 #      (the full 0.5.17 bundle also OUTDIR/sgl_deep_gemm-*.whl, kept out of the xz as before)
 # Each release's start-up set is requirements-sglang-RELEASE-h200.txt beside this script, complete on its own.
