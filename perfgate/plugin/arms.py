@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
     from perfgate.stack import Stack
 
-__all__ = ["Session", "arm_stack"]
+__all__ = ["StackSource", "arm_stack"]
 
 
-class Session(Protocol):
+class StackSource(Protocol):
     """What an arm's stack is found from (perfgate.plugin.state.PerfgateState is one)."""
 
     @property
@@ -35,7 +35,7 @@ class Session(Protocol):
     def sim_stack(self) -> str: ...
 
 
-def arm_stack(st: Session, config: ServerConfig) -> Stack:
+def arm_stack(st: StackSource, config: ServerConfig) -> Stack:
     """The stack ``config``'s server runs on. The current arm: the session's (``st.stack``). The candidate arm
     (``--perfgate-candidate``): for the simulator the session's sim stack with the candidate's ``sim-stack=``
     overrides; for real SGLang the candidate's own environment, probed by its own interpreter (``python=``, else
