@@ -72,7 +72,7 @@ def fake_release(root: Path, sglang: str, *, kernel: str = "0.4.5", flashinfer: 
 
 def interpreter(path: Path, pythonpath: Path) -> str:
     """A ``python=`` candidate: an interpreter of its own (a script running this one) whose path has ``pythonpath``."""
-    path.write_text(f'#!/bin/sh\nPYTHONPATH="{pythonpath}" exec "{sys.executable}" "$@"\n')
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="{pythonpath}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
 
@@ -156,15 +156,17 @@ def _flags(config: ServerConfig, st: SimpleNamespace, version: str) -> list[str]
     return [t for t in argv_for(config, st.variants, version) if t.startswith("--")]
 
 
-def test_the_candidates_flags_are_checked_by_the_candidates_own_sglang_before_any_launch(tmp_path: Path) -> None:
-    """The candidate's own SGLang (on its PYTHONPATH) parses its command line: a flag that release does not know
-    fails the candidate arm as bad-flag before it launches; the current arm is checked apart, in its own
-    environment (this one has no SGLang: not pre-checked, and said)."""
+@pytest.mark.parametrize("form", ["env", "python"])
+def test_the_candidates_flags_are_checked_by_the_candidates_own_sglang_before_any_launch(tmp_path: Path,
+                                                                                       form: str) -> None:
+    """The candidate's own SGLang (on its PYTHONPATH, or its interpreter's) parses its command line: a flag that
+    release does not know fails the candidate arm as bad-flag before it launches; the current arm is checked
+    apart, in its own environment (this one has no SGLang: not pre-checked, and said)."""
     st = _state("env.PYTHONPATH=/nowhere")
     cur, _ = _arms(st)
     dropped = _flags(cur, st, "0.5.17")[-1]
     rel = fake_release(tmp_path / "sgl", "0.5.17", flags=[f for f in _flags(cur, st, "0.5.17") if f != dropped])
-    st = _state(f"env.PYTHONPATH={rel}")
+    st = _state(f"env.PYTHONPATH={rel}" if form == "env" else f"python={interpreter(tmp_path / 'python', rel)}")
     cur, cand = _arms(st)
     st.selected_configs = {cur.key: cur, cand.key: cand}
     pool = _Pool(st)
@@ -173,7 +175,8 @@ def test_the_candidates_flags_are_checked_by_the_candidates_own_sglang_before_an
     assert "SGLang 0.5.17's own parser rejects" in v.message and dropped in v.message
     assert pool.launch_problem(cur) is None
     assert any("not pre-checked" in n for n in pool.notes), pool.notes
-    assert any("checked against SGLang 0.5.17's parser" in n and str(rel) in n for n in pool.notes), pool.notes
+    where = str(rel) if form == "env" else str(tmp_path / "python")
+    assert any("checked against SGLang 0.5.17's parser" in n and where in n for n in pool.notes), pool.notes
 
 
 def test_a_release_with_no_parser_in_its_environment_is_checked_by_the_installed_parser_of_its_version(
