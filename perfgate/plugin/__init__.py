@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.plugin.activation import activate, wants_perf
-from perfgate.plugin.settings import option_seconds, option_starts, option_trials
+from perfgate.plugin.settings import (
+    option_budget_seconds,
+    option_max_starts,
+    option_seconds,
+    option_starts,
+    option_trials,
+)
 from perfgate.plugin.state import STATE, PerfgateState, state_of
 from perfgate.record import case_of, fmt
 
@@ -86,6 +92,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-starts", default=None, type=option_starts, metavar="N",
                 help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
                      "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+    g.addoption("--perfgate-max-starts", default=None, type=option_max_starts, metavar="N",
+                help="while a paired comparison (a stack pair, or a mode or variant against its baseline under "
+                     "--perfgate-starts) is undecided, add interleaved start pairs up to N starts per config "
+                     "(default: [workload] max_starts, else 6)")
+    g.addoption("--perfgate-max-time", default=None, type=option_budget_seconds, metavar="S",
+                help="seconds the start pairs added to undecided comparisons may take in the session "
+                     "(default: [workload] max_time_s, else no limit but --perfgate-max-starts)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from perfgate.measuring.judge import Sequential
 from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
 from perfgate.measuring.verdict import Verdict, apply_expectation
 from perfgate.plugin.checks import Checks
@@ -37,6 +38,9 @@ class PerfRun(Checks):
     state: PerfgateState
     _identity_done: bool = field(default=False, init=False)
     _measured: Measurement | None = field(default=None, init=False)  # this record's own measurement
+    # how each measurement this test was handed came about (case, config, workload, ledger key): what
+    # more_starts() needs to add a start of the same thing
+    _how: list[tuple[Measurement, Case, ServerConfig, Workload | None, str]] = field(default_factory=list, init=False)
 
     @property
     def servers(self) -> Pool:
@@ -171,7 +175,62 @@ class PerfRun(Checks):
             self.record("log", m.log_path)
             self._record_measurement(m)
             self._measured = m
+        self._how.append((m, case, config, workload, mkey))
         return m
+
+    def plan(self) -> Sequential:
+        """The sequential design of this session's paired comparisons (perfgate.measuring.judge.Sequential): the
+        first look after ``starts`` pairs, at most ``max_starts``."""
+        s = self.state.settings
+        return Sequential(first_pairs=s.starts, max_pairs=s.max_starts, max_time_s=s.max_time_s)
+
+    def more_starts(self, *measured: Measurement) -> tuple[Measurement, ...] | None:
+        """One more server start of each measured config, in the order given (current then candidate, baseline
+        then variant: interleaved A B), each measured as before and pooled with its earlier starts in the ledger;
+        None when the budget (``--perfgate-max-starts``, ``--perfgate-max-time``) is spent, the servers are
+        attached, or a start failed."""
+        import time
+
+        from perfgate.plugin.starts import combine, fresh_start
+
+        st = self.state
+        hows = []
+        for m in measured:
+            how = next((h for h in self._how if h[0] is m), None)
+            if how is None:
+                return None
+            hows.append(how)
+        n = max(len(m.starts) or 1 for m in measured)
+        budget = st.settings.max_time_s
+        if self.servers.attached or n >= st.settings.max_starts or (budget is not None and st.added_start_s >= budget):
+            return None
+        launched = self.servers.launched
+        if launched is not None and launched.current is not None:  # what runs now was measured: a new start each
+            st.ledger.note_measured_start(launched.starts)
+        out = []
+        for m, case, config, workload, mkey in hows:
+            t0 = time.monotonic()
+            fresh_start(st, config)
+            failed: ServerFailed | None = None
+            try:
+                one = self._measure_config(case, config, workload=workload)
+            except ServerFailed as e:
+                failed = e
+            st.added_start_s += time.monotonic() - t0
+            if failed is not None:
+                self.servers.fail(config, failed)
+                return None
+            launched = self.servers.launched
+            if launched is not None:
+                st.ledger.note_measured_start(launched.starts)
+            w = workload or st.settings.workload(st.profile.workload_for(config.mode))
+            pooled = combine([*(m.starts or (m,)), one], confidence=w.confidence)
+            st.ledger.note_measurement(mkey, pooled)
+            self._how.append((pooled, case, config, workload, mkey))
+            if self._measured is m:
+                self._measured = pooled
+            out.append(pooled)
+        return tuple(out)
 
     def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
         """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""

@@ -53,6 +53,7 @@ class PerfgateState:
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.added_start_s = 0.0  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
         # measurements, step profiles, starts measured, floor updates (shipped across xdist workers, written at finish)

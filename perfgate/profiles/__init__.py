@@ -113,6 +113,12 @@ class Workload:
     min_effect: float = 0.02
     #: server starts per config (--perfgate-starts overrides): the trials are measured on each start
     starts: int = 1
+    #: the most starts per config a paired comparison may take while it is undecided (--perfgate-max-starts
+    #: overrides; 0: the default, perfgate.plugin.settings.DEFAULT_MAX_STARTS)
+    max_starts: int = 0
+    #: seconds the starts added to undecided comparisons may take in one session (--perfgate-max-time overrides;
+    #: 0: no limit but max_starts)
+    max_time_s: float = 0.0
 
     @property
     def per_trial(self) -> int:
