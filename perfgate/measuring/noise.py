@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 from perfgate.categories import Word
 
-__all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "PRIORS", "PRIOR_DF"]
+__all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "PRIORS", "PRIOR_DF",
+           "LIMIT_PASS_PROBABILITY"]
 
 
 class MetricClass(Word):
@@ -127,3 +128,26 @@ def noise_for(metric: str, level: str, *, measured: float | None = None, measure
     if measured is not None and measured > base.cv:
         return Noise(cv=measured, source="measured", df=float(measured_df))
     return base
+
+
+#: the chance that the next identical run on the same machine passes a limit just written (one-sided)
+LIMIT_PASS_PROBABILITY = 0.99
+
+
+def limit_tolerance(metric: str, *, simulated: bool = False, start_cv: float | None = None, n_starts: int = 1,
+                    within_cv: float = 0.0, p: float = LIMIT_PASS_PROBABILITY) -> float:
+    """The tolerance to write beside a limit measured now, so that the next identical run on this machine passes it
+    with probability ``p``: the next run's figure differs from the limit (the mean of ``n_starts`` starts) by one
+    start's noise plus the limit's own, ``sd = sqrt(s^2 (1 + 1/n_starts) + w^2)``, where ``s`` is the metric's
+    noise between starts (the prior of its class, or the measured one where wider) and ``w`` the within-start sd
+    of one figure (its trials); the tolerance is ``z_p x sd``, rounded up to 0.1 %. Between machines a floor is
+    the fleet's business (``perfgate floors``)."""
+    import math
+    import statistics
+
+    s = prior_cv(metric, "starts", simulated=simulated)
+    if start_cv is not None and start_cv > s:
+        s = start_cv
+    sd = math.sqrt(s * s * (1 + 1 / max(1, n_starts)) + within_cv * within_cv)
+    z = statistics.NormalDist().inv_cdf(p)
+    return math.ceil(z * sd * 1000) / 1000
