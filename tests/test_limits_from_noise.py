@@ -3,14 +3,17 @@ other than decode tok/s and acceptance with its own tolerance (``<metric>_tolera
 perfgate.measuring.noise.limit_tolerance), and an identical re-run passes every limit it just wrote (A/A, per
 metric), as users run it (pytester, real subprocesses, the simulated server)."""
 
-import tomllib
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.measuring.noise import MetricClass, limit_tolerance, metric_class, noise_for, prior_cv
 from perfgate.profiles import Floor
 from tests.test_starts import _project, _records
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 METRICS = ("ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "output_tok_s")
 

@@ -24,6 +24,7 @@ never claims more than was seen. The four machines' means have a CV of 1.6 %.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -33,7 +34,8 @@ from perfgate.categories import Word
 
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
-    "PRIOR_START_CV", "PRIOR_MACHINE_CV", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY", "t_quantile",
+    "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
+    "t_quantile",
     "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile",
 ]
 
@@ -41,6 +43,8 @@ __all__ = [
 PRIOR_START_CV = 0.001
 #: relative sd of one machine's mean around its model's mean (prior; the four H200s: 1.6 %)
 PRIOR_MACHINE_CV = 0.016
+#: degrees of freedom of :data:`PRIOR_MACHINE_CV` (the sd of four machines' means)
+PRIOR_MACHINE_DF = 3
 #: the practical floor of a throughput-like metric (tok/s, goodput, acceptance): smaller changes are "same"
 MIN_EFFECT_THROUGHPUT = 0.005
 #: the practical floor of a latency (TTFT and ITL move more with the client and the arrival pattern)
@@ -138,8 +142,10 @@ def _t_cdf(t: float, df: float) -> float:
     return 1.0 - p if t >= 0 else p
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal); cached, as the
+    sequential rule asks for the same few quantiles at every look."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile needs 0 < p < 1, got {p}")
     z = statistics.NormalDist().inv_cdf(p)
@@ -318,15 +324,17 @@ def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: floa
 
 def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher_is_better: bool = True,
              min_effect: float, confidence: float = 0.95, band_cv: float | None = None, band_source: str = "prior",
-             start_cv: float | None = None) -> Judgement:
+             start_cv: float | None = None, machine_df: int = 0) -> Judgement:
     """Two runs' per-start values of one record (one value each for single-start reports).
 
     ``level`` ``starts``: the same machine; the interval comes from the runs' own starts when both have two or
     more (a pooled t-interval), else from ``band_cv`` (history or the prior :data:`PRIOR_START_CV`).
     ``level`` ``machines``: different (or unknown) machines; one machine's offset is not averaged away by its
     starts, so the interval is ``band_cv`` (default :data:`PRIOR_MACHINE_CV`) for each side plus the start noise
-    (``start_cv``) over each side's starts.
+    (``start_cv``) over each side's starts, on a t-quantile with ``machine_df`` degrees of freedom (default
+    :data:`PRIOR_MACHINE_DF`: the prior's four machines).
     """
+    machine_df = machine_df or PRIOR_MACHINE_DF
     a, b = _logs(old), _logs(new)
     if not a or not b:
         raise ValueError("unpaired() needs at least one value on each side")
@@ -342,7 +350,10 @@ def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher
         machine = PRIOR_MACHINE_CV if band_cv is None else band_cv
         within = s_start if s_start is not None else (PRIOR_START_CV if start_cv is None else start_cv)
         se = math.sqrt(2 * machine**2 + within**2 * (1 / na + 1 / nb))
-        q, noise, source = z, machine, band_source if band_cv is not None else "prior"
+        # the machines' spread rests on a few machines (the prior on four, a history on its own count): a
+        # t-quantile on their degrees of freedom, not the normal's
+        q = t_quantile(0.5 + confidence / 2, float(machine_df))
+        noise, source = machine, band_source if band_cv is not None else "prior"
     elif measured and band_cv is None:
         assert s_start is not None
         se = s_start * math.sqrt(1 / na + 1 / nb)

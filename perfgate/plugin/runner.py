@@ -209,6 +209,7 @@ class PerfRun(Checks):
             st.ledger.note_measured_start(launched.starts)
         out = []
         for m, case, config, workload, mkey in hows:
+            st.selected_configs.setdefault(config.key, config)  # named in the summary's starts line
             t0 = time.monotonic()
             fresh_start(st, config)
             failed: ServerFailed | None = None

@@ -188,7 +188,8 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
         start = band.start_cv if band and band.start_cv is not None else start_prior
         j = unpaired(va, vb, level=Level.MACHINES, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source,
-                     start_cv=math.hypot(start, within))
+                     start_cv=math.hypot(start, within),
+                     machine_df=max(1, band.machines - 1) if band and band.machine_cv is not None else 0)
     return change(verdict=j.decision.value, judgement=j, why=j.detail)
 
 
