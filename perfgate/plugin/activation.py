@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 
 from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
+
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile
 
 __all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties"]
 
@@ -54,16 +58,20 @@ def validate_inputs(config: pytest.Config) -> None:
     st = state_of(config)
     p = st.profile
     vs = st.variants
-    names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
-    checks = {k.name for k in KINDS.values() if k.expectation}  # the kinds an [expectations] entry may name
+    names = list(p.variant_include or ()) + list(p.variant_overrides)
+    checks = {k.name for k in KINDS.values() if k.expectation}  # the built-in kinds an [expectations] entry may name
     for n in names:
-        if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
+        if n not in vs.variants and n not in checks:
             from perfgate.profiles.reader import _close
 
-            where = "[variants] include / overrides / [expectations]"
-            raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
-                                    f"{vs.path} nor a check ({', '.join(sorted(checks))}); "
-                                    f"{_close(n, list(vs.variants) + sorted(checks))}")
+            raise pytest.UsageError(f"perfgate: {p.path}: [variants] include / overrides names '{n}', which is "
+                                    f"not a variant of {vs.path}; fix: {_close(n, list(vs.variants))}")
+    for n in p.expectations:  # a name that is no built-in kind may be a user's kind: checked at collection
+        k = KINDS.get(n)
+        if k is not None and not k.expectation and n not in vs.variants:
+            raise pytest.UsageError(
+                f"perfgate: {p.path}: [expectations.{n}] (line {expectation_line(p, n)}): the built-in kind '{n}' "
+                f"takes no expectations (its verdict comes from its own judge); fix: remove the table")
     wanted = st.opt("perfgate_variants")
     for n in (wanted.split(",") if wanted else []):
         if n not in vs.variants:
@@ -96,6 +104,15 @@ def validate_inputs(config: pytest.Config) -> None:
         missing = missing_paths(p, vs)
         if missing:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
+
+
+def expectation_line(p: Profile, name: str) -> int | str:
+    """The line of ``[expectations.<name>]`` in the profile (for messages); "?" where unknown."""
+    for per_mode in p.expectations.get(name, {}).values():
+        for e in per_mode:
+            if e.line:
+                return e.line
+    return "?"
 
 
 def install_sigterm() -> None:
