@@ -113,9 +113,10 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, send all records of one server config to one worker (each config starts once)."""
-    if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
+    from perfgate.plugin.workers import SCHEDULED_DISTS, make_scheduler
+
+    if not state_of(config).active or getattr(config.option, "dist", "load") not in SCHEDULED_DISTS:
         return None
-    from perfgate.plugin.workers import make_scheduler
 
     return make_scheduler(config, log)
 
