@@ -152,6 +152,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     order_items(config, items)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The final selection checked before any test runs (a config the visible GPUs cannot hold)."""
+    from perfgate.plugin.collection import check_selected
+
+    check_selected(session)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
     """A record skipped from perfgate's own code (inconclusive, missing dependency) is reported at the test

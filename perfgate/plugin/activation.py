@@ -16,9 +16,12 @@ from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
 if TYPE_CHECKING:
-    from perfgate.profiles import Profile
+    from collections.abc import Iterable
 
-__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties"]
+    from perfgate.profiles import Profile
+    from perfgate.profiles.config import ServerConfig
+
+__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus", "gpus_needed"]
 
 
 def activate(config: pytest.Config, *, early: bool) -> None:
@@ -98,12 +101,65 @@ def validate_inputs(config: pytest.Config) -> None:
             st.check_hardware()
         except HardwareMismatch as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
-    if not p.simulated and not st.opt("perfgate_url"):  # every path SGLang would be handed, before any launch
+    url = st.opt("perfgate_url")
+    if url:  # one usage error before any test, not a failure per record
+        from perfgate.serving.attach import probe
+
+        info, why = probe(url)
+        if info is None:
+            raise pytest.UsageError(
+                f"perfgate: --perfgate-url {url}: cannot read {url.rstrip('/')}/server_info: {why}; fix: start the "
+                f"server there first (and wait until it answers), or drop --perfgate-url to let perfgate launch it")
+        st.attach_info = info
+    if not p.simulated and not url:  # every path SGLang would be handed, before any launch
         from perfgate.profiles.paths import missing_paths
 
         missing = missing_paths(p, vs)
         if missing:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
+
+
+def gpus_needed(flags: dict[str, object]) -> int:
+    """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
+    (``enable-dp-attention``)."""
+    from perfgate.sim.args import dest_of
+
+    by = {dest_of(k): v for k, v in flags.items()}
+
+    def n(field: str) -> int:
+        try:
+            return max(1, int(str(by.get(field) or 1)))
+        except ValueError:
+            return 1
+
+    dp = 1 if by.get("enable_dp_attention") else n("dp_size")
+    return n("tp_size") * n("pp_size") * dp
+
+
+def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
+    """A selected config the box cannot hold (tp x pp x dp above the GPUs CUDA sees here, through NVML) is a usage
+    error at collection, before any launch, not a config-error after a minute of start-up. Without NVML the count
+    is unknown, and a simulated or attached server is not launched here: nothing is said."""
+    if st.profile.simulated or st.opt("perfgate_url"):
+        return
+    from perfgate.serving.gpu import visible_entries
+
+    ids = visible_entries()
+    if ids is None:
+        return
+    for cfg in configs:
+        need = gpus_needed(cfg.flag_dict)
+        if need > len(ids):
+            raise pytest.UsageError(
+                f"perfgate: {st.profile.path}: {cfg.name} needs {need} GPUs (tp-size x pp-size x dp-size of its "
+                f"flags: {', '.join(f'{k} = {v}' for k, v in cfg.flag_dict.items() if k in _PARALLEL) or 'none'}) "
+                f"but {len(ids)} are visible here ({','.join(ids) or 'none'}, CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); fix: lower tp-size in [server] (or the mode's "
+                f"or variant's flags), or run on a box with {need} GPUs")
+
+
+_PARALLEL = frozenset({"tp-size", "tp", "tensor-parallel-size", "dp-size", "data-parallel-size", "pp-size",
+                       "pipeline-parallel-size", "enable-dp-attention"})
 
 
 def expectation_line(p: Profile, name: str) -> int | str:

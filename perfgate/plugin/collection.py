@@ -13,7 +13,7 @@ from perfgate.plugin.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
 from perfgate.record import Case, case_of
 
-__all__ = ["parametrize", "order_items", "select_cell"]
+__all__ = ["parametrize", "order_items", "select_cell", "check_selected", "check_expectation_names"]
 
 
 #: a usage error met while parametrizing: pytest would make it a collection error of that module (exit 2, a
@@ -120,6 +120,18 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         keyed.append(((1, 0 if is_base else 1, first_seen[key], run_order(case.kind), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
     select_cell(config, st, items)
+
+
+def check_selected(session: pytest.Session) -> None:
+    """What the final selection (after -m / -k) must hold before any test runs: each selected config fits the GPUs
+    visible here (perfgate.plugin.activation.check_gpus)."""
+    st = state_of(session.config)
+    if not st.active:
+        return
+    from perfgate.plugin.activation import check_gpus
+
+    configs = {st.config_for(c).key: st.config_for(c) for c in map(case_of, session.items) if c is not None}
+    check_gpus(st, configs.values())
 
 
 def check_expectation_names(st: PerfgateState) -> None:
