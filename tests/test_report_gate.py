@@ -283,3 +283,25 @@ def test_a_record_without_a_baseline_is_never_a_silent_pass(workdir: Path) -> No
     assert main(["gate", old, new, "-o", "g.txt"]) == 1
     assert "unjudged" in (workdir / "g.txt").read_text() and "no baseline record" in (workdir / "g.txt").read_text()
     assert main(["gate", old, new, "--block-on", "newly-broken,regressed,gone"]) == 0
+
+
+def test_reports_of_two_profiles_are_refused_saying_the_profiles_differ(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    llama = [perf_case(m, tok_s=200.0, spread=1.0, cv=0.01, profile="llama-3.1-8b", kind="floor") for m in
+             ("baseline", "eagle3", "ngram")]
+    old, new = _pair(workdir, llama, profile="h200-x1/llama-3.1-8b")
+    assert main(["gate", old, new]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"the reports come from different profiles (kimi-k2.5-sim in {old}, h200-x1/llama-3.1-8b in {new}" in err
+    assert "7 would be gone, 3 unjudged" in err and "gate reports of one profile" in err
+    assert "different hardware" not in err
+
+
+def test_an_empty_old_report_is_said_to_be_empty_not_other_hardware(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = write_report(workdir / "old.xml", [], perfgate_properties=False)
+    new = write_report(workdir / "new.xml", seed_cases())
+    assert main(["gate", str(old), str(new)]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"{old}: the OLD report has no test cases, so there is nothing to gate {new} against" in err
+    assert "hardware" not in err
