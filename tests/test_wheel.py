@@ -93,3 +93,16 @@ def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> No
     assert "1 passed" in out and "SIMULATED" in out, out
     assert "perfgate/data/project/baselines/sim-rtxpro6000-x8/kimi-k2.5.toml" in (work / "run.xml").read_text()
     assert sorted(p.name for p in work.iterdir() if p.name != "perfgate-logs") == ["run.xml", "test_mine.py"]
+
+    # perfgate init from the wheel: the shipped profile and its parent copied into a project of the user's, which
+    # then runs from its own baselines/ (its relative fixture paths falling back to the installed copies)
+    init = subprocess.run([str(py), "-m", "perfgate.cli", "init", "proj"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert init.returncode == 0, init.stdout + init.stderr
+    proj = work / "proj"
+    assert (proj / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml").is_file()
+    collect = subprocess.run([str(py), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"], cwd=proj,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert collect.returncode == 0, collect.stdout + collect.stderr
+    assert f"perfgate: profile {proj / 'baselines' / 'sim-rtxpro6000-x8' / 'kimi-k2.5.toml'}" in collect.stdout
+    assert "4 tests collected" in collect.stdout, collect.stdout
