@@ -305,3 +305,21 @@ def test_an_empty_old_report_is_said_to_be_empty_not_other_hardware(
     err = capsys.readouterr().err
     assert f"{old}: the OLD report has no test cases, so there is nothing to gate {new} against" in err
     assert "hardware" not in err
+
+
+def test_the_gates_table_names_each_metrics_unit(workdir: Path) -> None:
+    def rec(metric: str, value: float, kind: str) -> object:
+        return perf_case("baseline", kind=kind, classname=f"mytests.test_{kind}", test=f"test_{kind}",
+                         extra={"metric": metric, metric: str(value), "n": "5", "direction": "lower"
+                                if metric.endswith("_ms") else "higher"})
+
+    old = write_report(workdir / "old.xml", [rec("ttft_ms", 270.0, "latency"), rec("goodput_rps", 4.0, "goodput"),
+                                             rec("tok_s", 89.5, "floor")])
+    new = write_report(workdir / "new.xml", [rec("ttft_ms", 271.0, "latency"), rec("goodput_rps", 4.1, "goodput"),
+                                             rec("tok_s", 89.4, "floor")])
+    assert main(["gate", str(old), str(new), "-o", "g.txt"]) == 0
+    text = (workdir / "g.txt").read_text()
+    assert "tok/s old" not in text and "tok/s new" not in text
+    assert "ttft_ms 270.0 ms" in text and "ttft_ms 271.0 ms" in text
+    assert "goodput_rps 4.00 req/s" in text and "goodput_rps 4.10 req/s" in text
+    assert "89.50 tok/s" in text and "89.40 tok/s" in text

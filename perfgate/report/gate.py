@@ -71,8 +71,12 @@ class GateResult:
 def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput
     if rule in ("regressed", "undecided") and tp is not None:
-        what = "tok/s" if tp.metric == "tok_s" else tp.metric
-        return f"{what} {tp.old:g} → {tp.new:g}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
+        from perfgate.measuring.metrics import unit_of
+
+        unit = unit_of(tp.metric)
+        what = unit if tp.metric == "tok_s" else tp.metric
+        tail = f" {unit}" if unit and tp.metric != "tok_s" else ""
+        return f"{what} {tp.old:g} → {tp.new:g}{tail}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
     return f"{o} → {n}"
