@@ -105,3 +105,22 @@ def test_a_flag_is_known_by_any_of_its_aliases():
     # launched with an alias of a flag another config controls: still not this config
     got = mismatches(info, _cfg({}), controlled=frozenset({"tp-size"}))
     assert got == ["tp_size=2 (launched with --tensor-parallel-size, which baseline leaves at SGLang's default)"]
+
+
+def test_a_simulator_started_with_a_relative_box_path_is_the_profiles_config(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's case: `python -m perfgate.sim --sim-hardware fixtures/sim/x.toml` in their checkout, the profile
+    naming the same file absolutely; every record was skipped as 'a different config'."""
+    from perfgate.sim.testing import SimProcess
+    from tests.test_measurement import BASE_FLAGS, MODEL, make_project, records, run
+
+    prof = make_project(pytester)
+    monkeypatch.chdir(ROOT)  # the simulator resolves its relative path here
+    with SimProcess.start(BASE_FLAGS, log_path=tmp_path / "sim.log", model_path=MODEL,
+                          hardware="fixtures/sim/rtxpro6000-x8-pcie.toml") as sim:
+        sim.wait_ready()
+        monkeypatch.chdir(pytester.path)
+        r = run(pytester, prof, "-m", "baseline",
+                f"--perfgate-url=http://127.0.0.1:{sim.port}")
+    r.assert_outcomes(passed=1)
+    assert records(pytester)["test_decode_floor[m:baseline]"]["outcome"] == "pass"

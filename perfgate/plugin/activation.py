@@ -16,7 +16,7 @@ from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
@@ -119,7 +119,7 @@ def validate_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
 
 
-def gpus_needed(flags: dict[str, object]) -> int:
+def gpus_needed(flags: Mapping[str, object]) -> int:
     """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
     (``enable-dp-attention``)."""
     from perfgate.sim.args import dest_of

@@ -42,7 +42,9 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
     p = st.profile
     if p.simulated or workers <= 1:
         return None
-    tp = int(str(p.server_flags.get("tp-size", 1) or 1)) * int(str(p.server_flags.get("pp-size", 1) or 1))
+    from perfgate.plugin.activation import gpus_needed
+
+    tp = gpus_needed(p.server_flags)  # one server's GPUs: tp x pp (x dp), under any of the flags' spellings
     from perfgate.serving.gpu import visible_entries
 
     ids = visible_entries()  # CUDA's rules: UUIDs, the first bad entry ends the list, a duplicate hides all
