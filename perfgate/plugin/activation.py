@@ -16,12 +16,12 @@ from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus", "gpus_needed"]
+__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus"]
 
 
 def activate(config: pytest.Config, *, early: bool) -> None:
@@ -119,29 +119,13 @@ def validate_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
 
 
-def gpus_needed(flags: Mapping[str, object]) -> int:
-    """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
-    (``enable-dp-attention``)."""
-    from perfgate.sim.args import dest_of
-
-    by = {dest_of(k): v for k, v in flags.items()}
-
-    def n(field: str) -> int:
-        try:
-            return max(1, int(str(by.get(field) or 1)))
-        except ValueError:
-            return 1
-
-    dp = 1 if by.get("enable_dp_attention") else n("dp_size")
-    return n("tp_size") * n("pp_size") * dp
-
-
 def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
     """A selected config the box cannot hold (tp x pp x dp above the GPUs CUDA sees here, through NVML) is a usage
     error at collection, before any launch, not a config-error after a minute of start-up. Without NVML the count
     is unknown, and a simulated or attached server is not launched here: nothing is said."""
     if st.profile.simulated or st.opt("perfgate_url"):
         return
+    from perfgate.plugin.workers import gpus_needed
     from perfgate.serving.gpu import visible_entries
 
     ids = visible_entries()
