@@ -395,10 +395,16 @@ def test_the_docs_expectation_on_a_users_own_kind_holds_its_record(pytester):
     assert rec["outcome"] == "xfail" and rec["category"] == "slower-than-baseline" and rec["kind"] == "latency"
 
 
-def test_an_expectation_naming_no_kind_is_refused_at_collection_with_the_file_key_and_fix(pytester):
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_an_expectation_naming_no_kind_is_refused_at_collection_with_the_file_key_and_fix(pytester, workers):
+    """Under xdist the workers find it while collecting; the controller says it once, exit 4 (not a crash)."""
+    if workers:
+        pytest.importorskip("xdist")
     prof = _kind_project(pytester, '[expectations.latncy]\neagle3 = { expect = "pass" }\n')
-    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}",
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", *workers,
                                       "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+    assert r.stderr.str().count("[expectations.latncy]") == 1
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     err = r.stderr.str()
     assert str(prof) in err and "[expectations.latncy] (line " in err
