@@ -283,3 +283,43 @@ def test_a_record_without_a_baseline_is_never_a_silent_pass(workdir: Path) -> No
     assert main(["gate", old, new, "-o", "g.txt"]) == 1
     assert "unjudged" in (workdir / "g.txt").read_text() and "no baseline record" in (workdir / "g.txt").read_text()
     assert main(["gate", old, new, "--block-on", "newly-broken,regressed,gone"]) == 0
+
+
+def test_reports_of_two_profiles_are_refused_saying_the_profiles_differ(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    llama = [perf_case(m, tok_s=200.0, spread=1.0, cv=0.01, profile="llama-3.1-8b", kind="floor") for m in
+             ("baseline", "eagle3", "ngram")]
+    old, new = _pair(workdir, llama, profile="h200-x1/llama-3.1-8b")
+    assert main(["gate", old, new]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"the reports come from different profiles (kimi-k2.5-sim in {old}, h200-x1/llama-3.1-8b in {new}" in err
+    assert "7 would be gone, 3 unjudged" in err and "gate reports of one profile" in err
+    assert "different hardware" not in err
+
+
+def test_an_empty_old_report_is_said_to_be_empty_not_other_hardware(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = write_report(workdir / "old.xml", [], perfgate_properties=False)
+    new = write_report(workdir / "new.xml", seed_cases())
+    assert main(["gate", str(old), str(new)]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"{old}: the OLD report has no test cases, so there is nothing to gate {new} against" in err
+    assert "hardware" not in err
+
+
+def test_the_gates_table_names_each_metrics_unit(workdir: Path) -> None:
+    def rec(metric: str, value: float, kind: str) -> object:
+        return perf_case("baseline", kind=kind, classname=f"mytests.test_{kind}", test=f"test_{kind}",
+                         extra={"metric": metric, metric: str(value), "n": "5", "direction": "lower"
+                                if metric.endswith("_ms") else "higher"})
+
+    old = write_report(workdir / "old.xml", [rec("ttft_ms", 270.0, "latency"), rec("goodput_rps", 4.0, "goodput"),
+                                             rec("tok_s", 89.5, "floor")])
+    new = write_report(workdir / "new.xml", [rec("ttft_ms", 271.0, "latency"), rec("goodput_rps", 4.1, "goodput"),
+                                             rec("tok_s", 89.4, "floor")])
+    assert main(["gate", str(old), str(new), "-o", "g.txt"]) == 0
+    text = (workdir / "g.txt").read_text()
+    assert "tok/s old" not in text and "tok/s new" not in text
+    assert "ttft_ms 270.0 ms" in text and "ttft_ms 271.0 ms" in text
+    assert "goodput_rps 4.00 req/s" in text and "goodput_rps 4.10 req/s" in text
+    assert "89.50 tok/s" in text and "89.40 tok/s" in text

@@ -126,9 +126,10 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, send all records of one server config to one worker (each config starts once)."""
-    if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
+    from perfgate.plugin.workers import SCHEDULED_DISTS, make_scheduler
+
+    if not state_of(config).active or getattr(config.option, "dist", "load") not in SCHEDULED_DISTS:
         return None
-    from perfgate.plugin.workers import make_scheduler
 
     return make_scheduler(config, log)
 
@@ -160,8 +161,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once."""
     from perfgate.plugin.collection import order_items
+    from perfgate.plugin.usage import guarded
 
-    order_items(config, items)
+    guarded(config, items, lambda: order_items(config, items))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The final selection checked before any test runs (a config the visible GPUs cannot hold)."""
+    from perfgate.plugin.collection import check_selected
+    from perfgate.plugin.usage import guarded
+
+    guarded(session.config, session.items, lambda: check_selected(session))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -223,6 +233,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _write_updates(config, st)
     if st is not None:
         _teardown_servers(session, st)
+    from perfgate.plugin.usage import at_finish
+
+    at_finish(session)  # under xdist: a usage error a worker met while collecting
 
 
 def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
@@ -256,7 +269,9 @@ def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """Under xdist, the controller adds a worker's ledger (its floor updates) to its own, to write at finish."""
     from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+    from perfgate.plugin.usage import from_worker
 
+    from_worker(node)  # a usage error it met while collecting, said at finish
     st = node.config.stash.get(STATE, None)
     got = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
     if st is not None and got:

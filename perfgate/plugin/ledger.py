@@ -306,7 +306,8 @@ def write_profile(path: Path, text: str) -> Path:
     path = Path(path)
     if is_shipped_copy(path):
         raise ConfigError(f"{path} is the copy of the profile that perfgate ships, inside the installation: copy it "
-                          f"(and the profile it extends) into your project's baselines/ and run again")
+                          f"(and the profile it extends) into your project's baselines/ (`perfgate init` does) and "
+                          f"run again")
     tmp = path.with_name(f".{path.name}.perfgate-update.tmp")
     tmp.write_text(text)
     try:

@@ -59,7 +59,13 @@ class PerfRun(Checks):
         tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
         marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
         select = f" -m {marks[0]}" if marks else ""
-        return f"`pytest {folder}/{select} --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+        from perfgate.profiles.shipped import is_shipped_copy
+
+        p = self.state.profile
+        if is_shipped_copy(p.path):  # the installed copy is never written: a project of the user's first
+            return (f"`perfgate init --from {p.name}` (this profile is perfgate's installed copy, which it never "
+                    f"writes), then, in that project, `pytest {folder}/{select} --perfgate-update-baselines`")
+        return f"`pytest {folder}/{select} --perfgate-profile {p.name} --perfgate-update-baselines`"
 
     # ------------------------------------------------------------------ recording
 

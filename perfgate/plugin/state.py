@@ -61,6 +61,9 @@ class PerfgateState:
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
+        self.attach_info: dict[str, Any] | None = None  # --perfgate-url's /server_info, read at activation
+        self.kinds_collected: set[str] = set()  # the record kinds of the collected tests (their perfgate markers)
+        self.unused_expectations: list[str] = []  # [expectations.<name>] no record of this run can use (summary)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 

@@ -218,9 +218,11 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
 
                     try:
                         parse_condition(when)
-                    except Exception as err:  # ConfigError with the details
+                    except Exception as err:  # ConfigError: "stack condition '...': <problem>; fix: <how>"
+                        problem, _, how = str(err).partition("; fix: ")
+                        problem = problem.removeprefix(f"stack condition {when!r}").lstrip(": ")
                         raise sr.err("when", 'a stack condition such as "flashinfer < 0.8 and sm == 12.0"', when,
-                                     fix=str(err)) from None
+                                     fix=f"{problem}: {how}" if problem and how else how or problem) from None
                 out.append(Expectation(expect=exp, category=cat, reason=sr.get("reason", str, "a string", ""),
                                        when=when, key=f"expectations.{ename_}.{mname}",
                                        line=line_of(text, f"[expectations.{ename_}", mname) or line_of(text, ename_)))
