@@ -57,7 +57,9 @@ def test_exit_1_on_newly_broken(workdir: Path) -> None:
 
 
 def test_exit_1_on_regression_beyond_noise_but_not_within(workdir: Path) -> None:
-    slower = perf_case("baseline", tok_s=85.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
+    # unidentified machines: judged between machines (prior 1.6 % on 3 degrees of freedom), so -10 % blocks and
+    # -0.6 % does not
+    slower = perf_case("baseline", tok_s=80.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
     old, new = _pair(workdir, _replace(seed_cases(), 0, slower))
     assert main(["gate", old, new]) == 1
     noisy = perf_case("baseline", tok_s=89.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
@@ -146,8 +148,8 @@ def test_policy_from_pyproject_in_cwd(workdir: Path) -> None:
     assert policy.block_on == {"newly-broken", "regressed"}
     assert policy.allow_inconclusive is False and policy.min_ratio == 0.9
 
-    # a 5% drop beyond noise passes min_ratio 0.9; a 20% drop does not
-    small = perf_case("baseline", tok_s=85.0, spread=0.5, **FLOOR)  # type: ignore[arg-type]
+    # a 9.5% drop beyond noise (between unidentified machines) passes min_ratio 0.9; a 20% drop does not
+    small = perf_case("baseline", tok_s=81.0, spread=0.5, **FLOOR)  # type: ignore[arg-type]
     old, new = _pair(workdir, _replace(seed_cases(), 0, small))
     assert main(["gate", old, new]) == 0
     assert main(["gate", old, new, "--min-ratio", "1.0"]) == 1
