@@ -301,3 +301,20 @@ def _errs(m: Measurement) -> str:
         return "no errors recorded"
     uniq = list(dict.fromkeys(m.errors))
     return "; ".join(uniq[:3])
+
+
+def final_verdict(v: Verdict, *, measurement: Measurement | None, expectation: Expectation | None,
+                  profile_path: str, optional: bool, stored_floor: str | None = None) -> Final:
+    """The one path from a check's verdict to the record's final outcome, in this order: a stored floor that could
+    not be checked is a lost verdict (:func:`lost_verdict`); a number SGLang's prefix cache helped produce is
+    inconclusive (:func:`warm_cache`); the expectation applies (:func:`apply_expectation`: strict xfail, for its
+    stated reason); a missing dependency skips only an ``optional`` attempt (a variant): a profile's own mode that
+    cannot start measured nothing, which must not pass CI as a skip."""
+    v = lost_verdict(v, stored_floor)
+    if measurement is not None:
+        v = warm_cache(v, measurement)
+    final = apply_expectation(v, expectation, profile_path=profile_path)
+    if final.outcome == Outcome.SKIP and final.category == Category.MISSING_DEPENDENCY and not optional:
+        return replace(final, outcome=Outcome.FAIL, message=f"[missing-dependency] {v.message}")
+    return final
+

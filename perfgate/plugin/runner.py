@@ -15,7 +15,7 @@ import pytest
 
 from perfgate.measuring.judge import Sequential
 from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
-from perfgate.measuring.verdict import Verdict, apply_expectation
+from perfgate.measuring.verdict import Verdict, final_verdict
 from perfgate.plugin.checks import Checks
 from perfgate.plugin.kinds import kind_of
 from perfgate.plugin.ledger import refuse_update
@@ -362,13 +362,6 @@ class PerfRun(Checks):
 
     # ------------------------------------------------------------------ conclude
 
-    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
-        """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
-        from perfgate.measuring.verdict import warm_cache
-
-        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
-        return v if m is None else warm_cache(v, m)
-
     def _quiet(self, message: str) -> str:
         """An expected failure in one line (category and evidence) and its log; the log tail only with -v."""
         if self.item.config.getoption("verbose") > 0:
@@ -392,29 +385,26 @@ class PerfRun(Checks):
                 self.record(k, val)
 
     def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
-                 default: Expectation | None = None) -> None:
+                 default: Expectation | None = None, stored_floor: str | None = None) -> None:
         """Apply the expectation and end the test with the matching pytest outcome.
 
         ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
         naming another category (``slower-than-baseline`` for a record that compares no speed) does not
         apply to it. ``default``: the expectation where the profile has none for this record (a kind's
-        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN).
+        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN). ``stored_floor``: the stored
+        limit the verdict checked (a record that cannot check it is a lost verdict). The final outcome comes from
+        :func:`perfgate.measuring.verdict.final_verdict`, the one path.
         """
         self._identity(case)
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)
-        v = self._warm_cache(case, v)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack) or default
         if exp is not None and decides is not None and exp.category not in decides:
             exp = None
-        final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
-        if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
-            # only an optional attempt (a variant) is skipped for a missing package; a profile's own mode that
-            # cannot start (SGLang itself not installed) measured nothing: that must not pass CI as a skip
-            from dataclasses import replace
-
-            final = replace(final, outcome="fail", message=f"[missing-dependency] {v.message}")
+        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
+        final = final_verdict(v, measurement=m, expectation=exp, profile_path=str(self.state.profile.path),
+                              optional=bool(case.variant), stored_floor=stored_floor)
         self.record("outcome", final.outcome)
         self.record("category", final.category or "")
         self.record("expected", final.expected)
