@@ -43,6 +43,7 @@ class _State:
         self.profile = load_profile(SIM)
         self.variants = load_variants(ROOT / "baselines" / "variants.toml")
         self._url = url
+        self.attach_info = None  # --perfgate-url's /server_info, read at activation (none here)
 
     def opt(self, name: str) -> object:
         return self._url if name == "perfgate_url" else None

@@ -133,13 +133,35 @@ def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pyt
                                       "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive: never failed
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    starts = _starts(pytester)
+    pairs = len(starts) // 2  # 2 first, then one more pair at a time while undecided (at most 6)
+    assert 2 <= pairs <= 6 and starts == ["baseline", "baseline@candidate"] * pairs
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["kind"] == "stack-pair" and p["outcome"] in ("pass", "inconclusive")
-    assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == "2"
+    assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == str(pairs)
+    assert p["pair_decision"] != "undecided" or pairs == 6  # undecided only when the budget ran out
     assert float(p["pair_ci_low"]) <= float(p["pair_ratio"]) <= float(p["pair_ci_high"])
     assert p["candidate"] == "env.PERFGATE_SIM_NOTHING=1" and float(p["candidate.tok_s"]) > 0
-    assert p["n_starts"] == "2"
+    assert p["n_starts"] == str(pairs)
+    # both arms' per-start values, for every metric judged, and each metric's own decision
+    assert len(p["start_values"].split(",")) == len(p["candidate.start_values"].split(",")) == pairs
+    for metric in ("tok_s", "ttft_ms", "itl_ms", "itl_ms_p99"):
+        assert len(p[f"candidate.start_values.{metric}"].split(",")) == pairs
+        assert p[f"pair.{metric}.decision"] in ("same", "improved", "undecided")
+
+
+def test_the_stack_pair_stops_at_the_max_starts_budget(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-max-starts", "2",
+                                      "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["pair_n"] == "2"
+    if p["pair_decision"] == "undecided":  # says what would decide it, beyond the budget given
+        assert "more than the budget of 2 (--perfgate-max-starts)" in p["reason"] or "pairs in all" in p["reason"]
 
 
 def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
@@ -151,7 +173,7 @@ def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
                                       "--perfgate-starts", "2", "--perfgate-candidate", spec,
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is slower by*"])
+    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is worse on tok_s by*"])
     assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["outcome"] == "fail" and p["category"] == "slower-than-baseline" and p["pair_decision"] == "regressed"
@@ -167,7 +189,8 @@ def test_the_candidates_stack_is_recorded_where_it_differs(pytester):
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["candidate.stack.torch"] == "2.10.0" and p["candidate.stack.nccl"] == "2.28.3"
     assert p["stack.torch"] != "2.10.0" and "candidate.stack.sglang" not in p
-    assert p["pair_n"] == "1" and "n_starts" not in p  # one start per arm: the judge's prior spread
+    # one start per arm first (the judge's prior spread), then pairs added while undecided
+    assert int(p["pair_n"]) >= 1 and p["pair_decision"] in ("same", "improved", "undecided")
 
 
 def test_a_candidate_with_a_known_regression_fails(pytester):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,20 @@ RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
     Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
 )}
+
+#: units of the numbers records carry beyond METRICS and RECORD_METRICS, by the ending of their name (a sweep's
+#: ``c4_ttft_ms_p99``, the micro tier's ``latency_us`` and ``busbw_gbps``)
+_UNIT_ENDINGS = (("_tok_s", "tok/s"), ("_ms", "ms"), ("_us", "µs"), ("_rps", "req/s"), ("_gbps", "GB/s"))
+
+
+def unit_of(metric: str) -> str:
+    """The unit of a record's metric (``tok/s``, ``ms``, ``req/s``, ...); '' when it has none perfgate knows."""
+    m = METRICS.get(metric) or RECORD_METRICS.get(metric)
+    if m is not None:
+        return m.unit
+    base = metric.rsplit("_p", 1)[0] if re.search(r"_p\d+(_\d+)?$", metric) else metric
+    return next((u for end, u in _UNIT_ENDINGS if base.endswith(end) or base == end[1:]), "")
+
 
 #: fewer trials than this and the noise is unknown: no confidence interval, no CV, no verdict on speed
 #: (one trial gives a zero-width "interval"; two, an interval that is just the two values)

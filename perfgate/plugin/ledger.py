@@ -228,7 +228,8 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
     written: dict[str, set[str]] = {}
     for name, key, _old, new in updates:
         table(name, create=True, key=key)[key] = new
-        written.setdefault(name, set()).add(key)
+        if _is_limit_key(key):  # a limit's own tolerance goes with it, under its stamp
+            written.setdefault(name, set()).add(key)
     for name, m in meta.items():
         t = table(name, create=False)
         if t is None:
@@ -242,11 +243,15 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
 _NOT_LIMITS = frozenset({"tolerance", "accept_len_tolerance", "max_cv", "measured", STAMPED})
 
 
+def _is_limit_key(k: str) -> bool:
+    return k not in _NOT_LIMITS and not k.endswith(("_tolerance", "_noise"))
+
+
 def _floor_keys(t: Any) -> set[str]:
     """The limits a floors table holds (numbers; not its tolerances, stamp or per-concurrency tables)."""
     if t is None:
         return set()
-    return {k for k, v in t.items() if k not in _NOT_LIMITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {k for k, v in t.items() if _is_limit_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str]) -> None:
@@ -301,7 +306,8 @@ def write_profile(path: Path, text: str) -> Path:
     path = Path(path)
     if is_shipped_copy(path):
         raise ConfigError(f"{path} is the copy of the profile that perfgate ships, inside the installation: copy it "
-                          f"(and the profile it extends) into your project's baselines/ and run again")
+                          f"(and the profile it extends) into your project's baselines/ (`perfgate init` does) and "
+                          f"run again")
     tmp = path.with_name(f".{path.name}.perfgate-update.tmp")
     tmp.write_text(text)
     try:
@@ -358,6 +364,34 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
     note_value(st, table, key, old, None if why else new, n=noise.n if noise is not None else 0,
                cv=noise.cv if noise is not None else None, why=why, mode=mode,
                extra={"concurrency": m.concurrency} if table != mode else None)
+    if not why and key not in ("tok_s", "accept_len"):
+        note_tolerance(st, table, key, m)
+
+
+def note_tolerance(state: Session, table: str, key: str, m: Measurement) -> None:
+    """Write ``<key>_tolerance`` beside the limit ``key`` just noted, from the metric's own noise
+    (:func:`perfgate.measuring.noise.limit_tolerance`: the next identical run on this machine passes it with 99 %),
+    unless the profile gives that limit its own; the stamp records the noise it came from (``<key>_noise``)."""
+    from perfgate.measuring.metrics import METRICS
+    from perfgate.measuring.noise import limit_tolerance, prior_cv
+
+    st = state
+    fl = st.profile.floors.get(table.split(".c")[0] if table not in st.profile.modes else table)
+    if fl is not None and key in fl.tolerances:
+        return
+    stat = m.stat(key) if key in METRICS else None
+    starts = m.start_values(key) if key in METRICS else ()
+    start_cv = None
+    if len(starts) >= 2:
+        import statistics
+
+        start_cv = statistics.stdev(starts) / statistics.fmean(starts)
+    within = (stat.cv or 0.0) * 1.25 / max(1, stat.n) ** 0.5 if stat is not None else 0.0
+    simulated = st.profile.simulated
+    tol = limit_tolerance(key, simulated=simulated, start_cv=start_cv, n_starts=max(1, len(starts)),
+                          within_cv=within)
+    noise = max(prior_cv(key, "starts", simulated=simulated), start_cv or 0.0)
+    st.ledger.note_update(table, f"{key}_tolerance", None, tol, {f"{key}_noise": round(noise, 4)})
 
 
 def note_value(state: Session, table: str, key: str, old: object, new: float | None, *, n: int,

@@ -323,7 +323,7 @@ class Attacher(Pool):
     def __init__(self, state: PerfgateState, url: str) -> None:
         super().__init__(state)
         self.url = url.rstrip("/")
-        self.info: dict[str, Any] | None = None  # the attached server's /server_info
+        self.info: dict[str, Any] | None = state.attach_info  # the attached server's /server_info
         self.checks: dict[str, AttachCheck] = {}  # config key -> how it relates to the attached server
 
     def admit(self, config: ServerConfig) -> Admission:

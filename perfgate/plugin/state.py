@@ -53,6 +53,7 @@ class PerfgateState:
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.added_start_s = 0.0  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
         # measurements, step profiles, starts measured, floor updates (shipped across xdist workers, written at finish)
@@ -60,6 +61,9 @@ class PerfgateState:
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
+        self.attach_info: dict[str, Any] | None = None  # --perfgate-url's /server_info, read at activation
+        self.kinds_collected: set[str] = set()  # the record kinds of the collected tests (their perfgate markers)
+        self.unused_expectations: list[str] = []  # [expectations.<name>] no record of this run can use (summary)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 

@@ -41,7 +41,7 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
 
     for line in profile_lines(tr.stats):
         tr.write_line(line)
-    for line in dict.fromkeys(st.dropped_modes):
+    for line in dict.fromkeys((*st.dropped_modes, *st.unused_expectations)):
         tr.write_line(f"perfgate: {line}", yellow=True)
 
 
