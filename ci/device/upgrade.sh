@@ -9,6 +9,9 @@
 #   BUNDLE_NEW  e.g. .device-bundle        (build.sh .device-bundle: the full 0.5.17 bundle)
 #   WAIT_S      seconds this call waits on the session before shipping (default 520; keep ~40 s of the call spare)
 #   STARTS=2    server starts per arm and mode (--perfgate-starts); PROFILE=h200-x1/llama-3.1-8b-dummy
+#   MAX_STARTS  the most starts per arm and mode while a record is undecided (--perfgate-max-starts; default
+#               STARTS: no start pair added, so the device time is known: 3 modes x 2 arms x STARTS starts)
+#   MAX_TIME    seconds the added start pairs may take (--perfgate-max-time; default: no limit but MAX_STARTS)
 #   SELECT="-m stack_pair"  which records (e.g. SELECT='-m stack_pair -k baseline' for the baseline alone)
 #   STOP=1      interrupt the session at the end of this call's wait (ci/device/session.sh)
 #
@@ -25,7 +28,7 @@ set -uo pipefail
 OLD=${1:?older release bundle dir}; NEW=${2:?newer release bundle dir}; OUT=${3:?out dir}; WAIT_S=${4:-520}
 shift $(( $# < 4 ? $# : 4 ))
 here=$(cd "$(dirname "$0")" && pwd)
-STARTS=${STARTS:-2}; PROFILE=${PROFILE:-h200-x1/llama-3.1-8b-dummy}; SELECT=${SELECT:--m stack_pair}
+STARTS=${STARTS:-2}; MAX_STARTS=${MAX_STARTS:-$STARTS}; PROFILE=${PROFILE:-h200-x1/llama-3.1-8b-dummy}; SELECT=${SELECT:--m stack_pair}
 REG=/tmp/pg-bundles
 mkdir -p "$OUT" "$REG"
 t_call=$(date +%s)
@@ -116,23 +119,28 @@ print(f'  {sys.argv[1]:9s} sglang {s.sglang}, kernel {s.sgl_kernel}, flashinfer 
   fi
 fi
 
-echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode, candidate $CAND"
+echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode (at most $MAX_STARTS while undecided$([ -n "${MAX_TIME:-}" ] && echo ", added ones within $MAX_TIME s")), candidate $CAND"
 # shellcheck disable=SC2086
 SGL_PATH=$OLD_PATH PG_SESSION_DIR=$S PG_UPDATE_BASELINES=0 \
   bash "$here/session.sh" "$NEW" "$OUT" $(( WAIT_S - ($(date +%s) - t_call) )) "$PROFILE" $SELECT \
-  --perfgate-starts "$STARTS" --perfgate-candidate "$CAND" --perfgate-crosscheck off "$@"
+  --perfgate-starts "$STARTS" --perfgate-max-starts "$MAX_STARTS" ${MAX_TIME:+--perfgate-max-time "$MAX_TIME"} \
+  --perfgate-candidate "$CAND" --perfgate-crosscheck off "$@"
 rc=$?
 if [ -f "$OUT/junit.xml" ]; then
   python3 - "$OUT/junit.xml" <<'EOF' | tee "$OUT/upgrade-summary.txt"
-import sys, xml.etree.ElementTree as ET
-keys = ("stack.sglang", "candidate.stack.sglang", "candidate.stack.flashinfer", "candidate.stack.sgl_kernel",
-        "pair_ratio", "pair_ci_low", "pair_ci_high", "pair_n", "pair_decision", "tok_s", "candidate.tok_s",
-        "category", "outcome")
+import re, sys, xml.etree.ElementTree as ET
+keys = ("stack.sglang", "stack.sgl_kernel", "stack.flashinfer", "pair_ratio", "pair_ci_low", "pair_ci_high",
+        "pair_n", "pair_decision", "tok_s", "candidate.tok_s", "outcome", "category")
 print("== the records so far (" + sys.argv[1] + ")")
 for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-    shown = ", ".join(f"{k}={props[k]}" for k in keys if k in props)
+    cand = [k for k in props if k.startswith("candidate.stack.")]  # the pieces where the candidate differs
+    shown = ", ".join(f"{k}={props[k]}" for k in (*keys[:3], *cand, *keys[3:]) if k in props)
     print(f"  {tc.get('name')}: {shown or 'no properties'}")
+    # every metric the pair was judged on (pair.<metric>.ratio / ci_low / ci_high / decision)
+    for m in sorted({k.split(".")[1] for k in props if re.fullmatch(r"pair\.[a-z0-9_]+\.ratio", k)}):
+        g = lambda f: props.get(f"pair.{m}.{f}", "?")  # noqa: E731
+        print(f"      {m:12s} {g('ratio')} [{g('ci_low')}, {g('ci_high')}] {g('decision')}")
 EOF
 fi
 exit $rc
