@@ -69,3 +69,35 @@ def test_a_noisy_candidate_is_decided_by_more_pairs_not_by_two() -> None:
     j = next(paired(more[:n], min_effect=0.005, plan=plan) for n in range(3, 6)
              if paired(more[:n], min_effect=0.005, plan=plan).decision is not Decision.UNDECIDED)
     assert j.decision is Decision.REGRESSED and j.ci is not None and j.ci[1] < 0.9
+
+
+def test_what_an_undecided_record_says_would_decide_it_is_right_within_one_pair() -> None:
+    """On the simulator's tok/s noise: the pairs an undecided judgement names ("about N interleaved start pairs in
+    all") against the pairs the sequential run then took, for identical arms and a 0.7 % slowdown."""
+    import math
+    import re
+
+    from perfgate.measuring.judge import Decision, Sequential, paired
+    from perfgate.measuring.noise import prior_cv
+
+    plan = Sequential(first_pairs=1, max_pairs=12)
+    rng = random.Random(13)
+    for change in (0.0, 0.007):
+        right = total = 0
+        for _ in range(200):
+            def pair() -> float:
+                return math.exp(rng.gauss(0, 0.0005) + math.log(1 - change) - rng.gauss(0, 0.0005))  # noqa: B023
+
+            ratios, said = [pair()], None
+            while True:
+                j = paired(ratios, min_effect=0.005, prior_cv=prior_cv("tok_s", "starts", simulated=True), plan=plan)
+                if j.decision is not Decision.UNDECIDED or len(ratios) >= plan.max_pairs:
+                    break
+                if said is None:
+                    m = re.search(r"about (\d+) interleaved", j.needs)
+                    said = int(m.group(1)) if m else None
+                ratios.append(pair())
+            if said is not None and j.decision is not Decision.UNDECIDED:
+                total += 1
+                right += abs(said - len(ratios)) <= 1
+        assert total >= 50 and right / total >= 0.95, (change, right, total)
