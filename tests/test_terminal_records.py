@@ -54,6 +54,13 @@ def test_a_record_names_its_metric_limit_comparisons_and_decision():
     # a figure the record carries no interval for says so (a profile's step time, too few trials for a CI)
     assert record_detail({"kind": "profile", "step_us": "11171.1"}) == "step_us 11171 µs [no interval]"
     assert record_detail({"kind": "stack-pair", "outcome": "skip"}) == ""  # skipped before it measured: no figure
+    # skipped records that measured nothing are counted, not listed; one that measured is listed
+    lines = record_lines(_stats({"kind": "stack-pair", "mode": "baseline", "outcome": "skip"},
+                                {"kind": "allreduce", "mode": "eager", "variant": "nccl", "outcome": "skip"},
+                                {"kind": "goodput", "mode": "baseline", "outcome": "skip", "metric": "goodput_rps",
+                                 "goodput_rps": "2.7"}))
+    assert lines[1:] == ["  baseline goodput  skip  goodput_rps 2.7 req/s [no interval]",
+                         "  and 2 skipped records that measured nothing (-rs says why)"]
 
 
 PROFILE = f"""

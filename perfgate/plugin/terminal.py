@@ -192,7 +192,9 @@ def record_detail(props: dict[str, str]) -> str:
 
 def record_lines(stats: dict[str, list[Any]]) -> list[str]:
     """One line per record of this run, of every kind: its mode (and variant), kind, outcome and category, and
-    :func:`record_detail` (its figure [interval], limit, comparisons [interval], decision)."""
+    :func:`record_detail` (its figure [interval], limit, comparisons [interval], decision). Skipped records that
+    measured nothing (no candidate for a stack pair, no torch for the micro tier) are counted in one line:
+    pytest's ``-rs`` says why each skipped."""
     records: dict[str, dict[str, str]] = {}
     for reports in stats.values():
         for rep in reports:
@@ -201,14 +203,23 @@ def record_lines(stats: dict[str, list[Any]]) -> list[str]:
                 records[str(getattr(rep, "nodeid", id(rep)))] = props
     if not records:
         return []
-    rows = []
+    rows, unmeasured = [], 0
     for props in records.values():
+        detail = record_detail(props)
+        if props["outcome"] == "skip" and not detail:
+            unmeasured += 1
+            continue
         name = props.get("mode", "") + (f"+{props['variant']}" if props.get("variant") else "")
         outcome = props["outcome"] + (f" {props['category']}" if props.get("category") else "")
-        rows.append((f"{name} {props['kind']}".strip(), outcome, record_detail(props)))
-    w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
-    return ["perfgate: record by record (figure [interval], limit; comparison [interval], decision):",
-            *(f"  {a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows)]
+        rows.append((f"{name} {props['kind']}".strip(), outcome, detail))
+    out = ["perfgate: record by record (figure [interval], limit; comparison [interval], decision):"]
+    if rows:
+        w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+        out += [f"  {a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows]
+    if unmeasured:
+        out.append(f"  and {unmeasured} skipped record{'' if unmeasured == 1 else 's'} that measured nothing "
+                   f"(-rs says why)")
+    return out
 
 
 def attach_warnings(pool: Attacher, tr: Any) -> None:
