@@ -3,6 +3,7 @@ real subprocesses, the simulated server). Nothing here depends on the simulated 
 only the counts, the order of the starts (the server manager's ``started_configs``) and the properties."""
 
 import json
+from pathlib import Path
 
 import pytest
 from junitparser.xunit2 import JUnitXml
@@ -427,3 +428,37 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     v = flag_problem(st, cand)
     assert v is not None and v.category == "bad-flag" and "SGLang 0.5.24's own parser" in v.message
     assert calls == [([cur.key], prof.engine.python or None), ([cand.key], "/cand/bin/python")]
+
+
+def test_each_start_prints_its_own_start_up_progress(pytester):
+    """Issue 32 item 3: with --perfgate-starts 2 the second start printed the first's log lines (their old
+    timestamps, "ready" at once) while the new server loaded. Each start now prints launching, its own phases
+    forward and ready, every line from its own section of the config's log."""
+    import re
+
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    progress = [m.groups() for ln in r.stdout.lines
+                if (m := re.match(r"perfgate: \[baseline\] (\S+) \(\d+ s\)(?:: (.*?))?(?:  log: (\S+))?$", ln))]
+    starts: list[list[tuple[str, str]]] = []
+    log = ""
+    for phase, line, path in progress:
+        if phase == "launching":
+            starts.append([])
+            log = path or log
+        assert starts, f"a progress line before any launch: {phase} {line}"
+        starts[-1].append((phase, line or ""))
+    assert len(starts) == 2 and _starts(pytester) == ["baseline", "baseline"]
+    text = Path(log).read_text()
+    at = [m.start() for m in re.finditer(r"^# perfgate: .* starting ", text, re.MULTILINE)]
+    sections = [text[a:b] for a, b in zip(at, [*at[1:], len(text)])]
+    assert len(sections) == 2
+    order = ("launching", "weights", "kv-cache", "cuda-graph", "warmup", "ready")
+    for own, lines in zip(sections, starts):
+        phases = [p for p, _ in lines]
+        assert phases[0] == "launching" and phases[-1] == "ready" and phases.count("ready") == 1, phases
+        assert [order.index(p) for p in phases] == sorted({order.index(p) for p in phases})
+        for _, line in lines:
+            assert line in own  # the start's own output (a line of another start's section fails here)

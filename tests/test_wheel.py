@@ -115,3 +115,9 @@ def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=600)
     assert skip.returncode == 0 and "1 skipped" in skip.stdout, skip.stdout + skip.stderr
     assert "no limit for it" in skip.stdout and "`perfgate init --from sim-rtxpro6000-x8/kimi-k2.5`" in skip.stdout
+    # the update that skip suggested, run on the installed copy anyway: refused before any test, naming the fix
+    update = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", "--perfgate-update-baselines"],
+                            cwd=other, env=env, capture_output=True, text=True, timeout=600)
+    said = update.stdout + update.stderr
+    assert update.returncode == 4 and "fix: `perfgate init --from sim-rtxpro6000-x8/kimi-k2.5`" in said, said
+    assert "launching" not in said, said

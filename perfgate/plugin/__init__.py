@@ -230,7 +230,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         config.workeroutput[WORKEROUTPUT_KEY] = st.ledger.to_workeroutput()
     elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
-        _write_updates(config, st)
+        _write_updates(session, st)
     if st is not None:
         _teardown_servers(session, st)
     from perfgate.plugin.usage import at_finish
@@ -238,13 +238,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     at_finish(session)  # under xdist: a usage error a worker met while collecting
 
 
-def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
+def _write_updates(session: pytest.Session, st: PerfgateState) -> None:
+    """Write the floors; a profile that could not be written (perfgate.plugin.ledger.Ledger.write's red line) makes
+    the session's exit status 1, never a silent 0."""
     from perfgate.plugin.ledger import REPORT
 
+    config = session.config
     lines = config.stash[REPORT] = st.ledger.write(st.profile.path)
     if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
         for line, _colour in lines:
             sys.stderr.write(line + "\n")
+    if any(colour == "red" for _line, colour in lines) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:

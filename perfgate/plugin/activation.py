@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus"]
+__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus", "refuse_shipped_update"]
 
 
 def activate(config: pytest.Config, *, early: bool) -> None:
@@ -60,6 +60,7 @@ def validate_inputs(config: pytest.Config) -> None:
     """Bad profiles, variants or options fail here, before collection, with the file, key and fix."""
     st = state_of(config)
     p = st.profile
+    refuse_shipped_update(st)
     vs = st.variants
     names = list(p.variant_include or ()) + list(p.variant_overrides)
     checks = {k.name for k in KINDS.values() if k.expectation}  # the built-in kinds an [expectations] entry may name
@@ -117,6 +118,20 @@ def validate_inputs(config: pytest.Config) -> None:
         missing = missing_paths(p, vs)
         if missing:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
+
+
+def refuse_shipped_update(st: PerfgateState) -> None:
+    """--perfgate-update-baselines on the profile perfgate ships (the installed copy, in site-packages) would measure
+    everything and then refuse to write it: a usage error before any test instead, naming the fix."""
+    from perfgate.profiles.shipped import is_shipped_copy
+
+    p = st.profile
+    if st.opt("perfgate_update_baselines") and is_shipped_copy(p.path):
+        raise pytest.UsageError(
+            f"perfgate: --perfgate-update-baselines: {p.path} is the copy of the profile that perfgate ships, inside "
+            f"the installation, which it never writes (nothing was measured); fix: `perfgate init --from {p.name}` "
+            f"sets up a project of yours with a copy of it (and the profiles it extends, and a pytest.ini naming it); "
+            f"run pytest with --perfgate-update-baselines in that project")
 
 
 def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:

@@ -6,7 +6,9 @@ Under pytest-xdist each worker ships its floor updates to the controller once, w
 (:meth:`Ledger.to_workeroutput` in the worker's ``workeroutput``, :meth:`Ledger.merge` on the controller), and
 the controller writes them into the profile once, at session finish, whatever plugins are active
 (:meth:`Ledger.write`). Writing keeps the profile's layout: only the keys that change are touched (tomlkit keeps
-every comment, blank line and the order of the file); each updated mode gets a ``[floors.<mode>.measured]`` table
+every comment, blank line and the order of the file; a new key or table goes in through
+:func:`perfgate.profiles.tomledit.put`, never between a comment and the table or key it describes); each updated
+mode gets a ``[floors.<mode>.measured]`` table
 with the date, trials, CV and the stack fingerprint. The result is loaded again before it replaces the file; a
 file that would no longer load is left as it was (:func:`write_profile` raises
 :class:`~perfgate.errors.ConfigError`, and :meth:`Ledger.write` says so in red).
@@ -189,6 +191,7 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
     import tomlkit
 
     from perfgate.profiles.load import load_profile
+    from perfgate.profiles.tomledit import put
 
     path = Path(path)
     original = path.read_text()
@@ -201,8 +204,8 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
     doc = tomlkit.parse(original)
     floors: Any = doc.get("floors")
     if floors is None:
-        floors = tomlkit.table(is_super_table=True)
-        doc["floors"] = floors
+        put(doc, "floors", tomlkit.table(is_super_table=True))
+        floors = doc["floors"]
     def table(name: str, *, create: bool, key: str = "") -> Any:
         """``[floors.<mode>]``, or ``[floors.<mode>.c<N>]`` for a name ``<mode>.c<N>`` (N a concurrency)."""
         mode, level = name, None
@@ -215,19 +218,19 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
             t = tomlkit.table()
             if key == "tok_s" and mode not in known and level is None:
                 t["tolerance"] = DEFAULT_TOLERANCE
-            floors[mode] = t
+            put(floors, mode, t)
         if level is None:
             return floors[mode]
         if level not in floors[mode]:
             if not create:
                 return None
-            floors[mode][level] = tomlkit.table()
+            put(floors[mode], level, tomlkit.table())
         return floors[mode][level]
 
     before = {name: _floor_keys(table(name, create=False)) for name, *_ in updates}
     written: dict[str, set[str]] = {}
     for name, key, _old, new in updates:
-        table(name, create=True, key=key)[key] = new
+        put(table(name, create=True, key=key), key, new)
         if _is_limit_key(key):  # a limit's own tolerance goes with it, under its stamp
             written.setdefault(name, set()).add(key)
     for name, m in meta.items():
@@ -265,17 +268,20 @@ def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str
     """
     import tomlkit
 
+    from perfgate.profiles.tomledit import put
+
     measured = t.get("measured")
     others = _floor_keys(t) - keys
     if measured is None or not others:
         if measured is None:
-            measured = t["measured"] = tomlkit.table()
+            put(t, "measured", tomlkit.table())  # before a comment that leads to the next table, not after it
+            measured = t["measured"]
         for k in [k for k in measured if k not in values]:
             del measured[k]  # stale facts of an older measurement (kept in place: its comments stay)
         for k, v in values.items():
-            measured[k] = v
+            put(measured, k, v)
         if others:  # the table's first stamp, beside limits written by hand: say which limits it stamps
-            measured[STAMPED] = " ".join(sorted(keys))
+            put(measured, STAMPED, " ".join(sorted(keys)))
         return
     subtables = {k for k, v in measured.items() if isinstance(v, dict)}
     stamped = (set(str(measured[STAMPED]).split()) if STAMPED in measured else before - subtables) - keys
@@ -283,13 +289,13 @@ def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str
         sub = tomlkit.table()
         for f, v in values.items():
             sub[f] = v
-        measured[k] = sub  # replaces that key's older stamp whole
+        put(measured, k, sub)  # replaces that key's older stamp whole
     flat = [k for k in measured if k not in subtables | keys]
     if not stamped:
         for k in flat:
             del measured[k]  # the facts stamped only keys that now have their own
     elif flat:
-        measured[STAMPED] = " ".join(sorted(stamped))
+        put(measured, STAMPED, " ".join(sorted(stamped)))
 
 
 def write_profile(path: Path, text: str) -> Path:
