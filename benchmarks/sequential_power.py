@@ -5,7 +5,7 @@
 
 Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
 (current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
-:class:`~perfgate.measuring.judge.Sequential` plan (the metric's own prior, perfgate.measuring.noise), then one
+:class:`~perfgate.measuring.judge.Sequential` plan (the metric's own prior, perfgate.profiles.noise), then one
 more pair while it is undecided, up to ``--max-pairs`` (the default of ``--perfgate-max-starts``). A start's
 figure is drawn around its machine's with the metric's *true* noise between starts (the spread measured for it:
 :data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the measured, not a formula's:
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.judge import Decision, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
-from perfgate.measuring.noise import prior_cv
+from perfgate.profiles.noise import prior_cv
 
 #: (engine, metric) -> the relative sd between starts measured for it (docs/gate.md "Deciding"): sim on a 2-core
 #: runner (six A/A start pairs of the simulated seed box: tok/s 0.05 %, TTFT 1.0 %, ITL p99 3 % over a user's

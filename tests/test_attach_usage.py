@@ -55,7 +55,7 @@ def _real_project(pytester: pytest.Pytester, extra_server: str) -> Path:
 
 def test_a_config_wider_than_the_visible_gpus_is_a_usage_error_before_any_launch(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import perfgate.serving.gpu as gpu
+    import perfgate.host.gpu as gpu
 
     monkeypatch.setattr(gpu, "visible_entries", lambda: ["0"])  # NVML: one GPU visible
     prof = _real_project(pytester, "tp-size = 2")
@@ -111,7 +111,7 @@ def test_a_simulator_started_with_a_relative_box_path_is_the_profiles_config(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's case: `python -m perfgate.sim --sim-hardware fixtures/sim/x.toml` in their checkout, the profile
     naming the same file absolutely; every record was skipped as 'a different config'."""
-    from perfgate.sim.testing import SimProcess
+    from perfgate.serving.simprocess import SimProcess
     from tests.test_measurement import BASE_FLAGS, MODEL, make_project, records, run
 
     prof = make_project(pytester)

@@ -78,7 +78,7 @@ def test_what_an_undecided_record_says_would_decide_it_is_right_within_one_pair(
     import re
 
     from perfgate.measuring.judge import Decision, Sequential, paired
-    from perfgate.measuring.noise import prior_cv
+    from perfgate.profiles.noise import prior_cv
 
     plan = Sequential(first_pairs=1, max_pairs=12)
     rng = random.Random(13)

@@ -1,13 +1,13 @@
 """Limits written from their noise (issue: verdicts with power): --perfgate-update-baselines writes every limit
 other than decode tok/s and acceptance with its own tolerance (``<metric>_tolerance``, from
-perfgate.measuring.noise.limit_tolerance), and an identical re-run passes every limit it just wrote (A/A, per
+perfgate.profiles.noise.limit_tolerance), and an identical re-run passes every limit it just wrote (A/A, per
 metric), as users run it (pytester, real subprocesses, the simulated server)."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.measuring.noise import MetricClass, limit_tolerance, metric_class, noise_for, prior_cv
 from perfgate.profiles import Floor
+from perfgate.profiles.noise import MetricClass, limit_tolerance, metric_class, noise_for, prior_cv
 from tests.test_starts import _project, _records
 
 try:

@@ -349,8 +349,8 @@ def test_a_user_micro_test_gets_the_micro_tiers_records(pytester, monkeypatch):
 
 
 def test_the_record_fixtures_refuse_what_is_not_their_record():
-    from perfgate.allreduce.records import MicroCheck
     from perfgate.plugin.crosscheck import Crosscheck
+    from perfgate.plugin.microcheck import MicroCheck
 
     with pytest.raises(TypeError, match=r"expected the test's perf_server, got Measurement; call "
                                         r"perf_crosscheck\(perf_server\)"):

@@ -308,11 +308,11 @@ def test_a_latency_that_rises_is_the_regression(tmp_path: Path) -> None:
     up, down, same = rec("u", 120.0), rec("d", 80.0), rec("s", 100.5)
     assert compare_metric(old, up).verdict == "regressed"  # type: ignore[union-attr]
     assert compare_metric(old, down).verdict == "improved"  # type: ignore[union-attr]
-    # 0.5 % is inside TTFT's own noise between starts (its prior, perfgate.measuring.noise), which does not
+    # 0.5 % is inside TTFT's own noise between starts (its prior, perfgate.profiles.noise), which does not
     # borrow decode tok/s's 0.1 %: it cannot be called "same" at a 2 % floor from one start each
     j = compare_metric(old, same).judgement  # type: ignore[union-attr]
     assert j is not None and j.decision == "undecided" and j.noise_source == "prior"
-    from perfgate.measuring.noise import prior_cv
+    from perfgate.profiles.noise import prior_cv
 
     assert j.noise_cv is not None and j.noise_cv >= prior_cv("ttft_ms", "starts", simulated=True)
     assert compare_metric(old, up).metric == "ttft_ms"  # type: ignore[union-attr]

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
+from perfgate.host.procs import free_port, group_pids, port_answers
 from perfgate.profiles.config import ServerConfig
 from perfgate.serving.manager import ServerManager
-from perfgate.serving.procs import free_port, group_pids, port_answers
 from perfgate.serving.server import Server
 
 # A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
@@ -181,7 +181,7 @@ def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):
 
 
 def _sim_config():
-    from perfgate.sim.testing import SEED_BOX
+    from perfgate.serving.simprocess import SEED_BOX
 
     return ServerConfig.build(profile="t/m", mode="baseline", engine="sim", model_path="moonshotai/Kimi-K2.5",
                               flags={"tp-size": 8, "mem-fraction-static": 0.88, "cuda-graph-max-bs-decode": 128},

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfgate.host.gpu import visible_entries
 from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
-from perfgate.serving.gpu import visible_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"

@@ -104,7 +104,7 @@ def test_perf_compare_on_a_stack_pair_record_without_the_candidate_arm_says_the_
 def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(pytester, tmp_path):
     """perf_candidate (listed before perf_server) skips each record with the stack-pair's own reason, also where the
     attached server runs another config than the record's (eagle3 here), before perf_server compares configs."""
-    from perfgate.sim.testing import SimProcess
+    from perfgate.serving.simprocess import SimProcess
     from tests.test_measurement import BASE_FLAGS, MODEL, make_project
 
     prof = make_project(pytester)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfgate.flagcheck.parsing import BAD_FLAG, FlagProblem
-from perfgate.serving.procs import perfgate_pythonpath
+from perfgate.host.procs import perfgate_pythonpath
 
 DEFAULT_TIMEOUT_S = 300.0
 #: the folder of installed parsers, one ``sglang-X`` per release (``ci/install-sglang-parsers.sh DIR``)

@@ -275,10 +275,10 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     The interval is a t-interval on the mean log ratio across pairs, at the look's confidence
     (:meth:`Sequential.level`), on the spread of :func:`pair_spread`: the pairs' own, pooled with the prior of
     one start's noise for ``metric`` (``prior_cv``, default :data:`PRIOR_START_CV`) worth ``prior_df`` degrees
-    of freedom (default :data:`perfgate.measuring.noise.PRIOR_DF`). An undecided judgement says how many pairs in
+    of freedom (default :data:`perfgate.profiles.noise.PRIOR_DF`). An undecided judgement says how many pairs in
     all would decide it at the ratio and spread seen (``needs``), or that the budget would not.
     """
-    from perfgate.measuring.noise import PRIOR_DF
+    from perfgate.profiles.noise import PRIOR_DF
 
     logs = _logs(ratios)
     if not logs:

@@ -419,7 +419,7 @@ def micro_check(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -
     """micro_check(micro_case): measure one all-reduce record of the micro tier (micro_case: backend x world size
     x timing x size, parametrized by perfgate; no server), record its numbers and conclude it through the profile's
     [expectations."allreduce:<backend>"] and [micro.floors]. Ends the test: call it last."""
-    from perfgate.allreduce.records import MicroCheck
+    from perfgate.plugin.microcheck import MicroCheck
 
     return MicroCheck(item=request.node, state=perfgate_state)
 

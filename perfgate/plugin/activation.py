@@ -140,8 +140,8 @@ def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
     is unknown, and a simulated or attached server is not launched here: nothing is said."""
     if st.profile.simulated or st.opt("perfgate_url"):
         return
+    from perfgate.host.gpu import visible_entries
     from perfgate.plugin.workers import gpus_needed
-    from perfgate.serving.gpu import visible_entries
 
     ids = visible_entries()
     if ids is None:

@@ -37,7 +37,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
     if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
         activate_late(metafunc.config)
-        from perfgate.allreduce.records import micro_cases
+        from perfgate.plugin.microcheck import micro_cases
 
         cases = micro_cases(state_of(metafunc.config))
         metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])

@@ -109,7 +109,7 @@ _ALL = (
     # they did not, which read a later EAGLE-3 4-stream TTFT 177 ms instead of 149: docs/load.md)
     Kind(name=GOODPUT, order=USER_ORDER, cases=Cases.AS_MARKED, figure="goodput_rps"),
     Kind(name=CROSSOVER, order=USER_ORDER, cases=Cases.AS_MARKED, figure="crossover"),
-    # the micro tier (perfgate.allreduce.records): no server config; its expectations are "allreduce:<backend>"
+    # the micro tier (perfgate.plugin.microcheck): no server config; its expectations are "allreduce:<backend>"
     Kind(name=ALLREDUCE, order=USER_ORDER, cases=Cases.MICRO, expectation=False, figure="latency_us"),
 )
 

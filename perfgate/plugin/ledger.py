@@ -376,10 +376,10 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
 
 def note_tolerance(state: Session, table: str, key: str, m: Measurement) -> None:
     """Write ``<key>_tolerance`` beside the limit ``key`` just noted, from the metric's own noise
-    (:func:`perfgate.measuring.noise.limit_tolerance`: the next identical run on this machine passes it with 99 %),
+    (:func:`perfgate.profiles.noise.limit_tolerance`: the next identical run on this machine passes it with 99 %),
     unless the profile gives that limit its own; the stamp records the noise it came from (``<key>_noise``)."""
     from perfgate.measuring.metrics import METRICS
-    from perfgate.measuring.noise import limit_tolerance, prior_cv
+    from perfgate.profiles.noise import limit_tolerance, prior_cv
 
     st = state
     fl = st.profile.floors.get(table.split(".c")[0] if table not in st.profile.modes else table)

@@ -320,7 +320,7 @@ class PerfRun(Checks):
             if err is not None:
                 raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
                                    log_path)
-            from perfgate.serving.procs import tail
+            from perfgate.host.procs import tail
 
             uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)
@@ -391,7 +391,7 @@ class PerfRun(Checks):
         ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
         naming another category (``slower-than-baseline`` for a record that compares no speed) does not
         apply to it. ``default``: the expectation where the profile has none for this record (a kind's
-        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN). ``stored_floor``: the stored
+        built-in one, e.g. the micro tier's perfgate.plugin.microcheck.CANNOT_RUN). ``stored_floor``: the stored
         limit the verdict checked (a record that cannot check it is a lost verdict). The final outcome comes from
         :func:`perfgate.measuring.verdict.final_verdict`, the one path.
         """

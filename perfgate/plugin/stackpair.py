@@ -121,7 +121,7 @@ def on_candidate_arm(st: PerfgateState, case: Case, m: Measurement) -> bool:
     return st.settings.candidate is not None and m.config_key == st.config_for(case.on_candidate()).key
 
 
-#: the metrics a stack pair judges, each against its own noise (perfgate.measuring.noise); decode tok/s decides
+#: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
 PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
 #: the metric more start pairs are collected for while it is undecided
@@ -137,13 +137,13 @@ def _start_values(m: Measurement, metric: str) -> list[float]:
 
 def pair_judgements(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> dict[str, Judgement]:
     """Each of :data:`PAIR_METRICS` both arms carry, judged on its candidate/current start-pair ratios at this
-    look of the session's plan, against its own prior (perfgate.measuring.noise) and practical floor. Decode
+    look of the session's plan, against its own prior (perfgate.profiles.noise) and practical floor. Decode
     tok/s, the sequential rule's target, has the whole false-alarm rate of a look; the other metrics share one
     more (each at its share: a Bonferroni split), so an identical candidate fails the record at most twice the
     workload's ``1 - confidence`` in all (docs/gate.md "Deciding")."""
     from perfgate.measuring.judge import default_min_effect, paired
     from perfgate.measuring.metrics import METRICS, RECORD_METRICS
-    from perfgate.measuring.noise import prior_cv
+    from perfgate.profiles.noise import prior_cv
 
     st = perf.state
     w = st.settings.workload(st.profile.workload_for(case.mode))

@@ -117,7 +117,7 @@ class PerfgateState:
             raise pytest.UsageError(f"perfgate: {e}") from None
 
     def _auto_profile(self, root: Path) -> Path:
-        from perfgate.serving.gpu import gpu_visible
+        from perfgate.host.gpu import gpu_visible
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"

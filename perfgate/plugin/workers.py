@@ -44,7 +44,7 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
     if p.simulated or workers <= 1:
         return None
     tp = gpus_needed(p.server_flags)  # one server's GPUs: tp x pp (x dp), under any of the flags' spellings
-    from perfgate.serving.gpu import visible_entries
+    from perfgate.host.gpu import visible_entries
 
     ids = visible_entries()  # CUDA's rules: UUIDs, the first bad entry ends the list, a duplicate hides all
     if ids is None:  # no NVML: take CUDA_VISIBLE_DEVICES as written, or nvidia-smi's count

@@ -148,7 +148,7 @@ class Floor:
     # are noisier than decode throughput
     max_cv: float | None = None
     # ``<metric>_tolerance``: a limit's own tolerance (--perfgate-update-baselines writes one from the metric's
-    # noise, perfgate.measuring.noise.limit_tolerance)
+    # noise, perfgate.profiles.noise.limit_tolerance)
     tolerances: Mapping[str, float] = field(default_factory=dict)
     # whether ``tolerance`` was written in the table (else it is DEFAULT_TOLERANCE, the decode floor's)
     tolerance_given: bool = False
@@ -163,7 +163,7 @@ class Floor:
     def tolerance_for(self, metric: str) -> float:
         """The tolerance of ``metric``'s limit: its own ``<metric>_tolerance``; ``tolerance`` for decode tok/s,
         ``accept_len_tolerance`` for the acceptance length; for any other metric the table's ``tolerance`` where
-        one is written, else the one its own noise gives (:func:`perfgate.measuring.noise.limit_tolerance`):
+        one is written, else the one its own noise gives (:func:`perfgate.profiles.noise.limit_tolerance`):
         a latency never silently inherits the decode floor's."""
         if metric in self.tolerances:
             return self.tolerances[metric]
@@ -171,7 +171,7 @@ class Floor:
             return self.accept_len_tolerance
         if metric == "tok_s" or self.tolerance_given:
             return self.tolerance
-        from perfgate.measuring.noise import limit_tolerance
+        from perfgate.profiles.noise import limit_tolerance
 
         return limit_tolerance(metric, simulated=self.simulated)
 

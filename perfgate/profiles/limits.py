@@ -11,7 +11,7 @@ from perfgate.profiles.reader import TableReader, _close
 
 def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulated: bool = False) -> Floor:
     """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
-    from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+    from perfgate.record import METRICS, RECORD_METRICS
 
     per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
     own_tol = {f"{k}_tolerance" for k in {**METRICS, **RECORD_METRICS} if k not in ("tok_s", "accept_len")}

@@ -35,7 +35,7 @@ from functools import partial
 
 from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
-from perfgate.measuring.noise import prior_cv
+from perfgate.profiles.noise import prior_cv
 from perfgate.record import MACHINE_ID  # MACHINE_ID: the property naming a record's machine
 from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
@@ -171,7 +171,7 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
         return change(verdict=j.decision.value, judgement=j, why=j.detail)
     within = math.sqrt(((wa or 0.0) ** 2 + (wb or 0.0) ** 2) / 2)
     band = judging.bands.get(old.id) or judging.bands.get(new.id)
-    # each metric's own prior (perfgate.measuring.noise): a p99 latency does not borrow decode tok/s's calm
+    # each metric's own prior (perfgate.profiles.noise): a p99 latency does not borrow decode tok/s's calm
     simulated = "sim" in (old.prop("engine"), new.prop("engine"))
     start_prior = prior_cv(metric, "starts", simulated=simulated)
     machine_prior = prior_cv(metric, "machines", simulated=simulated)

@@ -13,7 +13,7 @@ said when the server answers ``/health_generate``, never from a log line. Teardo
 to the whole group, then SIGKILL after the engine's grace period, waits until no process of the group is left and,
 on GPU boxes, until NVML shows the GPU memory released. A reaper process kills the group if
 the owning pytest dies without tearing down (SIGKILL, ``os._exit`` of pytest-timeout): see
-:mod:`perfgate.serving.procs`. :class:`perfgate.serving.manager.ServerManager` decides which server runs.
+:mod:`perfgate.host.procs`. :class:`perfgate.serving.manager.ServerManager` decides which server runs.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from perfgate.errors import (
     ServerExitedError,
     ServerStartTimeout,
 )
+from perfgate.host.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 from perfgate.profiles.config import ServerConfig
-from perfgate.serving.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 
 ProgressFn = Callable[["Progress"], None]
 #: start-up phases in the order a server goes through them; progress never steps back
@@ -286,7 +286,7 @@ class Server:
         self._wait_gpu_release()
 
     def _wait_gpu_release(self) -> None:
-        from perfgate.serving import gpu
+        from perfgate.host import gpu
         if not gpu.available():
             return
         deadline = time.monotonic() + self.gpu_release_timeout_s

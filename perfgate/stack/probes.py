@@ -4,7 +4,7 @@
 the driver's CUDA version and NVLink state, and falls back to ``nvidia-smi``. Package versions
 come from ``importlib.metadata``. The NCCL version comes from torch, asked in a short
 subprocess so the pytest process never imports torch. Which GPUs count is
-:mod:`perfgate.serving.gpu`'s (``CUDA_VISIBLE_DEVICES``).
+:mod:`perfgate.host.gpu`'s (``CUDA_VISIBLE_DEVICES``).
 
 :func:`environment_facts` asks another environment (an interpreter and its environment variables, a stack-pair
 candidate's ``python=`` or ``env.PYTHONPATH=``) for its software in one subprocess of that interpreter: the
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from perfgate.serving import gpu
+from perfgate.host import gpu
 
 #: what a probe reports for a piece it cannot find (every field of a Stack starts as this)
 UNKNOWN = "unknown"
