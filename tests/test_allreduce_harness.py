@@ -172,7 +172,7 @@ def test_aggregate_averages_ranks_per_iteration_then_takes_median_and_p99() -> N
         {"dtype": "bfloat16", "entries": [{"numel": 4, "graph": False, "samples_us": [30, 20, 10, 80]},
                                           {"numel": 8, "graph": False, "samples_us": [1, 1, 1, 1]}]},
     ]
-    a, b = aggregate(_spec(), outputs)  # type: ignore[arg-type]
+    a, b = aggregate(_spec(), outputs)
     # per iteration: 20, 20, 20, 60 -> median 20, p99 = 20 + 0.97 * 40
     assert a.latency_us == pytest.approx(20.0)
     assert a.latency_p99_us == pytest.approx(20 + 0.97 * 40)
@@ -186,7 +186,7 @@ def test_aggregate_marks_world_size_1_as_not_comparable_and_keeps_fp32_fallback(
     outputs = [{"dtype": "float32", "note": "bf16 failed",
                 "entries": [{"numel": 4, "graph": False, "samples_us": [5, 5]},
                             {"numel": 4, "graph": True, "samples_us": [1, 1], "note": "the captured CUDA graph is empty"}]}]
-    r, g = aggregate(_spec(world_size=1, numels=[4], iters=2, graph=True), outputs)  # type: ignore[arg-type]
+    r, g = aggregate(_spec(world_size=1, numels=[4], iters=2, graph=True), outputs)
     assert r.dtype == "float32" and r.bytes == 16
     assert r.busbw_gbps == 0
     assert "world size 1" in r.note and "not comparable" in r.note and "bf16 failed" in r.note

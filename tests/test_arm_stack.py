@@ -126,7 +126,7 @@ def test_the_candidate_stack_is_fingerprinted_from_the_candidate_for_both_spec_f
     # the box's pieces are the session's: not repeated for the candidate
     assert not {"candidate.stack.gpu", "candidate.stack.driver", "candidate.stack.sm"} & set(props)
     # the current arm is the session's stack
-    assert arm_stack(st, st.profile.config("baseline")) is CURRENT  # type: ignore[arg-type]
+    assert arm_stack(st, st.profile.config("baseline")) is CURRENT
 
 
 def test_the_candidates_engine_spells_its_flags_for_the_candidates_own_release(tmp_path: Path) -> None:

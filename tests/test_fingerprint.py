@@ -100,7 +100,7 @@ def test_a_real_session_calibrates_in_the_server_python_and_says_so(monkeypatch:
     monkeypatch.setattr("perfgate.stack.machine.probe_machine", lambda: BOX)
     monkeypatch.setattr("perfgate.stack.calibration.run_calibration", fake_run)
     st = _state()
-    fp = session_fingerprint(st)  # type: ignore[arg-type]
+    fp = session_fingerprint(st)
     assert calls == ["/venv/bin/python"] and fp.machine is BOX
     assert fp.as_properties()["calib.gemm_tflops"] == "731" and fp.as_properties()["machine.id"] == BOX.id
     assert st.terminal.lines == [f"perfgate: machine {BOX.id}: HBM copy 4012 GB/s, bf16 GEMM 731.0 TFLOP/s (3.5 s)"]
@@ -115,6 +115,6 @@ def test_when_a_real_session_does_not_calibrate(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr("perfgate.stack.machine.probe_machine", lambda: BOX)
     monkeypatch.setattr("perfgate.stack.calibration.run_calibration", lambda *a, **k: pytest.fail("calibrated"))
     st = _state(**kw)
-    fp = session_fingerprint(st)  # type: ignore[arg-type]
+    fp = session_fingerprint(st)
     assert fp.calibration.source == "none" and why in fp.calibration.reason and st.terminal.lines == []
     assert fp.as_properties()["machine.id"] == BOX.id  # the machine is recorded all the same

@@ -25,7 +25,7 @@ ATTENTION = ["triton", "torch_native", "fa3", "flashinfer", "trtllm_mha"]
 class _Deprecated(argparse.Action):
     """Like SGLang 0.5.17's alias action: warns, then stores into the new destination."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None):
         print(f"\x1b[1;33m'{option_string}' is deprecated and will be removed in a future release. "
               f"Use '--cuda-graph-max-bs-decode' instead.\x1b[0m", file=sys.stderr)
         setattr(namespace, self.dest, values)
@@ -51,7 +51,7 @@ def parser_like(version: str) -> argparse.ArgumentParser:
 NEW, OLD = parser_like("0.5.23"), parser_like("0.5.17")
 
 
-def check(parser: argparse.ArgumentParser, *argv: str):  # type: ignore[no-untyped-def]
+def check(parser: argparse.ArgumentParser, *argv: str):
     return check_with_parser(parser, with_model_path(list(argv)))
 
 

@@ -51,7 +51,7 @@ def test_floors_flags_then_writes_a_floor_the_fleet_holds(tmp_path: Path) -> Non
     assert "A=210.45" in str(fl.measured["per_machine"])
 
 
-def test_history_bands_of_the_four_machines(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_history_bands_of_the_four_machines(tmp_path: Path, capsys) -> None:
     """The bands the gate learns from the fleet's history: ~0.04 % between starts, ~1.6 % between machines."""
     assert main(["history", "--bands", *map(str, _fleet(tmp_path))]) == 0
     line = capsys.readouterr().out.strip()

@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -18,14 +19,14 @@ from tests.test_stack import _NvmlError, fake_pynvml
 
 
 def nvml_with_machine_facts(n: int = 4, *, broken: frozenset[str] = frozenset(), power_mw: list[int] | None = None,
-                            ecc: int = 1) -> types.ModuleType:
+                            ecc: int = 1) -> Any:
     m = fake_pynvml(names=["NVIDIA H200"] * n, nvlink=True, cap=(9, 0))
     m.NVML_CLOCK_SM, m.NVML_CLOCK_MEM = 1, 2
     m.NVML_FEATURE_DISABLED = 0
     watts = power_mw or [700_000] * n
 
-    def fn(name: str, body):  # type: ignore[no-untyped-def]
-        def call(*a):  # type: ignore[no-untyped-def]
+    def fn(name: str, body):
+        def call(*a):
             if name in broken:
                 raise _NvmlError(3)  # NVML_ERROR_NOT_SUPPORTED
             return body(*a)
@@ -89,7 +90,7 @@ def test_every_piece_nvml_cannot_say_is_unknown(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_no_nvml_is_a_machine_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = types.ModuleType("pynvml")
+    broken: Any = types.ModuleType("pynvml")
 
     def fail() -> None:
         raise _NvmlError(9)  # NVML_ERROR_DRIVER_NOT_LOADED

@@ -252,7 +252,7 @@ def _upgrade(tmp_path: Path) -> tuple[Path, Path]:
     )
 
 
-def test_diff_text_shows_sections_and_stack_change(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_diff_text_shows_sections_and_stack_change(tmp_path: Path, capsys) -> None:
     old, new = _upgrade(tmp_path)
     assert main(["diff", str(old), str(new)]) == 0
     out = capsys.readouterr().out
@@ -274,7 +274,7 @@ def test_diff_markdown_for_a_pr_comment(tmp_path: Path) -> None:
     assert "<details>" in md and "</details>" in md
 
 
-def test_diff_json(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_diff_json(tmp_path: Path, capsys) -> None:
     old, new = _upgrade(tmp_path)
     assert main(["diff", str(old), str(new), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)

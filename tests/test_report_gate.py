@@ -59,10 +59,10 @@ def test_exit_1_on_newly_broken(workdir: Path) -> None:
 def test_exit_1_on_regression_beyond_noise_but_not_within(workdir: Path) -> None:
     # unidentified machines: judged between machines (prior 1.6 % on 3 degrees of freedom), so -10 % blocks and
     # -0.6 % does not
-    slower = perf_case("baseline", tok_s=80.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
+    slower = perf_case("baseline", tok_s=80.0, spread=0.8, cv=0.01, **FLOOR)
     old, new = _pair(workdir, _replace(seed_cases(), 0, slower))
     assert main(["gate", old, new]) == 1
-    noisy = perf_case("baseline", tok_s=89.0, spread=0.8, cv=0.01, **FLOOR)  # type: ignore[arg-type]
+    noisy = perf_case("baseline", tok_s=89.0, spread=0.8, cv=0.01, **FLOOR)
     old, new = _pair(workdir, _replace(seed_cases(), 0, noisy))
     assert main(["gate", old, new]) == 0
 
@@ -233,7 +233,7 @@ def test_a_pass_that_lost_its_verdict_blocks_by_default(workdir: Path) -> None:
 def test_a_junit_error_is_a_failure_whatever_the_outcome_property_says(workdir: Path) -> None:
     """An error in teardown after the record was written: the property says pass, every CI says error."""
     torn = perf_case("baseline", tok_s=89.5, spread=0.8, cv=0.01, outcome="error", with_outcome_property=False,
-                     extra={"outcome": "pass", "category": "", "expected": "pass"}, **FLOOR)  # type: ignore[arg-type]
+                     extra={"outcome": "pass", "category": "", "expected": "pass"}, **FLOOR)
     old, new = _pair(workdir, _replace(seed_cases(), 0, torn))
     rep = read_report(new)
     rec = next(r for r in rep.records if r.prop("kind") == "floor")

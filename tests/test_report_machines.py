@@ -19,7 +19,7 @@ BOX_A = {
 }
 
 
-def _report(path: Path, machine: dict[str, str] | None, *, on_cases: bool = False):  # type: ignore[no-untyped-def]
+def _report(path: Path, machine: dict[str, str] | None, *, on_cases: bool = False):
     props = sorted((machine or {}).items())
     case = perf_case("baseline", tok_s=210.4, spread=0.1, cv=0.001, kind="floor",
                      extra=dict(props) if on_cases else {})

@@ -66,7 +66,7 @@ def test_a_logged_fallback_is_the_variants_record(tmp_path):
     log = tmp_path / "s.log"
     log.write_text("[2026-12-01 01:35:19] TorchSymmMemCommunicator: Device capability 12 not supported, "
                    "communicator is not available.\n")
-    got = fallback_verdict(s, cfg, log)  # type: ignore[arg-type]
+    got = fallback_verdict(s, cfg, log)
     assert got is not None and got.outcome == "fail" and got.category == "unsupported-arch"
     assert "torch_symm_mem did not run, SGLang fell back" in got.message
     assert fallback_verdict(s, s.profile.config("baseline"), log) is None  # not a variant: nothing to fall back
@@ -80,11 +80,11 @@ def test_an_unknown_flag_names_the_file_the_key_and_the_closest_flag(tmp_path):
     log = tmp_path / "s.log"
     log.write_text("usage: launch_server [--tp-size TP_SIZE] [--cuda-graph-max-bs-decode N]\n"
                    "launch_server: error: unrecognized arguments: --cuda-graph-max-bs-decod\n")
-    hint = bad_flag_hint(s, cfg, log)  # type: ignore[arg-type]
+    hint = bad_flag_hint(s, cfg, log)
     assert hint.startswith(f"{SIM} [server]: key 'cuda-graph-max-bs-decod'")
     assert "did you mean --cuda-graph-max-bs-decode?" in hint
     log.write_text("crashed\n")
-    assert bad_flag_hint(s, cfg, log) == ""  # type: ignore[arg-type]
+    assert bad_flag_hint(s, cfg, log) == ""
 
 
 def _fake_nvml(monkeypatch, uuids):

@@ -7,6 +7,7 @@ import stat
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -62,8 +63,8 @@ class _NvmlError(Exception):
         self.value = value
 
 
-def fake_pynvml(*, names: list[str], nvlink: bool | None, cap: tuple[int, int] = (12, 0)) -> types.ModuleType:
-    m = types.ModuleType("pynvml")
+def fake_pynvml(*, names: list[str], nvlink: bool | None, cap: tuple[int, int] = (12, 0)) -> Any:
+    m: Any = types.ModuleType("pynvml")  # a stand-in pynvml (Any: the NVML functions are set on it below)
     m.NVML_FEATURE_ENABLED = 1
     m.NVML_ERROR_NOT_SUPPORTED = 3
     m.NVML_ERROR_INVALID_ARGUMENT = 2
@@ -293,7 +294,9 @@ def _reference(have: str, op: str, want: str) -> bool:
        spaces=st.sampled_from(["", " ", "  "]))
 def test_generated_conditions_agree_with_packaging(clauses: list[tuple[str, str, str]], have: str,
                                                    spaces: str) -> None:
-    s = Stack(**{k: have for k in ("sm", "cuda", "torch", "nccl", "sglang", "sgl_kernel", "flashinfer", "driver")})
+    versions: dict[str, Any] = {k: have for k in ("sm", "cuda", "torch", "nccl", "sglang", "sgl_kernel", "flashinfer",
+                                                  "driver")}
+    s = Stack(**versions)
     expr = " and ".join(f"{k}{spaces}{op}{spaces}{v}" for k, op, v in clauses)
     assert len(parse_condition(expr)) == len(clauses)
     assert condition_holds(expr, s) is all(_reference(have, op, v) for _, op, v in clauses)
