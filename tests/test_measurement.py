@@ -83,7 +83,7 @@ def records(pytester):
     out = {}
     for suite in JUnitXml.fromfile(str(pytester.path / "r.xml")):
         for case in suite:
-            out[case.name] = {p.name: p.value for p in case.properties()}
+            out[case.name] = {p.name: p.value for p in case.properties()}  # type: ignore[attr-defined]  # junitparser types xunit2 cases as its core TestCase
     return out
 
 

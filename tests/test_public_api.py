@@ -65,7 +65,7 @@ def _project(pytester, ttft):
 
 
 def _records(path):
-    return {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(path)) for c in s}
+    return {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(path)) for c in s}  # type: ignore[attr-defined]  # junitparser types xunit2 cases as its core TestCase
 
 
 def test_a_user_test_gets_the_lifecycle_the_record_the_matrix_and_the_gate(pytester):

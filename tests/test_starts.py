@@ -74,7 +74,7 @@ def _project(pytester, *, trials=3, extra=""):
 
 
 def _records(pytester, name="r.xml"):
-    return {c.name: {p.name: p.value for p in c.properties()}
+    return {c.name: {p.name: p.value for p in c.properties()}  # type: ignore[attr-defined]  # junitparser types xunit2 cases as its core TestCase
             for s in JUnitXml.fromfile(str(pytester.path / name)) for c in s}
 
 

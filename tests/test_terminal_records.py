@@ -116,7 +116,7 @@ def test_a_paired_run_prints_each_records_ratio_interval_and_decision(pytester):
     out = r.stdout.lines
     head = out.index("perfgate: record by record (figure [interval], limit; comparison [interval], decision):")
     lines = [ln for ln in out[head + 1:] if ln.startswith("  ")]
-    recs = {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(pytester.path / "r.xml"))
+    recs = {c.name: {p.name: p.value for p in c.properties()} for s in JUnitXml.fromfile(str(pytester.path / "r.xml"))  # type: ignore[attr-defined]  # junitparser types xunit2 cases as its core TestCase
             for c in s}
     assert {p["kind"] for p in recs.values()} == {"floor", "variant", "stack-pair", "mine"}
 

@@ -32,7 +32,7 @@ def test_plain(perf_server, measure, perf_check):
 
 
 def _records(path):
-    return [{p.name: p.value for p in c.properties()} | {"name": c.name}
+    return [{p.name: p.value for p in c.properties()} | {"name": c.name}  # type: ignore[attr-defined]  # junitparser types xunit2 cases as its core TestCase
             for s in JUnitXml.fromfile(str(path)) for c in s]
 
 
