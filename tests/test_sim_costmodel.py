@@ -56,6 +56,7 @@ def test_seed_box_calibrated_rates(seed, flags, env, low, high):
 def test_verify_pass_is_allreduce_bound_on_the_seed_box(seed):
     plan = simulate_launch(seed, {**EAGLE3, "cuda-graph-max-bs-decode": 128}, {})
     verify = plan.verify_ms(1)
+    assert plan.spec is not None
     comm = plan.comm_ms(plan.spec.num_draft_tokens)
     assert 28 <= verify <= 33
     assert 23 <= comm <= 27  # 122 all-reduces ~ 25 ms of ~30 ms
@@ -181,18 +182,21 @@ def test_mscclpp_missing_then_installed(seed):
 
 def test_deepep_on_pcie_asserts_and_missing_module_is_reported(seed):
     plan = simulate_launch(seed, {**TP8, "moe-a2a-backend": "deepep"}, {})
+    assert plan.failure is not None
     assert plan.failure.category == "assertion" and plan.failure.exit_code == -9
     assert plan.failure.message.startswith("AssertionError")
     assert plan.args["ep_size"] == 8
     assert any("The expert parallel size is adjusted from 1 to the tensor parallel size [8]." in ln.text
                for ln in plan.log)
     missing = simulate_launch(seed, {**TP8, "moe-a2a-backend": "deepep"}, {}, stack_overrides={"deep_ep": "none"})
+    assert missing.failure is not None
     assert missing.failure.category == "missing-dependency"
     assert missing.failure.message == "ModuleNotFoundError: No module named 'deep_ep'"
 
 
 def test_flashinfer_a2a_runs_out_of_kv_memory_on_the_seed_box(seed):
     plan = simulate_launch(seed, {**TP8, "moe-a2a-backend": "flashinfer"}, {})
+    assert plan.failure is not None
     assert plan.failure.category == "oom" and plan.failure.exit_code == -9
     assert plan.failure.message.startswith(
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
@@ -202,14 +206,17 @@ def test_flashinfer_a2a_runs_out_of_kv_memory_on_the_seed_box(seed):
 @pytest.mark.parametrize("mf", [0.96, 0.99])
 def test_too_high_mem_fraction_runs_out_of_memory(seed, mf):
     plan = simulate_launch(seed, {**TP8, "mem-fraction-static": mf, "cuda-graph-max-bs-decode": 128}, {})
+    assert plan.failure is not None
     assert plan.failure.category == "oom" and plan.failure.exit_code == -9  # out of memory, while capturing
     assert "Capture cuda graph failed: CUDA out of memory" in plan.failure.message
     eager = simulate_launch(seed, {**TP8, "mem-fraction-static": mf, "cuda-graph-backend-decode": "disabled"}, {})
+    assert eager.failure is not None
     assert eager.failure.category == "oom" and eager.failure.message.startswith("torch.OutOfMemoryError")
 
 
 def test_too_low_mem_fraction_has_no_room_for_kv(seed):
     plan = simulate_launch(seed, {**TP8, "mem-fraction-static": 0.7}, {})
+    assert plan.failure is not None
     assert plan.failure.message.endswith("mem_fraction_static=0.7")
 
 
@@ -218,6 +225,7 @@ def test_nccl_environment_rules(seed):
     assert 89.5 < fewer.decode_tok_s() < 89.5 * 1.05
     for env in ({"NCCL_PROTO": "LL128"}, {"NCCL_ALGO": "NVLS"}):
         plan = simulate_launch(seed, TP8, env)
+        assert plan.failure is not None
         assert plan.failure.category == "nccl-error" and plan.failure.phase == "distributed"
         assert "no algorithm/protocol available" in "\n".join(plan.failure.traceback)
 
@@ -227,6 +235,7 @@ def test_nccl_environment_rules(seed):
 
 def test_cuda_graph_max_bs_is_version_drift(seed):
     plan = simulate_launch(seed, {**TP8, "cuda-graph-max-bs": 128}, {})
+    assert plan.failure is not None
     assert plan.failure.category == "bad-flag" and plan.failure.exit_code == 2
     assert plan.failure.message == ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
                                     "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
@@ -238,6 +247,7 @@ def test_cuda_graph_max_bs_is_version_drift(seed):
 
 def test_unknown_flag_is_a_bad_flag(seed):
     plan = simulate_launch(seed, {**TP8, "no-such-flag": True}, {})
+    assert plan.failure is not None
     assert plan.failure.category == "bad-flag"
     assert plan.failure.message == "sglang serve: error: unrecognized arguments: --no-such-flag"
 
@@ -253,6 +263,7 @@ def test_aliases_and_prefixes_parse(seed):
 
 def test_speculative_resolution(seed):
     plan = simulate_launch(seed, {**TP8, "speculative-algorithm": "eagle3"}, {})
+    assert plan.spec is not None
     assert (plan.spec.num_steps, plan.spec.topk, plan.spec.num_draft_tokens) == (3, 1, 4)
     assert plan.args["max_running_requests"] == 48
     assert plan.args["cuda_graph_max_bs_decode"] == 48
@@ -260,10 +271,12 @@ def test_speculative_resolution(seed):
     nextn = simulate_launch(seed, {**TP8, "speculative-algorithm": "NEXTN"}, {})
     assert nextn.args["speculative_algorithm"] == "EAGLE"
     adj = simulate_launch(seed, {**EAGLE3, "speculative-num-draft-tokens": 6}, {})
+    assert adj.spec is not None
     assert adj.spec.num_draft_tokens == 4
     assert ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
             "speculative_eagle_topk == 1") in adj.warnings
     ngram = simulate_launch(seed, {**TP8, "speculative-algorithm": "NGRAM"}, {})
+    assert ngram.spec is not None
     assert (ngram.spec.topk, ngram.spec.num_draft_tokens, ngram.spec.num_steps) == (10, 12, 1)
 
 
@@ -274,6 +287,7 @@ def test_speculative_resolution(seed):
 ])
 def test_argument_validation_exits_1(seed, flags, text):
     plan = simulate_launch(seed, {**TP8, **flags}, {})
+    assert plan.failure is not None
     assert plan.failure.exit_code == 1 and plan.failure.phase == "validate"
     assert plan.failure.message.startswith(text)
     assert plan.failure.traceback[0] == "Traceback (most recent call last):"
@@ -281,6 +295,7 @@ def test_argument_validation_exits_1(seed, flags, text):
 
 def test_launch_time_package_checks(seed):
     plan = simulate_launch(seed, TP8, {}, stack_overrides={"flashinfer": "0.6.3"})
+    assert plan.failure is not None
     assert plan.failure.exit_code == 1 and plan.failure.category == "missing-dependency"
     assert "flashinfer_python is installed with version 0.6.3" in plan.failure.message
     skip = simulate_launch(seed, TP8, {"SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK": "1"},
@@ -290,6 +305,7 @@ def test_launch_time_package_checks(seed):
 
 def test_more_gpus_than_the_box_has(seed):
     plan = simulate_launch(seed, {"tp-size": 16}, {})
+    assert plan.failure is not None
     assert plan.failure.exit_code == -9 and "invalid device ordinal" in plan.failure.message
 
 
