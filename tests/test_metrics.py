@@ -33,10 +33,13 @@ def test_ratio_ci_of_identical_samples_contains_one(xs):
 @given(samples, st.floats(0.1, 100.0))
 def test_scaling_samples_scales_median_and_ci(xs, k):
     a, b = stat(xs), stat([x * k for x in xs])
+    assert a is not None and b is not None
     assert math.isclose(b.median, a.median * k, rel_tol=1e-9)
+    assert a.ci_low is not None and a.ci_high is not None and b.ci_low is not None and b.ci_high is not None
     assert math.isclose(b.ci_low, a.ci_low * k, rel_tol=1e-9)
     assert math.isclose(b.ci_high, a.ci_high * k, rel_tol=1e-9)
     if a.cv is not None:
+        assert b.cv is not None
         assert math.isclose(b.cv, a.cv, rel_tol=1e-6, abs_tol=1e-12)
 
 
@@ -97,4 +100,5 @@ def test_trial_and_measurement():
     assert t.failures == 1 and t.errors == ("boom",)
     assert t.accept_len == pytest.approx(65 / 33)
     m = summarize(config_key="k", config_name="baseline", trials=[t, t, t])
+    assert m.tok_s is not None
     assert m.tok_s.median == pytest.approx(80.0) and m.tok_s.n == 3 and m.failures == 3

@@ -203,6 +203,7 @@ def _fake_nvml(monkeypatch, held):
 def test_teardown_waits_for_gpu_memory_and_names_the_pids_at_the_deadline(tmp_path, monkeypatch):
     s = Server(_cfg(), engine=SleepEngine(), log_dir=tmp_path, gpu_release_timeout_s=0.3)
     s.start()
+    assert s.proc is not None
     leader = s.proc.pid
     asked = _fake_nvml(monkeypatch, lambda: {leader})  # the (dead) server's PID still holds GPU memory
     with pytest.raises(GpuMemoryNotReleased) as ei:
@@ -216,6 +217,7 @@ def test_teardown_waits_for_gpu_memory_and_names_the_pids_at_the_deadline(tmp_pa
 def test_teardown_returns_once_nvml_shows_the_memory_released(tmp_path, monkeypatch):
     s = Server(_cfg(), engine=SleepEngine(), log_dir=tmp_path, gpu_release_timeout_s=30)
     s.start()
+    assert s.proc is not None
     leader = s.proc.pid
     polls = []
 

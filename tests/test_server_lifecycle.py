@@ -12,7 +12,7 @@ from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
 from perfgate.host.procs import free_port, group_pids, port_answers
 from perfgate.profiles.config import ServerConfig
 from perfgate.serving.manager import ServerManager
-from perfgate.serving.server import Server
+from perfgate.serving.server import Progress, Server
 
 # A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
 HEALTHY = textwrap.dedent("""
@@ -69,15 +69,17 @@ def assert_gone(pgid):
 
 
 def test_healthy_server_starts_and_teardown_kills_the_whole_group(tmp_path):
-    progress = []
+    progress: list[Progress] = []
     s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=30, on_progress=progress.append)
     with s:
+        assert s.port is not None and s.pgid is not None
         assert port_answers("127.0.0.1", s.port)
         pgid = s.pgid
         assert len(group_pids(pgid)) == 2  # the server and its forked child
         assert s.startup_s is not None
     assert_gone(pgid)
     assert not port_answers("127.0.0.1", s.port)
+    assert s.log_path is not None
     assert s.log_path.read_text().startswith("# perfgate:")
     assert progress[-1].phase == "ready"
 
@@ -143,7 +145,7 @@ def test_the_pool_remembers_a_failed_start_and_never_launches_it_again(tmp_path)
     mgr = ServerManager(engine_for=lambda c: ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
     pool = Launcher(SimpleNamespace(fingerprint=None))  # type: ignore[arg-type]
     pool._manager = mgr
-    pool.launch_problem = lambda c: None  # type: ignore[method-assign]
+    pool.launch_problem = lambda config: None  # type: ignore[method-assign]
     with pytest.raises(ServerFailed) as first:
         pool.endpoint(cfg())
     assert first.value.verdict.outcome == "fail" and "deep_ep buffer" in first.value.verdict.message
@@ -168,6 +170,7 @@ def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):
         print(s.pgid, flush=True)
         time.sleep(3600)
     """)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    assert owner.stdout is not None
     pgid = int(owner.stdout.readline())
     owner.stdout.close()
     assert group_pids(pgid)
@@ -203,7 +206,9 @@ def test_a_second_start_of_a_config_reports_only_its_own_progress_and_ready_when
     runs = []
     for tz in ("PGA+06", "PGB-06"):  # POSIX TZ strings: UTC-6 and UTC+6
         monkeypatch.setenv("TZ", tz)
-        events, answered, this = [], [], []
+        events: list[Progress] = []
+        answered: list[int] = []
+        this: list[Server] = []
 
         def seen(ev, events=events, answered=answered, this=this):
             events.append(ev)
@@ -218,6 +223,7 @@ def test_a_second_start_of_a_config_reports_only_its_own_progress_and_ready_when
         runs.append((server, events, answered))
     (first, _, _), (second, events, answered) = runs
     assert first.log_path == second.log_path  # one log: start 2 appended after start 1, each after its header
+    assert first.log_path is not None
     text = first.log_path.read_text()
     at = [m.start() for m in re.finditer(r"^# perfgate: .* starting ", text, re.MULTILINE)]
     assert len(at) == 2
