@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -49,8 +50,10 @@ def test_poisson_gaps_have_the_rate_as_their_mean(rate, seed):
 
 def test_other_seeds_give_other_poisson_schedules_and_bad_input_is_refused():
     assert arrival_offsets("poisson", 5, 20, seed=1) != arrival_offsets("poisson", 5, 20, seed=2)
-    for bad in (dict(arrival="bursty", rate=1, requests=3), dict(arrival="poisson", rate=0, requests=3),
-                dict(arrival="poisson", rate=float("inf"), requests=3), dict(arrival="poisson", rate=1, requests=-1)):
+    bads: tuple[dict[str, Any], ...] = (
+        dict(arrival="bursty", rate=1, requests=3), dict(arrival="poisson", rate=0, requests=3),
+        dict(arrival="poisson", rate=float("inf"), requests=3), dict(arrival="poisson", rate=1, requests=-1))
+    for bad in bads:
         with pytest.raises(ValueError, match="arrival|rate|requests"):
             arrival_offsets(bad["arrival"], bad["rate"], bad["requests"])
 
@@ -76,21 +79,25 @@ def sim(tmp_path_factory):
 
 def test_open_loop_against_the_simulator_keeps_its_schedule_in_server_time(sim):
     url = f"http://127.0.0.1:{sim.port}"
-    scale = float(get_json(url, "/server_info").get("perfgate_sim_speedup") or 1.0)
+    info = get_json(url, "/server_info")
+    assert info is not None
+    scale = float(info.get("perfgate_sim_speedup") or 1.0)
     assert scale == 8.0
     sched = Schedule(rate=8.0, requests=12, arrival="poisson", seed=3)
     reqs = [GenRequest(input_ids=(100 + i, 7, 8, 9), max_new_tokens=16) for i in range(12)]
     outs, wall = run_open_loop(url, reqs, sched.offsets(), timeout_s=30, time_scale=scale)
     assert all(o.success for o in outs), [o.error for o in outs]
     assert [o.intended_s for o in outs] == list(sched.offsets())
-    assert all(o.send_lag_s >= 0 for o in outs)  # never sent early
+    assert all(o.send_lag_s is not None and o.send_lag_s >= 0 for o in outs)  # never sent early
     assert all(o.completion_tokens == 16 and len(o.itl_s) == 15 for o in outs)
     # in server time: the run lasts at least the schedule plus the last request's own latency
+    assert outs[-1].latency_s is not None
     assert wall >= sched.offsets()[-1] + outs[-1].latency_s * 0.99
     slo = Slo(bounds=(Bound(metric="ttft_ms", percentile=99, limit_ms=10_000.0),))
     t = load_trial(outs, wall, slo, offered_rps=8.0)
     assert t.requests == 12 and t.good == 12 and t.attainment == 1.0 and t.failures == 0
-    sent = [o.sent_s for o in outs]
+    sent = [o.sent_s for o in outs if o.sent_s is not None]
+    assert len(sent) == len(outs)  # every request was sent
     assert t.goodput_rps == pytest.approx(11 / (max(sent) - min(sent))) and t.send_lag_ms_p99 is not None
 
 
@@ -102,7 +109,12 @@ def test_the_simulators_speed_up_is_set_only_while_idle_and_real_time_restores_i
     from perfgate.plugin.loadrun import real_time
 
     url = f"http://127.0.0.1:{sim.port}"
-    speed = lambda: get_json(url, "/server_info")["perfgate_sim_speedup"]  # noqa: E731
+
+    def speed() -> Any:
+        info = get_json(url, "/server_info")
+        assert info is not None
+        return info["perfgate_sim_speedup"]
+
     assert speed() == 8.0
     with real_time(url, 8.0):
         assert speed() == 1.0
