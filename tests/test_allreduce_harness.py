@@ -51,6 +51,7 @@ def test_gloo_world_size_2_tiny(tmp_path: Path) -> None:
         assert r.latency_us is not None and r.latency_p99_us is not None
         assert 0 < r.latency_us <= r.latency_p99_us
         assert r.algbw_gbps == pytest.approx(r.bytes / (r.latency_us * 1e-6) / 1e9)
+        assert r.algbw_gbps is not None
         assert r.busbw_gbps == pytest.approx(r.algbw_gbps * 2 * (2 - 1) / 2)
         props = r.as_properties()
         assert {"backend", "world_size", "bytes", "latency_us", "latency_p99_us", "busbw_gbps"} <= set(props)

@@ -21,7 +21,7 @@ def test_the_crossing_is_interpolated_in_log_load():
     assert crossing(LOADS, [1.2] * 7) == ("always", None)
     # losing at low load, winning in the middle, losing at the top (the simulated seed box): the last fall
     res, x = crossing(LOADS, [0.6, 0.9, 1.2, 1.1, 1.04, 1.05, 0.9])
-    assert res == "at" and 32 < x < 64
+    assert res == "at" and x is not None and 32 < x < 64
 
 
 @given(ratios=st.lists(st.floats(min_value=0.1, max_value=10), min_size=2, max_size=7))
@@ -29,6 +29,7 @@ def test_a_crossing_lies_between_the_levels_around_it(ratios):
     loads = LOADS[:len(ratios)]
     res, x = crossing(loads, ratios)
     if res == "at":
+        assert x is not None
         i = max(j for j in range(len(ratios) - 1) if ratios[j] > 1 >= ratios[j + 1])
         assert loads[i] <= x * (1 + 1e-9) and x <= loads[i + 1] * (1 + 1e-9)
     else:
@@ -42,6 +43,7 @@ def test_the_ci_comes_from_the_trials_and_contains_the_estimate():
     assert x.result == "at" and x.wins == (1, 2, 4)
     exact = math.exp(math.log(1.5) / 0.2)  # 150 c^0.6 = 100 c^0.8
     assert x.load == pytest.approx(exact, rel=0.15)
+    assert x.load is not None and x.ci_low is not None and x.ci_high is not None
     assert x.ci_low <= x.load <= x.ci_high and x.ci_high - x.ci_low < x.load
     assert x.value == x.load
     never = crossover(LOADS, base, [[t * 0.5 for t in b] for b in base])
@@ -58,7 +60,7 @@ def test_the_cost_model_predicts_from_decode_step_times():
     pts = [Point(load=c, base_tok_s=1, spec_tok_s=1, ratio=1, base_decode_tok_s=100.0,
                  spec_decode_tok_s=2000.0 / cyc) for c, cyc in zip((1, 2, 4, 8), (10, 15, 25, 40))]
     res, x = predicted(pts, 2.0)
-    assert res == "at" and 2 < x < 4
+    assert res == "at" and x is not None and 2 < x < 4
     assert predicted(pts, None) == ("unknown", None)
 
 
@@ -69,7 +71,7 @@ def test_the_prediction_counts_only_the_requests_a_server_runs_at_once():
            for c in (16, 32, 48, 64)]
     assert predicted(pts, 2.0)[0] == "always"
     res, x = predicted(pts, 2.0, base_cap=4096, spec_cap=48)
-    assert res == "at" and 48 < x < 64
+    assert res == "at" and x is not None and 48 < x < 64
 
 
 def test_max_running_is_read_from_the_server_log(tmp_path):

@@ -69,6 +69,7 @@ def test_requests_beyond_max_running_wait_for_a_slot():
     reqs = [SimRequest(input_ids=[i, 1], max_new_tokens=3) for i in range(3)]
     eng, t0, _ = run_all(plan, reqs)
     assert reqs[0].finished_at == reqs[1].finished_at
+    assert reqs[2].first_token_at is not None and reqs[0].finished_at is not None
     assert reqs[2].first_token_at >= reqs[0].finished_at
 
 
@@ -197,8 +198,10 @@ def test_a_burst_is_split_by_its_arrival_times_not_by_when_the_engine_thread_wok
     prefills = [ln.split(", ")[1] for ln in lines if ln.startswith("Prefill batch")]
     assert prefills == ["#new-seq: 1", "#new-seq: 3"]
     first = plan.prefill_ms(3) / 1000
+    assert reqs[0].first_token_at is not None
     assert reqs[0].first_token_at - reqs[0].created == pytest.approx(first, abs=1e-9)  # from its arrival, not the wake
     for r in reqs[1:]:
+        assert r.first_token_at is not None
         assert r.first_token_at - reqs[0].created == pytest.approx(first + plan.prefill_ms(9) / 1000, abs=1e-9)
 
 
@@ -221,6 +224,7 @@ def test_a_sped_up_engine_gains_its_clock_lead_at_each_step_end():
     assert r.created_ahead == 0.0
     assert r.aheads[1] == pytest.approx(0.75 * prefill) and r.first_token_ahead == r.aheads[1]
     assert r.aheads[3] == pytest.approx(0.75 * (prefill + 2 * step)) and r.finished_ahead == r.aheads[3]
+    assert r.first_token_at is not None and r.finished_at is not None
     sim_ttft = r.first_token_at - r.created + r.first_token_ahead - r.created_ahead
     sim_decode = r.finished_at - r.first_token_at + r.finished_ahead - r.first_token_ahead
     assert sim_ttft == pytest.approx(prefill, abs=1e-9) and sim_decode == pytest.approx(2 * step, abs=1e-9)

@@ -23,6 +23,7 @@ def test_the_floor_is_written_with_or_without_the_terminal_summary(pytester: pyt
     r = _run(pytester, prof, *plugins)
     assert r.ret == pytest.ExitCode.OK, r.stdout.str() + r.stderr.str()
     floor = load_profile(prof).floors["baseline"]
+    assert floor.tok_s is not None
     assert floor.tok_s != 80.0 and 80 < floor.tok_s < 100 and floor.measured["n"] == 3
     said = r.stderr.str() if plugins else r.stdout.str()  # no terminal summary: the lines go to stderr
     assert f"perfgate: updated {prof} [floors.baseline] tok_s: 80.0 -> {floor.tok_s}" in said
