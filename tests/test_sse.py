@@ -1,6 +1,7 @@
 """The SSE parser and the streaming loop, on scripted streams and a scripted clock."""
 
 import json
+import time
 
 import pytest
 from hypothesis import given
@@ -23,7 +24,7 @@ def _split(data: bytes, cuts):
     return out
 
 
-payload = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=40)
+payload = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=40)
 
 
 @given(st.lists(payload, min_size=1, max_size=8), st.lists(st.integers(0, 10_000), max_size=20),
@@ -82,6 +83,7 @@ def test_timing_invariants_cumulative_chunks():
     # the decode window is first to last token-bearing chunk: [DONE] and the close are not decode time
     assert abs((0.5 - 0.1) - sum(out.itl_s)) < 1e-12
     assert out.last_token_s == 0.5 and out.latency_s == 0.7
+    assert out.decode_tok_s is not None
     assert abs(out.decode_tok_s - 3 / (0.5 - 0.1)) < 1e-9
 
 
@@ -110,7 +112,8 @@ def test_failures_are_returned_not_raised():
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=20), st.lists(st.integers(0, 5000), max_size=10))
 def test_stream_split_anywhere_counts_every_token(steps, cuts):
-    ids, chunks = [], b""
+    ids: list[int] = []
+    chunks = b""
     for k in steps:
         ids = ids + list(range(len(ids), len(ids) + k))
         chunks += _chunk(ids)
@@ -127,13 +130,17 @@ def test_stream_split_anywhere_counts_every_token(steps, cuts):
 def test_only_the_last_payload_is_parsed_whole():
     """Cumulative chunks grow with the tokens so far; the client reads completion_tokens from the end of each
     and parses just the last one (output ids, acceptance): the counts and ids come out the same."""
-    import perfgate.client.stream as client
+    calls: list[int] = []
+    real = json.loads  # the json module the client reads its payloads with (perfgate.client.stream)
 
-    calls = []
-    real = client.json.loads
-    client.json.loads = lambda text, *a, **k: calls.append(len(text)) or real(text, *a, **k)
+    def counting_loads(s, *a, **k):
+        calls.append(len(s))
+        return real(s, *a, **k)
+
+    json.loads = counting_loads
     try:
-        ids, chunks = [], []
+        ids: list[int] = []
+        chunks: list[bytes] = []
         for k in range(200):
             ids = ids + [k]
             chunks.append(_chunk(ids))
@@ -141,7 +148,7 @@ def test_only_the_last_payload_is_parsed_whole():
         t = iter(range(10_000))
         out = stream_generate("http://unused", REQ, chunks=chunks, clock=lambda: float(next(t)))
     finally:
-        client.json.loads = real
+        json.loads = real
     assert out.success and out.completion_tokens == 200 and out.output_ids == tuple(range(200))
     assert len(calls) == 2  # the second chunk (cumulative or incremental?) and the final payload, of 200
 
@@ -251,8 +258,8 @@ def _read(response: bytes, reads, *, lost: bool = False):
     state = client_mod.StreamState(0.0)
     fut = _Fut()
     conn._expect(state, fut, 1e18, 300.0)
-    clock = client_conn.time.perf_counter
-    client_conn.time.perf_counter = lambda: float(next(t))
+    clock = time.perf_counter  # the clock perfgate.client.connection reads
+    time.perf_counter = lambda: float(next(t))
     try:
         for piece in _split(response, reads):
             view = conn.get_buffer(-1)
@@ -266,14 +273,15 @@ def _read(response: bytes, reads, *, lost: bool = False):
         if lost:
             conn.connection_lost(None)
     finally:
-        client_conn.time.perf_counter = clock
+        time.perf_counter = clock
     return fut.result, conn
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=12), st.lists(st.integers(0, 5000), max_size=8),
        st.lists(st.integers(0, 6000), max_size=8), st.booleans())
 def test_chunked_responses_split_anywhere_give_every_token(steps, chunk_cuts, reads, ext):
-    ids, body = [], b""
+    ids: list[int] = []
+    body = b""
     for k in steps:
         ids = ids + list(range(len(ids), len(ids) + k))
         body += _chunk(ids)
@@ -287,7 +295,8 @@ def test_chunked_responses_split_anywhere_give_every_token(steps, chunk_cuts, re
 
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=8), st.lists(st.integers(0, 3000), max_size=6))
 def test_content_length_and_close_delimited_bodies(steps, reads):
-    ids, body = [], b""
+    ids: list[int] = []
+    body = b""
     for k in steps:
         ids = ids + list(range(len(ids), len(ids) + k))
         body += _chunk(ids)
