@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -186,7 +187,7 @@ def test_agrees_with_the_simulated_server() -> None:
     """The simulated server fails the seed's way; classify reads its logs as the sim means them."""
     behavior = pytest.importorskip("perfgate.sim.behavior")
     hw = Path(__file__).resolve().parent.parent / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
         "nccl-tree": ({}, {"NCCL_ALGO": "Tree"}),
         "flashinfer-ar-fusion": ({"flashinfer-allreduce-fusion-backend": "auto"}, {}),
         "deepep": ({"moe-a2a-backend": "deepep"}, {}),

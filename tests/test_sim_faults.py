@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,8 @@ def open_stream(sim: SimProcess, max_new: int = 50, timeout: float = 2.0):
 
 def read_events(resp, until: float) -> tuple[list[str], bool]:
     """SSE payloads read before the deadline, and whether the stream ended (EOF)."""
-    buf, out = b"", []
+    buf = b""
+    out: list[str] = []
     while time.monotonic() < until:
         try:
             piece = resp.read1(65536)
@@ -133,7 +135,7 @@ def test_health_ok_but_generate_never_produces(tmp_path):
 
 
 def test_wrong_output_only_for_speculative_configs(tmp_path):
-    prompt = {"input_ids": [8, 6, 7], "sampling_params": {"max_new_tokens": 24}}
+    prompt: dict[str, Any] = {"input_ids": [8, 6, 7], "sampling_params": {"max_new_tokens": 24}}
     truth = expected_output(prompt["input_ids"], 24, VOCAB)
     with SimProcess.start([*EAGLE, *fault("wrong-output")], log_path=tmp_path / "spec.log") as sim:
         sim.wait_ready()

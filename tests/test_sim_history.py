@@ -22,7 +22,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from perfgate.client import RequestOutput, flush_cache, run_batch
+from perfgate.client import GenRequest, RequestOutput, flush_cache, run_batch
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
 from perfgate.measuring.workload import load_prompts, requests_for
 from perfgate.profiles.load import load_profile
@@ -37,14 +37,14 @@ TTFT_TOLERANCE = 0.03
 TRIALS = 5  # as the record: one trial's median can move by a step (a client's reaction against a step boundary)
 
 
-def _trial(url: str, reqs: list, streams: int) -> list[RequestOutput]:
+def _trial(url: str, reqs: list[GenRequest], streams: int) -> list[RequestOutput]:
     assert flush_cache(url)
     outs, _ = run_batch(url, reqs, concurrency=streams, timeout_s=60)
     assert all(o.success for o in outs), [o.error for o in outs if not o.success]
     return outs
 
 
-def _record(url: str, trials: list[list]) -> tuple[list[int | None], float]:
+def _record(url: str, trials: list[list[GenRequest]]) -> tuple[list[int | None], float]:
     """The latency record's measurement: each trial flushed first, 4 streams; every request's verify passes
     and the record's TTFT (the median over trials of each trial's median, ms)."""
     outs = [_trial(url, reqs, 4) for reqs in trials]

@@ -6,6 +6,7 @@ import json
 import statistics
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -120,14 +121,14 @@ def test_speculative_stream_carries_several_tokens_per_chunk_and_spec_fields(eag
 
 
 def test_outputs_identical_between_baseline_and_eagle3(base, eagle):
-    prompt = {"input_ids": [271, 828, 1828, 6], "sampling_params": {"max_new_tokens": 48}}
+    prompt: dict[str, Any] = {"input_ids": [271, 828, 1828, 6], "sampling_params": {"max_new_tokens": 48}}
     _, a = base.post("/generate", prompt)
     _, b = eagle.post("/generate", prompt)
     assert a["output_ids"] == b["output_ids"] == expected_output(prompt["input_ids"], 48, VOCAB)
 
 
 def test_acceptance_length_follows_simulate_acc_len(eagle):
-    results: list[dict] = []
+    results: list[dict[str, Any]] = []
 
     def one(i: int) -> None:
         results.append(eagle.post("/generate", {"input_ids": [i, i, 2], "sampling_params": {"max_new_tokens": 300}})[1])

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.measuring.workload import requests_for, unseen_prompt
 from perfgate.profiles import Workload
 
-W = Workload(prompts="unused.jsonl", max_new_tokens=8)
+W = Workload(prompts=Path("unused.jsonl"), max_new_tokens=8)
 _TOKENS = st.lists(st.integers(0, 150_000), min_size=4, max_size=400, unique=True)
 
 
@@ -32,12 +34,12 @@ def test_a_batch_never_repeats_a_first_token(tokens, data):
 
 
 def test_the_first_pass_is_the_prompt_set_itself_then_rotations():
-    prompts = [(1, 2, 3), (4, 5, 6)]
+    prompts: list[tuple[int, ...]] = [(1, 2, 3), (4, 5, 6)]
     assert [unseen_prompt(prompts, i) for i in range(4)] == [(1, 2, 3), (4, 5, 6), (2, 3, 1), (5, 6, 4)]
     assert [r.input_ids for r in requests_for(W, prompts, 4)] == [(1, 2, 3), (4, 5, 6), (2, 3, 1), (5, 6, 4)]
 
 
 def test_prompts_that_are_rotations_of_each_other_are_rotated_apart():
-    prompts = [(0, 1, 2), (1, 2, 0)]
+    prompts: list[tuple[int, ...]] = [(0, 1, 2), (1, 2, 0)]
     firsts = [r.input_ids[0] for r in requests_for(W, prompts, 3)]
     assert sorted(firsts) == [0, 1, 2]
