@@ -258,8 +258,8 @@ def test_a_traced_allreduce_count_and_time_replace_the_model():
     """A profile record's measured all-reduces per verify pass (SGLang's own trace) take the modelled ones' place."""
     from perfgate.measuring.costmodel import spec_breakdown
 
-    kw: dict[str, Any] = dict(baseline_tok_s=89.5, spec_tok_s=57.4, accept_len=2.0, layers=61, allreduces_per_layer=2, hidden=7168,
-                              verify_tokens=4, allreduce_latency_us=lambda nbytes: 100.0)
+    kw: dict[str, Any] = dict(baseline_tok_s=89.5, spec_tok_s=57.4, accept_len=2.0, layers=61, allreduces_per_layer=2,
+                              hidden=7168, verify_tokens=4, allreduce_latency_us=lambda nbytes: 100.0)
     model = spec_breakdown(**kw)
     assert (model.allreduce_count, model.allreduce_source) == (122, "model")
     assert model.allreduce_ms == pytest.approx(12.2)

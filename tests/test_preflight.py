@@ -19,7 +19,7 @@ from perfgate.serving.preflight import argv_for, check_configs, profile_configs
 from tests.simproject import PROMPTS, make_project
 
 ROOT = Path(__file__).resolve().parent.parent
-PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS")
+PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS", "")  # "": unset, the tests that need it skip
 needs_parsers = pytest.mark.skipif(
     not PARSERS, reason="set PERFGATE_SGLANG_PARSERS=DIR after `ci/install-sglang-parsers.sh DIR` (.ci/run does)")
 VARIANTS = load_variants(ROOT / "baselines" / "variants.toml")
@@ -41,6 +41,7 @@ def test_profile_configs_cover_modes_and_variants():
     prof = load_profile(ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml")
     names = profile_configs(prof, VARIANTS)
     assert f"{prof.name}:eagle3+nccl-tree" in names and f"{prof.name}:ngram" in names
+    assert prof.variant_include is not None
     assert len(names) == len(prof.modes) + len(prof.variant_include) * len(prof.variant_modes)
 
 
