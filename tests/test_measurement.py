@@ -215,7 +215,8 @@ def test_update_baselines_never_changes_a_verdict(pytester):
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines([f"*perfgate: updated {prof} [[]floors.baseline[]] tok_s: 120.0 -> *"])
-    assert load_profile(prof).floors["baseline"].tok_s < 100
+    tok_s = load_profile(prof).floors["baseline"].tok_s
+    assert tok_s is not None and tok_s < 100
     r = run(pytester, prof, "-m", "baseline")
     r.assert_outcomes(passed=1)
 
@@ -267,7 +268,7 @@ def test_progress_shows_the_phases_in_order_with_elapsed_seconds(pytester):
     r = run(pytester, prof, "-m", "baseline", "--perfgate-progress-interval=0.5")
     r.assert_outcomes(passed=1)
     lines = [ln for ln in r.stdout.lines if ln.startswith("perfgate: [baseline] ")]
-    phases = []
+    phases: list[str] = []
     for ln in lines:
         phase = ln.split("] ", 1)[1].split(" (", 1)[0]
         assert ln.split(" (", 1)[1].split(" s)", 1)[0].isdigit(), ln  # elapsed seconds on every line

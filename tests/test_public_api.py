@@ -93,7 +93,7 @@ def test_a_user_test_gets_the_lifecycle_the_record_the_matrix_and_the_gate(pytes
     for case in tree.iter("testcase"):
         if case.get("name") == "test_under_load[m:baseline-ttft_ms]":
             for prop in case.iter("property"):
-                new_value = {"ttft_ms": "1", "ttft_ms_ci_low": "0.5", "ttft_ms_ci_high": "1.5"}.get(prop.get("name"))
+                new_value = {"ttft_ms": "1", "ttft_ms_ci_low": "0.5", "ttft_ms_ci_high": "1.5"}.get(prop.get("name", ""))
                 if new_value:
                     prop.set("value", new_value)
     old = pytester.path / "old.xml"

@@ -101,8 +101,9 @@ def test_history_panel_axis_keeps_a_tiny_wobble_flat_and_spans_the_intervals() -
     from perfgate.report.history import Cell
     from perfgate.report.plot import MIN_Y_SPAN, _y_range
 
-    wobble = [Cell(outcome="pass", tok_s=v) for v in (89.500, 89.502, 89.498)]
-    lo, hi = _y_range(wobble, [c.tok_s for c in wobble])
+    values = [89.500, 89.502, 89.498]
+    wobble = [Cell(outcome="pass", tok_s=v) for v in values]
+    lo, hi = _y_range(wobble, values)
     assert hi - lo >= 89.5 * MIN_Y_SPAN * 0.999  # ±2 %: 0.004 tok/s of spread is not a cliff
     wide = [Cell(outcome="pass", tok_s=100.0, ci=(60.0, 140.0)), Cell(outcome="pass", tok_s=101.0)]
     lo, hi = _y_range(wide, [100.0, 101.0])

@@ -420,7 +420,7 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     cur = prof.config("baseline")
     cand = parse_candidate("python=/cand/bin/python").apply(cur)
     assert cand.key != cur.key and dict(cand.engine_options)["arm"] == "candidate"
-    notes = []
+    notes: list[str] = []
     st = SimpleNamespace(flag_results=None, selected_configs={cur.key: cur, cand.key: cand}, profile=prof,
                          variants=load_variants(ROOT / "baselines" / "variants.toml"), note=notes.append,
                          engine_for=lambda c: SimpleNamespace(version=lambda: "0.5.23"))

@@ -122,7 +122,7 @@ def test_a_paired_run_prints_each_records_ratio_interval_and_decision(pytester):
 
     def line_of(p: dict[str, str]) -> str:
         name = p["mode"] + (f"+{p['variant']}" if p["variant"] else "")
-        found = [ln for ln in lines if ln.split()[:3] == [name, p["kind"], p["outcome"]]]
+        found: list[str] = [ln for ln in lines if ln.split()[:3] == [name, p["kind"], p["outcome"]]]
         assert len(found) == 1, (p["kind"], lines)
         return found[0]
 

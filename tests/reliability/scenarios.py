@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.reliability.runs import (
-    PROMPTS,
     RAISING_TEST,
-    SIM_HW,
     Run,
     finish_all,
     make_project,
@@ -19,6 +17,8 @@ from tests.reliability.runs import (
     serving,
     start_pytest,
 )
+from tests.simproject import PROMPTS
+from tests.simproject import SIM_SEED_BOX as SIM_HW
 
 # ----------------------------------------------------------------------------- the scenarios
 
