@@ -24,7 +24,6 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 from perfgate.client import RequestOutput
 from perfgate.measuring.metrics import percentile
@@ -178,12 +177,44 @@ def _solve(f: Callable[[float], float], target: float, *, rising: bool) -> float
 
 
 def _binom_le(k: int, n: int, p: float) -> float:
-    """``P(Binomial(n, p) <= k)``."""
+    """``P(Binomial(n, p) <= k) = 1 - I_p(k + 1, n - k)`` (the regularized incomplete beta function)."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
-    return _binom_cdf(n, p)[k]
+    return 1.0 - _betainc(k + 1.0, float(n - k), p)
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)``: its continued fraction (modified Lentz), on the
+    side where it converges fast (Numerical Recipes, 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
 
 
 def _binom_cdf(n: int, p: float) -> list[float]:
@@ -217,7 +248,7 @@ def percentile_bounds(xs: Sequence[float], q: float, confidence: float = 0.95) -
     cdf = _binom_cdf(n, p)
     upper = next((s[r - 1] for r in range(1, n + 1) if cdf[r - 1] >= confidence), None)
     # P(Bin >= s) = 1 - P(Bin <= s - 1) >= confidence, the largest such s
-    lower = next((s[k - 1] for k in range(n, 0, -1) if 1.0 - (cdf[k - 2] if k >= 2 else 0.0) >= confidence), None)
+    lower = next((s[k - 1] for k in range(n, 0, -1) if 1.0 - cdf[k - 1] >= confidence), None)
     return lower, upper
 
 
@@ -377,8 +408,9 @@ def decide(good: int, n: int, judged: Mapping[str, Sequence[float]], slo: Slo) -
 
     - fails when the Clopper-Pearson upper bound of the attainment is below ``slo.attainment``, or a bound's
       order-statistic lower bound is over its limit (for a bound on every request: a request over it);
-    - passes when the Clopper-Pearson lower bound reaches ``slo.attainment`` (an attainment of 1: every request good) and
-      every bound's order-statistic upper bound is within its limit (a bound on every request: no request over);
+    - passes when the Clopper-Pearson lower bound reaches ``slo.attainment`` (an attainment of 1: every request
+      good) and every bound's order-statistic upper bound is within its limit (a bound on every request: no
+      request over);
     - else unresolved (the reason names what is short, and the requests that could settle it).
     """
     if n <= 0:
