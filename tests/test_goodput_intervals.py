@@ -60,9 +60,10 @@ def test_a_level_whose_requests_are_all_good_passes_once_n_is_large_enough(n, sl
     judged = {b.key: [b.limit_ms / 2] * n for b in slo.bounds}
     meets, why = decide(n, n, judged, slo)
     assert meets is (True if n >= level_min_requests(slo) else None), why
-    # and one whose requests all miss fails at once, whatever n
+    # and one whose requests all miss fails from 2 requests on (one bad request of one is still 5 % likely from a
+    # server meeting an attainment of 0.95 or less)
     bad = {b.key: [b.limit_ms * 2] * n for b in slo.bounds}
-    assert decide(0, n, bad, slo)[0] is False
+    assert decide(0, n, bad, slo)[0] is (False if n >= 2 else None)
 
 
 @settings(deadline=None, max_examples=25)

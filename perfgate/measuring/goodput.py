@@ -546,7 +546,8 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
        search steers by its decision, or by its point estimates where it is unresolved.
     2. The bracket's ends decide it: the lowest level that steered down and the highest below it that steered up
        each get one more trial at a time while unresolved, up to ``slo.budget`` requests; an end that resolves
-       the other way moves the bracket, and the new end is topped up the same way.
+       the other way moves the bracket, and the search goes on from the new ends (doubling or bisecting, within
+       ``max_levels``), their ends topped up the same way.
 
     A level whose sender fell behind ends the search (its answer would rest on the client, not the server).
     """
@@ -585,40 +586,39 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
                                   key=lambda lv: lv.rate))
         return Search(levels=levels, best=best, failed=failed, unresolved=unresolved, inconclusive=behind)
 
-    lo: LoadLevel | None = None
-    hi: float | None = None
-    rate = slo.rate_start
-    while len(order) < slo.max_levels:
-        lv = run(rate)
-        if lv.behind:
-            return answer()
-        if not lv.steer:
-            hi = lv.rate
-            break
-        lo = lv
-        if rate >= slo.rate_max:
-            break
-        rate = min(rate * 2, slo.rate_max)
-    while lo is not None and hi is not None and (hi - lo.rate) / lo.rate > slo.resolution \
-            and len(order) < slo.max_levels:
-        mid = _round(math.sqrt(lo.rate * hi))  # the geometric middle: the log of the bracket halves
-        if mid <= lo.rate or mid >= hi:
-            break
-        lv = run(mid)
-        if lv.behind:
-            return answer()
-        if lv.steer:
-            lo = lv
-        else:
-            hi = lv.rate
-    # the ends decide the interval: give each unresolved end more requests, and follow an end that turns
+    def ends() -> tuple[float | None, float | None]:
+        """The interval's ends as the search steers: the lowest level steering down, the highest below it up."""
+        down = sorted(r for r in order if not judged[r].steer)
+        hi = down[0] if down else None
+        up = [r for r in order if judged[r].steer and (hi is None or r < hi)]
+        return (max(up) if up else None), hi
+
+    def navigate() -> bool:
+        """Double, then bisect, from the current ends; False when a sender fell behind."""
+        while len(order) < slo.max_levels:
+            lo, hi = ends()
+            if hi is None:  # nothing steered down yet: double from the highest level up
+                if lo is not None and lo >= slo.rate_max:
+                    return True
+                rate = slo.rate_start if lo is None else min(lo * 2, slo.rate_max)
+            elif lo is None:  # rate_start itself steered down
+                return True
+            else:
+                rate = _round(math.sqrt(lo * hi))  # the geometric middle: the log of the bracket halves
+                if (hi - lo) / lo <= slo.resolution or rate <= lo or rate >= hi:
+                    return True
+            if _round(rate) in trials_of:
+                return True
+            if run(rate).behind:
+                return False
+        return True
+
+    # steer to a bracket, then give its unresolved ends more requests; an end that turns moves the bracket, and the
+    # search goes on from there (each level is topped up once: the loop ends)
     done: set[float] = set()
-    while True:
-        down = sorted(r for r in order if not judged[r].steer and not judged[r].behind)
-        end_hi = down[0] if down else None
-        up = [r for r in order if judged[r].steer and not judged[r].behind and (end_hi is None or r < end_hi)]
-        end_lo = max(up) if up else None
-        todo = [r for r in (end_hi, end_lo) if r is not None and r not in done and judged[r].meets is None]
+    while navigate():
+        lo, hi = ends()
+        todo = [r for r in (hi, lo) if r is not None and r not in done and judged[r].meets is None]
         if not todo:
             break
         for r in todo:
