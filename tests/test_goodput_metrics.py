@@ -127,6 +127,27 @@ def test_an_end_that_stays_unresolved_is_topped_up_to_the_budget_and_listed():
     assert s.low == pytest.approx(2.0) and s.high == 5.66
 
 
+def test_an_end_unresolved_at_the_budget_hands_over_to_the_next_level_in():
+    """A p99 SLO: 1 and 2 req/s all good but on 150 requests each (under the 299 a pass needs), 4 req/s right on
+    the required share (one request in 100 over), none good above: 4 stays unresolved at the budget, so 2 is
+    topped up to the minimum and passes."""
+    slo = Slo(bounds=SLO.bounds, attainment=0.99, rate_start=1.0, rate_max=16.0, resolution=0.5, max_requests=400)
+    seen: dict[float, int] = {}
+
+    def measure(rate, trials):
+        out = []
+        for _ in range(trials):
+            i = seen[rate] = seen.get(rate, 0) + 1
+            good = 50 if rate <= 2 else (50 if i % 2 else 49) if rate <= 4 else 0
+            out.append(trial(rate, 50, good))
+        return out
+    s = search(measure, slo, trials=3)
+    levels = {lv.rate: lv for lv in s.levels}
+    assert levels[4.0].decision == "unresolved" and levels[4.0].requests >= 400
+    assert s.best is not None and s.best.rate == 2.0 and s.best.requests >= 299 and levels[1.0].requests == 150
+    assert [lv.rate for lv in s.unresolved] == [4.0] and s.failed is not None and s.failed.rate == 5.66
+
+
 def test_an_end_that_resolves_the_other_way_moves_the_interval():
     slo = Slo(bounds=SLO.bounds, attainment=0.9, rate_start=1.0, rate_max=4.0, resolution=0.9, max_requests=2000)
     # 4 req/s looks good on its first 120 requests (all good) but its share is 0.88: more requests fail it

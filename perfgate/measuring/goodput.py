@@ -547,7 +547,8 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
     2. The bracket's ends decide it: the lowest level that steered down and the highest below it that steered up
        each get one more trial at a time while unresolved, up to ``slo.budget`` requests; an end that resolves
        the other way moves the bracket, and the search goes on from the new ends (doubling or bisecting, within
-       ``max_levels``), their ends topped up the same way.
+       ``max_levels``), their ends topped up the same way; an end still unresolved at the budget stays so (it is
+       listed), and the next level inward is topped up in its place.
 
     A level whose sender fell behind ends the search (its answer would rest on the client, not the server).
     """
@@ -613,12 +614,22 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
                 return False
         return True
 
+    done: set[float] = set()
+
+    def to_decide() -> list[float]:
+        """The levels that would be the interval's ends and are unresolved, not yet topped up: the lowest steering
+        down and the highest below it steering up, passing over those already topped up that stayed unresolved
+        (the next one in is then the end that can decide)."""
+        spent = {r for r in done if judged[r].meets is None}
+        down = sorted(r for r in order if not judged[r].steer and r not in spent)
+        hi = down[0] if down else None
+        up = sorted((r for r in order if judged[r].steer and r not in spent and (hi is None or r < hi)), reverse=True)
+        return [r for r in (hi, up[0] if up else None) if r is not None and r not in done and judged[r].meets is None]
+
     # steer to a bracket, then give its unresolved ends more requests; an end that turns moves the bracket, and the
     # search goes on from there (each level is topped up once: the loop ends)
-    done: set[float] = set()
     while navigate():
-        lo, hi = ends()
-        todo = [r for r in (hi, lo) if r is not None and r not in done and judged[r].meets is None]
+        todo = to_decide()
         if not todo:
             break
         for r in todo:
