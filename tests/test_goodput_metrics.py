@@ -83,13 +83,14 @@ def scripted(capacity, per_trial=40, share=None, slo=SLO):
     ``share``, that share of them at every rate: ``share(rate)``); records the trials asked of each rate."""
     asked: dict[float, int] = {}
 
-    def measure(rate, trials):
+    def measure(rate, trials, requests=None):
         asked[rate] = asked.get(rate, 0) + trials
+        n = requests or per_trial
         if share is not None:
-            good = round(per_trial * share(rate))
+            good = round(n * share(rate))
         else:
-            good = per_trial if rate <= capacity else 0
-        return [trial(rate, per_trial, good, slo) for _ in range(trials)]
+            good = n if rate <= capacity else 0
+        return [trial(rate, n, good, slo) for _ in range(trials)]
     return measure, asked
 
 
@@ -122,7 +123,8 @@ def test_an_end_that_stays_unresolved_is_topped_up_to_the_budget_and_listed():
     s = search(f, slo, trials=3)
     assert [lv.rate for lv in s.unresolved] == [4.0] and s.best.rate == 2.0 and s.failed.rate == 5.66
     four = next(lv for lv in s.levels if lv.rate == 4.0)
-    assert four.decision == "unresolved" and 400 <= four.requests < 440 and asked[4.0] == 10
+    # a p90 passes from 29 requests: each top-up is one trial of the level's own size, up to the budget
+    assert four.decision == "unresolved" and [t.requests for t in four.trials] == [40] * 10 and asked[4.0] == 10
     assert asked[5.66] == 3  # a clear failure needs no more than the first trials
     assert s.low == pytest.approx(2.0) and s.high == 5.66
 
@@ -134,12 +136,13 @@ def test_an_end_unresolved_at_the_budget_hands_over_to_the_next_level_in():
     slo = Slo(bounds=SLO.bounds, attainment=0.99, rate_start=1.0, rate_max=16.0, resolution=0.5, max_requests=400)
     seen: dict[float, int] = {}
 
-    def measure(rate, trials):
+    def measure(rate, trials, requests=None):
         out = []
         for _ in range(trials):
-            i = seen[rate] = seen.get(rate, 0) + 1
-            good = 50 if rate <= 2 else (50 if i % 2 else 49) if rate <= 4 else 0
-            out.append(trial(rate, 50, good))
+            seen[rate] = seen.get(rate, 0) + 1
+            n = requests or 50
+            good = n if rate < 4 else n - n // 100 if rate == 4 else 0  # at 4: a share of 0.99 or a little more
+            out.append(trial(rate, n, good))
         return out
     s = search(measure, slo, trials=3)
     levels = {lv.rate: lv for lv in s.levels}
@@ -153,25 +156,26 @@ def test_an_end_that_resolves_the_other_way_moves_the_interval():
     # 4 req/s looks good on its first 120 requests (all good) but its share is 0.88: more requests fail it
     calls = {"n": 0}
 
-    def measure(rate, trials):
+    def measure(rate, trials, requests=None):
         out = []
         for _ in range(trials):
+            n = requests or 40
             if rate < 4:
-                out.append(trial(rate, 40, 40))
+                out.append(trial(rate, n, n))
             else:
                 calls["n"] += 1
-                out.append(trial(rate, 40, 40 if calls["n"] <= 3 else 30))
+                out.append(trial(rate, n, n if calls["n"] <= 3 else n * 3 // 4))
         return out
     s = search(measure, slo, trials=3)
-    # 4 req/s fails on its fourth trial; the bracket 2-4 is then wider than the resolution: 2.83 is measured, and
-    # passes once topped up to the 299 a p99 needs
+    # 4 req/s fails on its fourth trial, a top-up of 179 requests (to the 299 a p99 needs); the bracket 2-4 is then
+    # wider than the resolution: 2.83 is measured, and passes once topped up the same way
     assert [lv.rate for lv in s.levels] == [1.0, 2.0, 4.0, 2.83]
-    assert s.failed is not None and s.failed.rate == 4.0 and s.failed.requests == 160
+    assert s.failed is not None and s.failed.rate == 4.0 and [t.requests for t in s.failed.trials] == [40, 40, 40, 179]
     assert s.best is not None and s.best.rate == 2.83 and s.best.requests >= 299 and not s.unresolved
 
 
 def test_a_sender_behind_stops_the_search():
-    def measure(rate, trials):
+    def measure(rate, trials, requests=None):
         t = trial(rate, 40, 40)
         return [replace(t, send_lag_ms_p99=99.0 if rate >= 4 else 0.5) for _ in range(trials)]
     s = search(measure, SLO, trials=3)

@@ -534,8 +534,18 @@ class Search:
         return self.failed.achieved_rps if self.failed.achieved_rps is not None else self.failed.rate
 
 
-#: measures ``trials`` more trials of one rate (each a replay of the level's seeded schedule)
-Measure = Callable[[float, int], Sequence[LoadTrial]]
+#: measures ``trials`` more trials of one rate: on the profile's schedule (``[slo] requests``, ``duration_s``) when
+#: the third argument is None, else each of that many requests (a top-up sized by request count)
+Measure = Callable[[float, int, "int | None"], Sequence[LoadTrial]]
+
+
+def top_up_size(slo: Slo, requests: int, trials: int) -> int:
+    """The requests of a top-up trial of a level that has ``requests`` over ``trials`` trials: the larger of its
+    own trials' mean size, what it is still short of the level minimum, and a third of that minimum; at most
+    what the budget leaves (at least 1). One such trial brings a level to the minimum."""
+    mean = math.ceil(requests / trials) if trials else 1
+    want = max(mean, slo.min_requests - requests, math.ceil(slo.min_requests / 3))
+    return max(1, min(want, slo.budget - requests))
 
 
 def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
@@ -545,10 +555,10 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
        bracket is narrower than ``slo.resolution`` (relative); each level first gets ``trials`` trials, and the
        search steers by its decision, or by its point estimates where it is unresolved.
     2. The bracket's ends decide it: the lowest level that steered down and the highest below it that steered up
-       each get one more trial at a time while unresolved, up to ``slo.budget`` requests; an end that resolves
-       the other way moves the bracket, and the search goes on from the new ends (doubling or bisecting, within
-       ``max_levels``), their ends topped up the same way; an end still unresolved at the budget stays so (it is
-       listed), and the next level inward is topped up in its place.
+       each get one more trial at a time while unresolved (of :func:`top_up_size` requests), up to
+       ``slo.budget``; an end that resolves the other way moves the bracket, and the search goes on from the new
+       ends (doubling or bisecting, within ``max_levels``), their ends topped up the same way; an end still
+       unresolved at the budget stays so (it is listed), and the next level inward is topped up in its place.
 
     A level whose sender fell behind ends the search (its answer would rest on the client, not the server).
     """
@@ -561,14 +571,14 @@ def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
         r = _round(rate)
         if r not in trials_of:
             order.append(r)
-            trials_of[r] = list(measure(r, trials))
+            trials_of[r] = list(measure(r, trials, None))
             judged[r] = judge_level(r, trials_of[r], slo)
         return judged[r]
 
     def top_up(r: float) -> None:
         lv = judged[r]
         while lv.meets is None and not lv.behind and lv.requests < budget:
-            more = list(measure(r, 1))
+            more = list(measure(r, 1, top_up_size(slo, lv.requests, len(trials_of[r]))))
             if not more or sum(t.requests for t in more) == 0:
                 break
             trials_of[r].extend(more)

@@ -1,10 +1,12 @@
 """Measuring under load on a record's server: one open-loop rate with the workload's trials, the goodput
 search over rates, and the closed-loop levels of the crossover record (both modes).
 
-Each trial of a level replays the same seeded schedule on fresh prompts, with SGLang's prefix cache
-flushed before it, as the closed-loop trials are. Each trial's measured window follows ``[slo]
-warmup_requests`` sent at the level's rate on the same open loop (the first trial after a server start
-included), so the window starts on a server already at that load; the warm-up's requests are not counted.
+Each trial of a level follows its own seeded schedule (seed + 2i for the rate's i-th trial) on fresh
+prompts, with SGLang's prefix cache flushed before it, as the closed-loop trials are. Each trial's measured
+window follows ``[slo] warmup_requests`` sent at the level's rate on the same open loop (the first trial after
+a server start included), so the window starts on a server already at that load; the warm-up's requests are
+not counted. A top-up trial (a level the search gives more requests) is sized by request count instead of
+``[slo] requests`` and ``duration_s`` (:func:`perfgate.measuring.goodput.top_up_size`).
 The open-loop client sends in the server's time: a simulated server run with ``--sim-speedup s`` (its
 ``/server_info`` says so) gets the schedule ``s`` times sooner, and every duration comes back in simulated
 time.
@@ -17,7 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.goodput import LoadLevel, LoadTrial, Search, Slo, judge_level, load_trial, search
+from perfgate.measuring.goodput import (
+    LoadLevel,
+    LoadTrial,
+    Search,
+    Slo,
+    judge_level,
+    load_trial,
+    search,
+    top_up_size,
+)
 from perfgate.measuring.metrics import Measurement
 
 if TYPE_CHECKING:
@@ -138,9 +149,10 @@ class _Rates:
         self.prompts = load_prompts(workload.prompts)
         self.offset = PROMPT_BASE
         self.trials = perf.state.opt("perfgate_trials") or workload.trials
+        self.done: dict[float, int] = {}  # trials measured per rate on this server
         self._warm = False
 
-    def __call__(self, rate: float, trials: int) -> list[LoadTrial]:
+    def __call__(self, rate: float, trials: int, requests: int | None = None) -> list[LoadTrial]:
         from perfgate.client import Schedule, flush_cache, run_batch, run_open_loop
         from perfgate.client.schedule import arrival_offsets
         from perfgate.measuring.workload import requests_for
@@ -151,14 +163,17 @@ class _Rates:
                       timeout_s=w.request_timeout_s)
             self.offset += w.warmup
         self._warm = True
-        sched = Schedule(rate=rate, requests=slo.requests, arrival=slo.arrival, duration_s=slo.duration_s,
-                         seed=slo.seed)
-        # the warm-up draws its own gaps (seed + 1): the measured schedule is the same with or without it
-        warm = arrival_offsets(slo.arrival, rate, slo.warmup_requests, seed=slo.seed + 1)
-        offsets, shift = warmed_offsets(warm, sched.offsets(), rate)
-        nw = len(warm)
         out: list[LoadTrial] = []
         for _ in range(trials):
+            # trial i of a rate follows schedule seed + 2i (its warm-up seed + 2i + 1): the level's requests sample
+            # the arrival process, not one draw of it, and the same rate's trials follow the same seeds every start
+            i = self.done.get(rate, 0)
+            self.done[rate] = i + 1
+            sched = Schedule(rate=rate, requests=requests or slo.requests, arrival=slo.arrival,
+                             duration_s=slo.duration_s if requests is None else None, seed=slo.seed + 2 * i)
+            warm = arrival_offsets(slo.arrival, rate, slo.warmup_requests, seed=slo.seed + 2 * i + 1)
+            offsets, shift = warmed_offsets(warm, sched.offsets(), rate)
+            nw = len(warm)
             flush_cache(self.url)
             reqs = requests_for(w, self.prompts, len(offsets), offset=self.offset)
             self.offset += len(offsets)
@@ -175,7 +190,7 @@ class _Rates:
         trials = self(rate, self.trials)
         lv = judge_level(rate, trials, self.slo)
         while lv.meets is None and not lv.behind and lv.requests < self.slo.budget:
-            more = self(rate, 1)
+            more = self(rate, 1, top_up_size(self.slo, lv.requests, len(trials)))
             if not any(t.requests for t in more):
                 break
             trials += more
