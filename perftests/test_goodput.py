@@ -1,7 +1,7 @@
 """Goodput under SLOs (marker ``load``), written only with perfgate's public fixtures (docs/load.md).
 
 One record per mode: open-loop arrivals on the schedule of the profile's ``[slo]`` (Poisson by default,
-seeded, the same schedule every trial, each trial's measured window after a warm-up at its rate), the rate
+seeded, trial i of a rate on seed + 2i, each trial's measured window after a warm-up at its rate), the rate
 bracketed by doubling from ``rate_start`` then bisected to ``resolution``. Each level is decided on its
 requests pooled over its trials (pass, fail or unresolved: binomial and order-statistic bounds), and the two
 levels that decide the interval get more trials while unresolved, up to ``max_requests``. The record is

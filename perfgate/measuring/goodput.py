@@ -66,7 +66,7 @@ class Slo:
     max_send_lag_ms: float = 10.0
     max_send_lag_gap: float = 0.1
     arrival: str = "poisson"
-    requests: int = 32  # measured requests per trial of a level (each trial replays the same seeded schedule)
+    requests: int = 32  # measured requests per trial of a level (trial i of a rate: schedule seed + 2i)
     duration_s: float | None = None  # and no measured send after this many seconds of a trial's window
     warmup_requests: int = 32  # sent at the level's rate before each trial's measured window, not counted
     seed: int = 0
