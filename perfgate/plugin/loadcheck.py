@@ -138,9 +138,10 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     elif s.best is not None:
         where = f"the SLOs hold up to {s.best.rate:g} req/s, and no level above failed"
     else:
-        first = s.levels[0] if s.levels else None
-        where = (f"no level passed ({first.why if first else 'nothing measured'}; lower [slo] rate_start to find "
-                 f"one that does)")
+        first = min(s.levels, key=lambda lv: lv.rate) if s.levels else None
+        hint = ("lower [slo] rate_start to find one that does" if first is None or first.meets is False else
+                "raise [slo] max_requests to resolve the levels below")
+        where = f"no level passed ({first.why if first else 'nothing measured'}; {hint})"
     what = f"goodput {interval_text(s)} ({where})"
     lim, tol, src = _limit(perf, case, GOODPUT)
     if lim is not None:
