@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfgate.sim.testing import SimProcess  # noqa: E402
+from perfgate.serving.simprocess import SimProcess  # noqa: E402
 
 FLAGS = ["--tp-size", "8", "--cuda-graph-max-bs-decode", "128", "--random-seed", "7"]
 WARMUP_TOKENS = 8

@@ -63,13 +63,14 @@ class Fleet:
         return x, 1.96 * TRIAL_SD * x * math.sqrt(math.pi / 2)
 
 
-def record(machine: str, starts: list[tuple[float, float]], *, config: str = "940159e895") -> Record:
-    """A floor record as a report carries it: tok_s (median over starts), its CI, n, and the starts."""
+def record(machine: str, starts: list[tuple[float, float]], *, config: str = "940159e895", metric: str = "tok_s",
+           engine: str = "sim") -> Record:
+    """A floor record as a report carries it: its metric (median over starts), its CI, n, and the starts."""
     vals = sorted(v for v, _ in starts)
     med = vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2
     half = max(h for _, h in starts)
-    props = [("machine.id", machine), ("config", config), ("metric", "tok_s")]
-    nums = [("tok_s", med), ("tok_s_ci_low", med - half), ("tok_s_ci_high", med + half), ("n", float(TRIALS))]
+    props = [("machine.id", machine), ("config", config), ("metric", metric), ("engine", engine)]
+    nums = [(metric, med), (f"{metric}_ci_low", med - half), (f"{metric}_ci_high", med + half), ("n", float(TRIALS))]
     if len(starts) > 1:
         props += [("start_values", ",".join(f"{v:.6g}" for v, _ in starts)), ("n_starts", str(len(starts)))]
         nums.append(("n_starts", float(len(starts))))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from perfgate.client import GenRequest, Schedule, run_open_loop  # noqa: E402
 from perfgate.measuring.goodput import Slo, max_lag_ms  # noqa: E402
 from perfgate.measuring.metrics import percentile  # noqa: E402
-from perfgate.sim.testing import H100_BOX, SimProcess  # noqa: E402
+from perfgate.serving.simprocess import H100_BOX, SimProcess  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

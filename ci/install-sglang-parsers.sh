@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/install-sglang-parsers.sh DEST — the argument parsers of two real SGLang releases, no GPU.
+# ci/install-sglang-parsers.sh DEST — the argument parsers of real SGLang releases, no GPU.
 #
 # perfgate checks every variant's flags against SGLang's own ServerArgs parser before any launch
 # (perfgate/flagcheck/). This installs, into the *current* Python environment, torch's CPU build
@@ -9,8 +9,10 @@
 #     PYTHONPATH=DEST/sglang-X python -c "from sglang.srt.server_args import ServerArgs"
 #     python -m perfgate.flagcheck.worker --sglang-path DEST/sglang-X --json argvs.json
 #
-# Versions: 0.5.17 (what runs on the H200 device) and 0.5.23 (the latest); override with
-# PERFGATE_SGLANG_PARSER_VERSIONS="0.5.17 0.5.23". Interpreter: $PYTHON (default: python).
+# Versions: 0.5.16 (the current arm of the H200 upgrade run, ci/device/upgrade.sh), 0.5.17 (what runs on the
+# H200 device) and 0.5.23 (the latest); override with PERFGATE_SGLANG_PARSER_VERSIONS="0.5.17 0.5.23".
+# Interpreter: $PYTHON (default: python). perfgate checks a stack-pair arm whose own environment cannot parse
+# against DEST/sglang-X of its release (PERFGATE_SGLANG_PARSERS=DEST; perfgate.flagcheck.installed_parser).
 # `--cuda-graph-max-bs` is a deprecated alias in 0.5.17 and ambiguous (exit 2) in 0.5.23: the
 # drift a stack-upgrade gate must catch before GPU time is spent.
 #
@@ -33,7 +35,7 @@ if [[ $# -ne 1 || "$1" == -* ]]; then
 fi
 DEST=$1
 PY=${PYTHON:-python}
-VERSIONS=${PERFGATE_SGLANG_PARSER_VERSIONS:-"0.5.17 0.5.23"}
+VERSIONS=${PERFGATE_SGLANG_PARSER_VERSIONS:-"0.5.16 0.5.17 0.5.23"}
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
 t0=$(date +%s)

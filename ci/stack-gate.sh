@@ -28,7 +28,9 @@
 #                            (paired: paired.xml, paired.pytest.log, *.freeze.txt)
 #   PERFGATE_PYTEST_ARGS     what to run (default: "perftests/"; paired: "perftests/ -m stack_pair"),
 #                            e.g. "perftests/ -m baseline"
-#   PERFGATE_STARTS          paired: server starts per config and stack (default 3)
+#   PERFGATE_STARTS          paired: server starts per config and stack before the first look (default 1)
+#   PERFGATE_MAX_STARTS      paired: the most starts per config and stack while a record is undecided
+#                            (default 6: pairs are added until the judge decides, docs/gate.md "Deciding")
 #   PERFGATE_VENV_CURRENT    use this existing venv for the current stack instead of building one
 #   PERFGATE_VENV_CANDIDATE  the same for the candidate stack
 #   PERFGATE_NO_GATE=1       only produce the two reports (fan-out jobs: merge, then gate later)
@@ -118,10 +120,11 @@ run_paired() {
   rm -f "$xml"
   "$cur/bin/python" -m pip freeze >"$OUT/current.freeze.txt" 2>/dev/null || true
   "$cand/bin/python" -m pip freeze >"$OUT/candidate.freeze.txt" 2>/dev/null || true
-  local starts="${PERFGATE_STARTS:-3}"
-  log "paired run on these GPUs, $starts start(s) per config and stack: pytest ${PYTEST_ARGS[*]}"
+  local starts="${PERFGATE_STARTS:-1}" max="${PERFGATE_MAX_STARTS:-6}"
+  log "paired run on these GPUs, $starts start(s) per config and stack, up to $max while undecided: pytest ${PYTEST_ARGS[*]}"
   "$cur/bin/python" -m pytest "${PYTEST_ARGS[@]}" --perfgate-candidate "python=$cand/bin/python" \
-    --perfgate-starts "$starts" --junitxml="$xml" -p no:cacheprovider >"$OUT/paired.pytest.log" 2>&1 || rc=$?
+    --perfgate-starts "$starts" --perfgate-max-starts "$max" --junitxml="$xml" -p no:cacheprovider \
+    >"$OUT/paired.pytest.log" 2>&1 || rc=$?
   tail -n 5 "$OUT/paired.pytest.log" >&2 || true
   [[ "$rc" == 0 || "$rc" == 1 ]] && [[ ! -s "$xml" ]] && { log "paired: pytest wrote no report at $xml"; return 2; }
   case "$rc" in

@@ -48,7 +48,7 @@ _HOME = {
     "PerfServer": "perfgate.plugin.api",
     "BaselineServer": "perfgate.plugin.compare",
     "CandidateServer": "perfgate.plugin.stackpair",
-    "MicroCase": "perfgate.allreduce.records",
+    "MicroCase": "perfgate.plugin.microcheck",
     "Measurement": "perfgate.measuring.metrics",
     "Stat": "perfgate.measuring.metrics",
     "Metric": "perfgate.measuring.metrics",

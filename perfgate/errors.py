@@ -57,12 +57,14 @@ class ProfileSchemaError(ConfigError):
         self.key = key
         self.expected = expected
         self.found = found
+        if not fix:  # every schema error says what to do, even where its raiser knows nothing more specific
+            fix = ("correct the TOML syntax where the parser says" if key == "(file)"
+                   else f"give '{key}' {expected}" if found is None else f"change '{key}' to {expected}")
         self.fix = fix
         msg = f"{self.path}: key '{key}': expected {expected}"
         if found is not None:
             msg += f", found {found!r}"
-        if fix:
-            msg += f"; fix: {fix}"
+        msg += f"; fix: {fix}"
         super().__init__(msg)
 
 

@@ -8,12 +8,14 @@ takes :data:`TEXT_PROPERTIES` from here. docs/records.md lists every property.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from perfgate.categories import RecordKind
 
-__all__ = ["METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
+__all__ = ["Metric", "METRICS", "RECORD_METRICS", "unit_of",
+           "METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
@@ -153,3 +155,52 @@ def cv_name(metric: str) -> str:
 
 #: tok_s's CV in reports written before 2026-12-01 (read, never written)
 LEGACY_TOK_S_CV = "cv"
+
+
+# ------------------------------------------------------------------ the metrics a record can be judged on
+
+@dataclass(frozen=True)
+class Metric:
+    """A number a record can be judged on, and which way is better."""
+
+    name: str
+    higher_is_better: bool
+    unit: str
+    what: str
+
+    @property
+    def direction(self) -> str:
+        return "higher" if self.higher_is_better else "lower"
+
+
+#: every metric a Measurement carries statistics for (median over trials, CI, CV), by name
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("tok_s", True, "tok/s", "decode tokens per second per request (after the first chunk)"),
+    Metric("output_tok_s", True, "tok/s", "completion tokens of a batch over its wall time"),
+    Metric("ttft_ms", False, "ms", "time to first token, median request of a trial"),
+    Metric("ttft_ms_p99", False, "ms", "time to first token, 99th percentile of a trial"),
+    Metric("itl_ms", False, "ms", "inter-token latency, median of a trial"),
+    Metric("itl_ms_p99", False, "ms", "inter-token latency, 99th percentile of a trial"),
+)}
+
+#: numbers a record judges that carry no statistics over trials of their own: a Measurement's acceptance length
+#: (summed over its trials), and what a record of its own kind computes from many measurements
+#: (perfgate.plugin.loadcheck); judged against ``[floors.<mode>]`` in their direction like METRICS
+RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("accept_len", True, "tokens/verify", "completion tokens per verify pass of a speculative mode"),
+    Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
+    Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
+)}
+
+#: units of the numbers records carry beyond METRICS and RECORD_METRICS, by the ending of their name (a sweep's
+#: ``c4_ttft_ms_p99``, the micro tier's ``latency_us`` and ``busbw_gbps``)
+_UNIT_ENDINGS = (("_tok_s", "tok/s"), ("_ms", "ms"), ("_us", "µs"), ("_rps", "req/s"), ("_gbps", "GB/s"))
+
+
+def unit_of(metric: str) -> str:
+    """The unit of a record's metric (``tok/s``, ``ms``, ``req/s``, ...); '' when it has none perfgate knows."""
+    m = METRICS.get(metric) or RECORD_METRICS.get(metric)
+    if m is not None:
+        return m.unit
+    base = metric.rsplit("_p", 1)[0] if re.search(r"_p\d+(_\d+)?$", metric) else metric
+    return next((u for end, u in _UNIT_ENDINGS if base.endswith(end) or base == end[1:]), "")

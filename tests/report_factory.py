@@ -157,6 +157,7 @@ def make_suite(
     timestamp: str = "2026-01-05T10:00:01.000000+00:00",
     hostname: str = "gpu-box-a",
     engine: str = "sim",
+    profile: str = "kimi-k2.5-sim",
     suite_properties: Sequence[tuple[str, str]] = (),
     perfgate_properties: bool = True,
 ) -> TestSuite:
@@ -168,7 +169,7 @@ def make_suite(
         for k, v in sorted(st.items()):
             suite.add_property(k, v)
         suite.add_property("perfgate.engine", engine)
-        suite.add_property("perfgate.profile", "kimi-k2.5-sim")
+        suite.add_property("perfgate.profile", profile)
         if started_at is not None:
             suite.add_property("perfgate.started_at", started_at)
         suite.add_property("perfgate.version", "0.1.0")

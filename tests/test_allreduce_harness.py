@@ -15,7 +15,7 @@ from perfgate import allreduce as ar
 from perfgate.allreduce.harness import run_allreduce_bench
 from perfgate.allreduce.results import aggregate, busbw_gbps
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
-from perfgate.serving.gpu import visible_count
+from perfgate.host.gpu import visible_count
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 

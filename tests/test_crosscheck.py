@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from perfgate.client import GenRequest, run_batch
 from perfgate.plugin import crosscheck as cc
-from perfgate.sim.testing import SimProcess
+from perfgate.serving.simprocess import SimProcess
 
 PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS")
 SGL = Path(PARSERS) / "sglang-0.5.17" if PARSERS else None

@@ -173,3 +173,84 @@ def test_a_floor_written_later_keeps_its_own_stamp_and_leaves_the_other_floors(t
     write_updates(prof, [("eagle3", k, None, v) for k, v in (("crossover", 20.0), ("goodput_rps", 32.0),
                                                               ("accept_len", 2.5))], {"eagle3": {"machine": "eee"}})
     assert stamp() == {"machine": "eee"}
+
+
+GOLDEN_FLOORS = '''
+# floors, measured on the seed box
+[floors.baseline]
+tok_s = 80.0  # the floor guarded by test_decode_floor
+tolerance = 0.05
+
+# latency ceilings at 4 streams, set by hand from the 2026-11 run
+[floors.baseline.c4]
+ttft_ms = 300.0
+
+# acceptance: the drafter's own floor
+[floors.eagle3]
+# written by hand, before the drafter was retrained
+accept_len = 1.5
+'''
+
+#: what the update writes: every comment still right above the table or key it was written for
+GOLDEN_UPDATED = '''
+# floors, measured on the seed box
+[floors.baseline]
+tok_s = 90.0  # the floor guarded by test_decode_floor
+tolerance = 0.05
+
+# latency ceilings at 4 streams, set by hand from the 2026-11 run
+[floors.baseline.c4]
+ttft_ms = 300.0
+output_tok_s = 120.0
+
+[floors.baseline.c4.measured]
+n = 5
+concurrency = 4
+keys = "output_tok_s"
+
+[floors.baseline.measured]
+n = 5
+machine = "aaa"
+
+# acceptance: the drafter's own floor
+[floors.eagle3]
+# written by hand, before the drafter was retrained
+accept_len = 2.0
+tok_s = 57.0
+
+[floors.eagle3.measured]
+n = 5
+
+# the workload: short, the simulated rates need no long runs
+[workload]
+'''
+
+
+def test_the_update_keeps_each_comment_above_the_table_or_key_it_describes(tmp_path: Path) -> None:
+    """Issue 32: --perfgate-update-baselines put its [floors.<mode>.measured] stamp (and a new key) between a
+    user's comment and the table the comment described. A golden profile text, updated twice."""
+    from perfgate.plugin.ledger import write_updates
+    from perfgate.profiles.load import load_profile
+
+    head, workload = PROFILE.replace("STARTUP", "0.2").split("\n# the workload")
+    workload = "\n# the workload" + workload.split("# floors, deliberately")[0].replace("MAXCV", "0.5").replace(
+        "EXTRA_WORKLOAD\n", "")
+    prof = tmp_path / "baselines" / "t" / "m.toml"
+    prof.parent.mkdir(parents=True)
+    prof.write_text(head + "\n" + GOLDEN_FLOORS + workload)
+    write_updates(prof, [("baseline", "tok_s", 80.0, 90.0), ("baseline.c4", "output_tok_s", None, 120.0),
+                         ("eagle3", "accept_len", 1.5, 2.0), ("eagle3", "tok_s", None, 57.0)],
+                  {"baseline": {"n": 5, "machine": "aaa"}, "baseline.c4": {"n": 5, "concurrency": 4},
+                   "eagle3": {"n": 5}})
+    text = prof.read_text()
+    assert text.startswith(head + "\n")
+    assert text[len(head) + 1:] == GOLDEN_UPDATED + workload.split("[workload]\n", 1)[1]
+    # measured again: the stamp's facts refreshed in place, a new fact above the comment that leads to eagle3
+    write_updates(prof, [("baseline", "tok_s", 90.0, 91.0)], {"baseline": {"n": 6, "cv": 0.01}})
+    again = prof.read_text()
+    assert "[floors.baseline.measured]\nn = 6\ncv = 0.01\n\n# acceptance: the drafter's own floor\n[floors.eagle3]\n" \
+        in again
+    assert again.replace("tok_s = 91.0", "tok_s = 90.0").replace("n = 6\ncv = 0.01\n", 'n = 5\nmachine = "aaa"\n') \
+        == text
+    floors = load_profile(prof).floors
+    assert floors["baseline"].tok_s == 91.0 and floors["eagle3"].accept_len == 2.0 and floors["eagle3"].tok_s == 57.0

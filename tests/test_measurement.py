@@ -13,7 +13,7 @@ from perfgate.plugin.ledger import write_updates
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
 from perfgate.serving.attach import check, mismatches
-from perfgate.sim.testing import SimProcess
+from perfgate.serving.simprocess import SimProcess
 from tests import simproject
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -354,7 +354,7 @@ def test_the_profiles_expectations_decide_micro_records(pytester, monkeypatch):
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gloo ranks need torch")
 def test_without_an_expectation_a_backend_that_cannot_run_is_a_default_xfail(pytester, monkeypatch):
-    """perfgate.allreduce.records.CANNOT_RUN, the built-in default: not strict (gloo runs: a pass)."""
+    """perfgate.plugin.microcheck.CANNOT_RUN, the built-in default: not strict (gloo runs: a pass)."""
     monkeypatch.setenv("PERFGATE_MICRO_ITERS", "3")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     prof = simproject.make_project(pytester.path, MICRO_PROFILE.split("[micro.floors]")[0])

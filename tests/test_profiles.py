@@ -113,6 +113,27 @@ def test_bad_profiles_name_file_key_and_expectation(project, mutate, key, expect
     assert e.key == key
     assert expected in e.expected
     assert str(path) in str(e)
+    assert str(e).count("; fix: ") == 1 and str(e).split("; fix: ")[1].strip()  # one fix, never none or two
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: t.replace("max_new_tokens = 32", 'max_new_tokens = "32"'),
+     r"key 'workload.max_new_tokens': expected an integer.*found '32'; fix: write max_new_tokens = <an integer"),
+    (lambda t: t.replace('interconnect = "nvlink"', "interconnect = 3"),
+     r"key 'hardware.interconnect': .*found 3; fix: "),
+    (lambda t: t + '\n[expectations.x]\nbaseline = { expect = "pass", reason = 3 }\n',
+     r"key 'expectations.x.baseline.reason': expected a string, found 3; fix: write it as a string "
+     r'\(reason = "\.\.\."\)'),
+    (lambda t: t.replace("[modes.baseline]", "[modes.baseline]\nworkload = 3"),
+     r"key 'modes.baseline.workload'.*; fix: "),
+    (lambda t: t + '\n[expectations.x]\nbaseline = { expect = "pass", when = "flashinfer <" }\n',
+     r"key 'expectations.x.baseline.when': expected a stack condition .*, found 'flashinfer <'; fix: cannot parse "
+     r"at 'flashinfer <': write clauses 'KEY OP VALUE'"),
+])
+def test_a_type_error_says_the_fix_once(project, mutate, message):
+    with pytest.raises(ProfileSchemaError, match=message) as ei:
+        load_profile(write(project, mutate(GOOD)))
+    assert str(ei.value).count("fix:") == 1, str(ei.value)
 
 
 def test_unknown_key_suggests_the_close_one(project):

@@ -349,11 +349,80 @@ def test_a_user_micro_test_gets_the_micro_tiers_records(pytester, monkeypatch):
 
 
 def test_the_record_fixtures_refuse_what_is_not_their_record():
-    from perfgate.allreduce.records import MicroCheck
     from perfgate.plugin.crosscheck import Crosscheck
+    from perfgate.plugin.microcheck import MicroCheck
 
     with pytest.raises(TypeError, match=r"expected the test's perf_server, got Measurement; call "
                                         r"perf_crosscheck\(perf_server\)"):
         Crosscheck(None)(perfgate.Measurement.__new__(perfgate.Measurement))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"expected the test's micro_case .*got str; call micro_check\(micro_case\)"):
         MicroCheck(item=None, state=None)("gloo")  # type: ignore[arg-type]
+
+
+def _doc_expectations_example() -> str:
+    """The ``[expectations.latency]`` example of docs/writing-tests.md, as the user copies it."""
+    text = (ROOT / "docs" / "writing-tests.md").read_text()
+    section = text.split("## Expectations", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+LATENCY_TEST = '''
+import pytest
+
+pytestmark = pytest.mark.perfgate(kind="latency", modes=["eagle3"])
+
+
+def test_itl(perf_server, measure, perf_check):
+    perf_check(measure(perf_server, concurrency=2), "itl_ms", limit=0.001)  # 1 us: cannot hold
+'''
+
+
+def _kind_project(pytester, extra: str):
+    prof = _make(pytester.path, PROFILE.replace("TTFT", "1.0") + extra)
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_latency.py").write_text(LATENCY_TEST)
+    return prof
+
+
+def test_the_docs_expectation_on_a_users_own_kind_holds_its_record(pytester):
+    example = _doc_expectations_example()
+    assert "[expectations.latency]" in example
+    prof = _kind_project(pytester, example)
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--junitxml=r.xml",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(xfailed=1)
+    rec = _records(pytester.path / "r.xml")["test_itl[m:eagle3]"]
+    assert rec["outcome"] == "xfail" and rec["category"] == "slower-than-baseline" and rec["kind"] == "latency"
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_an_expectation_naming_no_kind_is_refused_at_collection_with_the_file_key_and_fix(pytester, workers):
+    """Under xdist the workers find it while collecting; the controller says it once, exit 4 (not a crash)."""
+    if workers:
+        pytest.importorskip("xdist")
+    prof = _kind_project(pytester, '[expectations.latncy]\neagle3 = { expect = "pass" }\n')
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", *workers,
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+    assert r.stderr.str().count("[expectations.latncy]") == 1
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = r.stderr.str()
+    assert str(prof) in err and "[expectations.latncy] (line " in err
+    assert "fix: did you mean 'latency'?" in err and "kind of a collected test (latency)" in err
+
+
+def test_an_expectation_for_a_kind_this_run_did_not_collect_is_said_not_refused(pytester):
+    prof = _kind_project(pytester, '[expectations.warm-restart]\nbaseline = { expect = "pass" }\n')
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*[[]expectations.warm-restart[]] (line *)*no record of this run used it*"])
+
+
+def test_a_builtin_kind_without_expectations_is_refused_at_load(pytester):
+    prof = _kind_project(pytester, '[expectations.stack-pair]\nbaseline = { expect = "pass" }\n')
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}",
+                                      "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "the built-in kind 'stack-pair' takes no expectations" in r.stderr.str()
+    assert "fix: remove the table" in r.stderr.str()

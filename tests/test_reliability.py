@@ -21,13 +21,13 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfgate.serving.gpu
+import perfgate.host.gpu
 import perfgate.serving.server
 from perfgate.client import GenRequest, stream_generate
 from perfgate.errors import GpuMemoryNotReleased, PortInUse, ServerExitedError
+from perfgate.host.procs import group_pids
 from perfgate.profiles.config import ServerConfig
 from perfgate.serving.manager import ServerManager
-from perfgate.serving.procs import group_pids
 from perfgate.serving.server import Server
 from tests import reliability as rel
 
@@ -195,8 +195,8 @@ def _fake_nvml(monkeypatch, held):
         asked.append(set(pids))
         return set(pids) & held()
 
-    monkeypatch.setattr(perfgate.serving.gpu, "available", lambda: True)
-    monkeypatch.setattr(perfgate.serving.gpu, "holders", holders)
+    monkeypatch.setattr(perfgate.host.gpu, "available", lambda: True)
+    monkeypatch.setattr(perfgate.host.gpu, "holders", holders)
     return asked
 
 
@@ -235,7 +235,7 @@ def test_a_failed_start_whose_gpu_memory_stays_held_blocks_the_next_launch(tmp_p
         raise GpuMemoryNotReleased("GPU memory still held by PIDs [4242]", pids=[4242], log_path=self.log_path)
 
     monkeypatch.setattr(Server, "_wait_gpu_release", wait_gpu_release)
-    monkeypatch.setattr(perfgate.serving.gpu, "holders", lambda pids: set(pids) & held)
+    monkeypatch.setattr(perfgate.host.gpu, "holders", lambda pids: set(pids) & held)
     dies = SleepEngine(script="import sys; sys.exit(3)")
     mgr = ServerManager(engine_for=lambda c: dies, log_dir=tmp_path, startup_timeout_s=lambda c: 30)
     with pytest.raises(ServerExitedError):

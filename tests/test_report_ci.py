@@ -141,7 +141,7 @@ def test_paired_mode_is_one_session_with_the_candidates_python(tmp_path: Path, r
     proc = _run(tmp_path, cur, cand, PERFGATE_GATE_MODE="paired", PERFGATE_STARTS="2")
     assert proc.returncode == expected, proc.stderr
     log = (tmp_path / "out" / "paired.pytest.log").read_text()
-    assert f"--perfgate-candidate python={cand}/bin/python --perfgate-starts 2" in log
+    assert f"--perfgate-candidate python={cand}/bin/python --perfgate-starts 2 --perfgate-max-starts 6" in log
     assert "perftests/ -m stack_pair" in log and "--junitxml=" in log
     assert not (tmp_path / "out" / "candidate.xml").exists() and (tmp_path / "out" / "candidate.freeze.txt").is_file()
     if rc == 0:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from perfgate.client import GenRequest, Schedule, arrival_offsets, get_json, run_open_loop
 from perfgate.measuring.goodput import Bound, Slo, load_trial
-from perfgate.sim.testing import SimProcess
+from perfgate.serving.simprocess import SimProcess
 
 rates = st.floats(min_value=0.01, max_value=1e4, allow_nan=False, allow_infinity=False)
 
@@ -56,7 +56,7 @@ def test_other_seeds_give_other_poisson_schedules_and_bad_input_is_refused():
 
 
 def test_an_unreachable_server_gives_failed_outputs_with_their_send_times():
-    from perfgate.serving.procs import free_port
+    from perfgate.host.procs import free_port
 
     offsets = (0.0, 0.01, 0.02)
     reqs = [GenRequest(input_ids=(1, 2, 3), max_new_tokens=4)] * 3

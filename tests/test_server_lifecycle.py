@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from perfgate.errors import PortInUse, ServerExitedError, ServerStartTimeout
+from perfgate.host.procs import free_port, group_pids, port_answers
 from perfgate.profiles.config import ServerConfig
 from perfgate.serving.manager import ServerManager
-from perfgate.serving.procs import free_port, group_pids, port_answers
 from perfgate.serving.server import Server
 
 # A tiny HTTP server that forks a child (like SGLang's schedulers) and answers /health_generate.
@@ -178,3 +178,74 @@ def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):
         time.sleep(0.1)
     assert group_pids(pgid) == []
     assert not port_answers("127.0.0.1", port)
+
+
+def _sim_config():
+    from perfgate.serving.simprocess import SEED_BOX
+
+    return ServerConfig.build(profile="t/m", mode="baseline", engine="sim", model_path="moonshotai/Kimi-K2.5",
+                              flags={"tp-size": 8, "mem-fraction-static": 0.88, "cuda-graph-max-bs-decode": 128},
+                              env={}, engine_options={"sim_hardware": str(SEED_BOX), "sim_startup_s": 0.3})
+
+
+def test_a_second_start_of_a_config_reports_only_its_own_progress_and_ready_when_it_answers(tmp_path, monkeypatch):
+    """Issue 32 item 3: every start of a config appends to one log; start 2 printed start 1's lines (their old
+    timestamps) and "ready" while it was still loading. The two starts of the simulated server run in time zones
+    12 hours apart, so no line of one carries a timestamp of the other whatever the clock says."""
+    import re
+
+    import requests
+
+    from perfgate.engines.sim import SimEngine
+    from perfgate.serving.server import PHASE_ORDER
+
+    stamp = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]")
+    runs = []
+    for tz in ("PGA+06", "PGB-06"):  # POSIX TZ strings: UTC-6 and UTC+6
+        monkeypatch.setenv("TZ", tz)
+        events, answered, this = [], [], []
+
+        def seen(ev, events=events, answered=answered, this=this):
+            events.append(ev)
+            if ev.phase == "ready":  # is the server this start launched answering when "ready" is said?
+                answered.append(requests.get(f"{this[0].url}/health_generate", timeout=5).status_code)
+
+        server = Server(_sim_config(), engine=SimEngine(), log_dir=tmp_path, startup_timeout_s=60, on_progress=seen,
+                        progress_every_s=600)
+        this.append(server)
+        with server:
+            pass
+        runs.append((server, events, answered))
+    (first, _, _), (second, events, answered) = runs
+    assert first.log_path == second.log_path  # one log: start 2 appended after start 1, each after its header
+    text = first.log_path.read_text()
+    at = [m.start() for m in re.finditer(r"^# perfgate: .* starting ", text, re.MULTILINE)]
+    assert len(at) == 2
+    earlier, own = text[: at[1]], text[at[1]:]
+    # start 2's progress: launching, then its own phases forward, ready last and once, while it answered
+    phases = [e.phase for e in events]
+    assert phases[0] == "launching" and phases[-1] == "ready" and phases.count("ready") == 1
+    assert [PHASE_ORDER.index(p) for p in phases] == sorted({PHASE_ORDER.index(p) for p in phases})
+    assert {"weights", "kv-cache", "cuda-graph", "warmup"} <= set(phases)
+    assert answered == [200]
+    assert second.own_log() == own  # what classifies a start that dies
+    stamps_before = {m.group(1) for ln in earlier.splitlines() if (m := stamp.match(ln))}
+    lines = [e.line for e in events if e.line]
+    assert len(lines) >= 4
+    for ln in lines:  # each line is start 2's own output, with start 2's timestamp, none of start 1's
+        m = stamp.match(ln)
+        assert m is not None and ln in own and ln not in earlier and m.group(1) not in stamps_before
+
+
+AWARE_THEN_HEALTHY = HEALTHY.replace("print('Load weight begin.", "print('AssertionError: deep_ep buffer', flush=True)\n"
+                                     "print('Load weight begin.")
+CRASHES = "import sys; print('RuntimeError: something else broke', flush=True); sys.exit(1)"
+
+
+def test_a_start_that_dies_is_classified_from_its_own_output_not_an_earlier_starts(tmp_path):
+    with Server(cfg(), engine=ScriptEngine(AWARE_THEN_HEALTHY), log_dir=tmp_path, startup_timeout_s=30):
+        pass  # start 1 printed an assertion line (and served)
+    with pytest.raises(ServerExitedError) as ei:
+        with Server(cfg(), engine=ScriptEngine(CRASHES), log_dir=tmp_path, startup_timeout_s=30):
+            pass
+    assert ei.value.returncode == 1 and ei.value.category == "crash"  # not start 1's "assertion"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfgate.host.gpu import visible_entries
 from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
-from perfgate.serving.gpu import visible_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
@@ -43,6 +43,7 @@ class _State:
         self.profile = load_profile(SIM)
         self.variants = load_variants(ROOT / "baselines" / "variants.toml")
         self._url = url
+        self.attach_info = None  # --perfgate-url's /server_info, read at activation (none here)
 
     def opt(self, name: str) -> object:
         return self._url if name == "perfgate_url" else None

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from perfgate.sim.testing import H100_BOX, SEED_BOX, SimProcess
+from perfgate.serving.simprocess import H100_BOX, SEED_BOX, SimProcess
 
 TP8 = ["--tp-size", "8"]
 

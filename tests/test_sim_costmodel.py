@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.errors import ProfileSchemaError, ServerExitedError
+from perfgate.serving.simprocess import H100_BOX, SEED_BOX
 from perfgate.sim.allreduce import nccl_model
 from perfgate.sim.args import SglangArgError, flags_to_argv, parse_argv
 from perfgate.sim.behavior import graph_bs_list, simulate_launch
 from perfgate.sim.hardware import load_hardware, parse_stack_overrides
-from perfgate.sim.testing import H100_BOX, SEED_BOX
 from perfgate.versions import parse_version, version_at_least
 
 TP8 = {"tp-size": 8}

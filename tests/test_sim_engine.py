@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from perfgate.serving.simprocess import SEED_BOX
 from perfgate.sim.behavior import simulate_launch
 from perfgate.sim.engine_loop import EngineLoop, SimRequest, expected_output
-from perfgate.sim.testing import SEED_BOX
 
 TP8 = {"tp-size": 8, "cuda-graph-max-bs-decode": 128}
 EAGLE3 = {"tp-size": 8, "speculative-algorithm": "EAGLE3", "speculative-num-steps": 3,

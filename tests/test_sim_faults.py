@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from perfgate.serving.simprocess import SimProcess
 from perfgate.sim.engine_loop import expected_output
-from perfgate.sim.testing import SimProcess
 
 VOCAB = 163840
 TP8 = ["--tp-size", "8"]

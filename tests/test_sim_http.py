@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from perfgate.serving.simprocess import SEED_BOX, SimProcess
 from perfgate.sim.behavior import simulate_launch
 from perfgate.sim.engine_loop import expected_output
-from perfgate.sim.testing import SEED_BOX, SimProcess
 
 VOCAB = 163840
 BASE_FLAGS = ["--tp-size", "8", "--cuda-graph-max-bs-decode", "128", "--random-seed", "7", "--enable-metrics"]

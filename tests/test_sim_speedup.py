@@ -34,7 +34,7 @@ from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
 from perfgate.measuring.metrics import Trial, compute_trial
 from perfgate.measuring.workload import load_prompts
 from perfgate.profiles.load import load_profile
-from perfgate.sim.testing import SimProcess
+from perfgate.serving.simprocess import SimProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from perfgate.engines.sim import SimEngine, seed_key
 from perfgate.profiles.config import ServerConfig
+from perfgate.serving.simprocess import SEED_BOX, SimProcess
 from perfgate.sim import simulate_launch
 from perfgate.sim.engine_loop import EngineLoop, SimRequest
-from perfgate.sim.testing import SEED_BOX, SimProcess
 from perfgate.sim.trace import TraceRecorder
 from perfgate.sim.variation import (
     MACHINE_SD,

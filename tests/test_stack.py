@@ -15,7 +15,7 @@ from packaging.version import Version
 
 import perfgate.stack
 from perfgate.errors import ConfigError
-from perfgate.serving.gpu import gpu_visible, visible_indices
+from perfgate.host.gpu import gpu_visible, visible_indices
 from perfgate.stack import NAME_KEYS, VERSION_KEYS, Stack, detect_stack, parse_overrides, probes, simulated_stack
 from perfgate.stack.conditions import condition_holds, parse_condition
 from perfgate.stack.probes import cuda_version_from_int, parse_query_gpu, parse_topo_matrix

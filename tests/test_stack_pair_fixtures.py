@@ -44,10 +44,11 @@ def _user_project(pytester):
 def test_a_users_stack_pair_gets_the_built_in_records_verdict(pytester, spec, outcomes):
     prof = _user_project(pytester)
     r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", "mytests", f"--perfgate-profile={prof}",
-                                      "--perfgate-starts", "2", "--perfgate-candidate", spec,
+                                      "--perfgate-starts", "2", "--perfgate-max-starts", "2", "--perfgate-candidate", spec,
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret in (0, 1), r.stdout.str()
     # the built-in record measured both arms, interleaved; the user's record reused them and started nothing
+    # (--perfgate-max-starts 2: no pairs added while undecided, so both judge the same two pairs)
     assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
     recs = _records(pytester)
     built_in, mine = recs["test_stack_pair[m:baseline]"], recs["test_my_stack_gate[m:baseline]"]
@@ -63,7 +64,8 @@ def test_a_users_stack_pair_gets_the_built_in_records_verdict(pytester, spec, ou
 def test_a_users_stack_pair_alone_starts_its_arms_interleaved_and_skips_without_a_candidate(pytester):
     prof = _user_project(pytester)
     r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
-                                      "--perfgate-candidate", "sim-stack=torch=2.10.0;nccl=2.28.3",
+                                      "--perfgate-max-starts", "2", "--perfgate-candidate",
+                                      "sim-stack=torch=2.10.0;nccl=2.28.3",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive
     assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]  # A B A B
@@ -102,7 +104,7 @@ def test_perf_compare_on_a_stack_pair_record_without_the_candidate_arm_says_the_
 def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(pytester, tmp_path):
     """perf_candidate (listed before perf_server) skips each record with the stack-pair's own reason, also where the
     attached server runs another config than the record's (eagle3 here), before perf_server compares configs."""
-    from perfgate.sim.testing import SimProcess
+    from perfgate.serving.simprocess import SimProcess
     from tests.test_measurement import BASE_FLAGS, MODEL, make_project
 
     prof = make_project(pytester)

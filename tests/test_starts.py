@@ -3,6 +3,7 @@ real subprocesses, the simulated server). Nothing here depends on the simulated 
 only the counts, the order of the starts (the server manager's ``started_configs``) and the properties."""
 
 import json
+from pathlib import Path
 
 import pytest
 from junitparser.xunit2 import JUnitXml
@@ -133,13 +134,35 @@ def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pyt
                                       "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive: never failed
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    starts = _starts(pytester)
+    pairs = len(starts) // 2  # 2 first, then one more pair at a time while undecided (at most 6)
+    assert 2 <= pairs <= 6 and starts == ["baseline", "baseline@candidate"] * pairs
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["kind"] == "stack-pair" and p["outcome"] in ("pass", "inconclusive")
-    assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == "2"
+    assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == str(pairs)
+    assert p["pair_decision"] != "undecided" or pairs == 6  # undecided only when the budget ran out
     assert float(p["pair_ci_low"]) <= float(p["pair_ratio"]) <= float(p["pair_ci_high"])
     assert p["candidate"] == "env.PERFGATE_SIM_NOTHING=1" and float(p["candidate.tok_s"]) > 0
-    assert p["n_starts"] == "2"
+    assert p["n_starts"] == str(pairs)
+    # both arms' per-start values, for every metric judged, and each metric's own decision
+    assert len(p["start_values"].split(",")) == len(p["candidate.start_values"].split(",")) == pairs
+    for metric in ("tok_s", "ttft_ms", "itl_ms", "itl_ms_p99"):
+        assert len(p[f"candidate.start_values.{metric}"].split(",")) == pairs
+        assert p[f"pair.{metric}.decision"] in ("same", "improved", "undecided")
+
+
+def test_the_stack_pair_stops_at_the_max_starts_budget(pytester):
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-max-starts", "2",
+                                      "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["pair_n"] == "2"
+    if p["pair_decision"] == "undecided":  # says what would decide it, beyond the budget given
+        assert "more than the budget of 2 (--perfgate-max-starts)" in p["reason"] or "pairs in all" in p["reason"]
 
 
 def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
@@ -151,7 +174,7 @@ def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
                                       "--perfgate-starts", "2", "--perfgate-candidate", spec,
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is slower by*"])
+    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is worse on tok_s by*"])
     assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["outcome"] == "fail" and p["category"] == "slower-than-baseline" and p["pair_decision"] == "regressed"
@@ -167,7 +190,8 @@ def test_the_candidates_stack_is_recorded_where_it_differs(pytester):
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["candidate.stack.torch"] == "2.10.0" and p["candidate.stack.nccl"] == "2.28.3"
     assert p["stack.torch"] != "2.10.0" and "candidate.stack.sglang" not in p
-    assert p["pair_n"] == "1" and "n_starts" not in p  # one start per arm: the judge's prior spread
+    # one start per arm first (the judge's prior spread), then pairs added while undecided
+    assert int(p["pair_n"]) >= 1 and p["pair_decision"] in ("same", "improved", "undecided")
 
 
 def test_a_candidate_with_a_known_regression_fails(pytester):
@@ -404,3 +428,37 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     v = flag_problem(st, cand)
     assert v is not None and v.category == "bad-flag" and "SGLang 0.5.24's own parser" in v.message
     assert calls == [([cur.key], prof.engine.python or None), ([cand.key], "/cand/bin/python")]
+
+
+def test_each_start_prints_its_own_start_up_progress(pytester):
+    """Issue 32 item 3: with --perfgate-starts 2 the second start printed the first's log lines (their old
+    timestamps, "ready" at once) while the new server loaded. Each start now prints launching, its own phases
+    forward and ready, every line from its own section of the config's log."""
+    import re
+
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "-p", "no:cacheprovider")
+    assert r.ret == 0, r.stdout.str()
+    progress = [m.groups() for ln in r.stdout.lines
+                if (m := re.match(r"perfgate: \[baseline\] (\S+) \(\d+ s\)(?:: (.*?))?(?:  log: (\S+))?$", ln))]
+    starts: list[list[tuple[str, str]]] = []
+    log = ""
+    for phase, line, path in progress:
+        if phase == "launching":
+            starts.append([])
+            log = path or log
+        assert starts, f"a progress line before any launch: {phase} {line}"
+        starts[-1].append((phase, line or ""))
+    assert len(starts) == 2 and _starts(pytester) == ["baseline", "baseline"]
+    text = Path(log).read_text()
+    at = [m.start() for m in re.finditer(r"^# perfgate: .* starting ", text, re.MULTILINE)]
+    sections = [text[a:b] for a, b in zip(at, [*at[1:], len(text)])]
+    assert len(sections) == 2
+    order = ("launching", "weights", "kv-cache", "cuda-graph", "warmup", "ready")
+    for own, lines in zip(sections, starts):
+        phases = [p for p, _ in lines]
+        assert phases[0] == "launching" and phases[-1] == "ready" and phases.count("ready") == 1, phases
+        assert [order.index(p) for p in phases] == sorted({order.index(p) for p in phases})
+        for _, line in lines:
+            assert line in own  # the start's own output (a line of another start's section fails here)

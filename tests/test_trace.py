@@ -15,8 +15,8 @@ from perfgate.client import GenRequest
 from perfgate.measuring.trace import TraceError, analyze, kernel_group, read_trace
 from perfgate.plugin.profiling import profile_verdict
 from perfgate.serving.capture import CaptureError, capture, start_body
+from perfgate.serving.simprocess import H100_BOX, SEED_BOX, SimProcess
 from perfgate.sim.behavior import simulate_launch
-from perfgate.sim.testing import H100_BOX, SEED_BOX, SimProcess
 from perfgate.sim.trace import TraceRecorder, step_kernels
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "h200-x1"

@@ -172,3 +172,20 @@ def test_goodput_noise_is_judged_like_any_metric():
     assert few is not None
     v = judge_limit("goodput_rps", few.median, 10.0, 0.05, noise=few, max_cv=0.05, where="w", update_hint="u")
     assert v.category == "noise-unknown"
+
+
+def test_one_final_path_lost_verdict_warm_cache_expectation_and_missing_dependency():
+    """perfgate.measuring.verdict.final_verdict, the one path from a check's verdict to the record's outcome."""
+    from perfgate.measuring.verdict import Verdict, final_verdict
+
+    noisy = Verdict(outcome="inconclusive", category="noisy", message="inconclusive: too noisy")
+    lost = final_verdict(noisy, measurement=None, expectation=None, profile_path="p.toml", optional=False,
+                         stored_floor="the baseline floor (89.5 tok/s)")
+    assert lost.outcome == "fail" and lost.category == "noisy" and "lost verdict" in lost.message
+    assert final_verdict(noisy, measurement=None, expectation=None, profile_path="p.toml",
+                         optional=False).outcome == "inconclusive"  # no stored floor: nothing was lost
+    missing = Verdict(outcome="fail", category="missing-dependency", message="mscclpp is not installed")
+    assert final_verdict(missing, measurement=None, expectation=None, profile_path="p.toml",
+                         optional=True).outcome == "skip"  # a variant: an optional attempt
+    own = final_verdict(missing, measurement=None, expectation=None, profile_path="p.toml", optional=False)
+    assert own.outcome == "fail" and own.message.startswith("[missing-dependency]")

@@ -93,3 +93,31 @@ def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> No
     assert "1 passed" in out and "SIMULATED" in out, out
     assert "perfgate/data/project/baselines/sim-rtxpro6000-x8/kimi-k2.5.toml" in (work / "run.xml").read_text()
     assert sorted(p.name for p in work.iterdir() if p.name != "perfgate-logs") == ["run.xml", "test_mine.py"]
+
+    # perfgate init from the wheel: the shipped profile and its parent copied into a project of the user's, which
+    # then runs from its own baselines/ (its relative fixture paths falling back to the installed copies)
+    init = subprocess.run([str(py), "-m", "perfgate.cli", "init", "proj"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert init.returncode == 0, init.stdout + init.stderr
+    proj = work / "proj"
+    assert (proj / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml").is_file()
+    collect = subprocess.run([str(py), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"], cwd=proj,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert collect.returncode == 0, collect.stdout + collect.stderr
+    assert f"perfgate: profile {proj / 'baselines' / 'sim-rtxpro6000-x8' / 'kimi-k2.5.toml'}" in collect.stdout
+    assert "4 tests collected" in collect.stdout, collect.stdout
+
+    # a limit the shipped profile lacks: the skip says to set up a project (the installed copy is never written)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "test_output.py").write_text(textwrap.dedent(USER_TEST).replace('"tok_s"', '"output_tok_s"'))
+    skip = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", "-rs"], cwd=other, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert skip.returncode == 0 and "1 skipped" in skip.stdout, skip.stdout + skip.stderr
+    assert "no limit for it" in skip.stdout and "`perfgate init --from sim-rtxpro6000-x8/kimi-k2.5`" in skip.stdout
+    # the update that skip suggested, run on the installed copy anyway: refused before any test, naming the fix
+    update = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", "--perfgate-update-baselines"],
+                            cwd=other, env=env, capture_output=True, text=True, timeout=600)
+    said = update.stdout + update.stderr
+    assert update.returncode == 4 and "fix: `perfgate init --from sim-rtxpro6000-x8/kimi-k2.5`" in said, said
+    assert "launching" not in said, said

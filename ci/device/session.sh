@@ -10,13 +10,16 @@
 #
 # Usage: ci/device/session.sh BUNDLE OUT WAIT_S PROFILE [pytest args...]
 #   WAIT_S  seconds this call waits before shipping (keep it inside the call's limit, with ~40 s spare)
+#   SGL_PATH  the SGLang overlay(s) first on the session's PYTHONPATH (default /tmp/sgl; ci/device/upgrade.sh
+#           puts the older release's overlay ahead of it); PG_SESSION_DIR the session's folder (/tmp/pg-session);
+#           PG_UPDATE_BASELINES=0 runs without --perfgate-update-baselines
 #   STOP=1  at the end of the wait, interrupt the session (Ctrl-C: perfgate stops the server and
 #           writes the JUnit with every finished record; the running one becomes "interrupted")
 # e.g.  ci/device/session.sh .device-bundle $OUT 540 h200-x2/llama-3.1-8b-dummy-tp2 \
 #         -m "baseline or speculative or backends" --perfgate-crosscheck off
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; PROFILE=${4:?profile}; shift 4
-S=/tmp/pg-session
+S=${PG_SESSION_DIR:-/tmp/pg-session}
 t_call=$(date +%s)
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -34,13 +37,13 @@ else
   . "$(dirname "$0")/setup.sh"   # install (skipped when /tmp/sgl is there), multicast off, versions
   nvidia-smi topo -m | head -4
   # the session runs on a copy: the next call re-sends the working tree under it
-  mkdir -p "$S/repo" && tar --exclude=./.device-bundle --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$S/repo"
+  mkdir -p "$S/repo" && tar --exclude='./.device-bundle*' --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$S/repo"
   cat > "$S/run.sh" <<EOF
 cd "$S/repo"
-export PYTHONPATH=/tmp/sgl:/tmp/pg:$S/repo PYTHONUNBUFFERED=1
+export PYTHONPATH=${SGL_PATH:-/tmp/sgl}:/tmp/pg:$S/repo PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pytest perftests/ --perfgate-profile $(printf '%q ' "$PROFILE") --junitxml="$S/out/junit.xml" \\
-  --perfgate-log-dir "$S/out/logs" --perfgate-update-baselines -p no:cacheprovider -v -rA $(printf '%q ' "$@") \\
+  --perfgate-log-dir "$S/out/logs" $( [ "${PG_UPDATE_BASELINES:-1}" = 1 ] && echo --perfgate-update-baselines) -p no:cacheprovider -v -rA $(printf '%q ' "$@") \\
   > "$S/out/pytest.log" 2>&1
 echo \$? > "$S/rc"
 EOF

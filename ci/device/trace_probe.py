@@ -46,13 +46,16 @@ def summarize(path: Path) -> None:
 
 
 def main() -> int:
-    out = Path(sys.argv[1]); prof = load_profile(f"baselines/{sys.argv[2]}.toml"); modes = sys.argv[3:]
+    out = Path(sys.argv[1])
+    prof = load_profile(f"baselines/{sys.argv[2]}.toml")
+    modes = sys.argv[3:]
     prompts = load_prompts(Path(prof.workload.prompts))
     engine = get_engine("sglang", launcher=prof.engine.launcher)
     for mode in modes:
         cfg = prof.config(mode)
         t0 = time.monotonic()
-        with Server(cfg, engine, out / "logs", startup_timeout_s=540, on_progress=lambda ev: print("  ", ev, flush=True)) as s:
+        with Server(cfg, engine, out / "logs", startup_timeout_s=540,
+                    on_progress=lambda ev: print("  ", ev, flush=True)) as s:
             print(f"== {mode}: ready in {time.monotonic() - t0:.0f} s", flush=True)
             req = GenRequest(input_ids=prompts[0], max_new_tokens=64)
             from perfgate.client import stream_generate

@@ -6,7 +6,7 @@ process per rank (``python -m perfgate.allreduce.rank --rank R --spec FILE``) wi
 free TCP port of 127.0.0.1, all ranks in one process group of their own, and returns one
 :class:`AllReduceResult` per size (and per timing mode). Every rank process is killed on a
 timeout, on any rank's failure and on any exception in the caller; a reaper
-(:mod:`perfgate.serving.procs`) kills them if the caller itself dies.
+(:mod:`perfgate.host.procs`) kills them if the caller itself dies.
 
 Backends (:data:`BACKENDS`): ``nccl`` and its tuned variants (``nccl-tree``,
 ``nccl-fewer-channels``, ``nccl-small-buffer``, the environment of the server variants of the
@@ -36,7 +36,7 @@ so, and such a number is not comparable with a multi-rank all-reduce.
 This package: the backends and each rank's environment (here), the launcher
 (:mod:`~perfgate.allreduce.harness`), what one rank process does (:mod:`~perfgate.allreduce.rank`),
 the results with their statistics (:mod:`~perfgate.allreduce.results`) and the micro tier's records,
-concluded through the profile's expectations (:mod:`~perfgate.allreduce.records`).
+concluded through the profile's expectations (:mod:`~perfgate.plugin.microcheck`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from perfgate.serving.procs import perfgate_pythonpath
+from perfgate.host.procs import perfgate_pythonpath
 
 Device = Literal["cpu", "cuda"]
 

@@ -20,8 +20,8 @@ from typing import Any
 from perfgate.allreduce import BACKENDS, DTYPE_BYTES, Device, rank_environment
 from perfgate.allreduce.results import AllReduceResult, aggregate
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
-from perfgate.serving import gpu
-from perfgate.serving.procs import free_port, group_kw, signal_group, start_reaper, tail
+from perfgate.host import gpu
+from perfgate.host.procs import free_port, group_kw, signal_group, start_reaper, tail
 
 
 class _Ranks:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.engines.argv import render_flags
+from perfgate.host.procs import perfgate_pythonpath
 from perfgate.profiles.config import ServerConfig
-from perfgate.serving.procs import perfgate_pythonpath
 from perfgate.sim.variation import MACHINE_ENV, SCALE_ENV, START_SEED_ENV
 
 # The simulated server runs every step this many times faster than its cost model says (--sim-speedup) and says

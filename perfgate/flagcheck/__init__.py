@@ -14,10 +14,11 @@ import; the pytest process never imports SGLang or torch. The subprocess skips `
 package whose ``__path__`` is the real directory), so only what ``sglang.srt.server_args`` needs must be
 installed (``ci/install-sglang-parsers.sh``).
 
-When SGLang cannot be imported the result has ``available=False`` and a ``reason``;
-callers skip. How one argv is checked against a parser (no SGLang needed) is
-:mod:`perfgate.flagcheck.parsing`; this module is the caller's side.
-"""
+Which parser: the SGLang the server's own environment imports (its interpreter and ``PYTHONPATH``), else the
+installed parser of that release (:func:`installed_parser`: ``$PERFGATE_SGLANG_PARSERS/sglang-X``). When
+SGLang cannot be imported the result has ``available=False`` and a ``reason``; callers skip. How one argv is
+checked against a parser (no SGLang needed) is :mod:`perfgate.flagcheck.parsing`; this module is the caller's
+side. """
 
 from __future__ import annotations
 
@@ -32,9 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfgate.flagcheck.parsing import BAD_FLAG, FlagProblem
-from perfgate.serving.procs import perfgate_pythonpath
+from perfgate.host.procs import perfgate_pythonpath
 
 DEFAULT_TIMEOUT_S = 300.0
+#: the folder of installed parsers, one ``sglang-X`` per release (``ci/install-sglang-parsers.sh DIR``)
+PARSERS_ENV = "PERFGATE_SGLANG_PARSERS"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,13 +72,25 @@ class FlagCheckResult:
         return f"SGLang {self.sglang_version} rejects: " + "; ".join(p.describe() for p in self.problems)
 
 
+def installed_parser(version: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The folder holding SGLang ``version``'s parser under ``$PERFGATE_SGLANG_PARSERS`` (``DIR/sglang-X``, as
+    ``ci/install-sglang-parsers.sh DIR`` fills it), or None where that release's parser is not installed."""
+    root = (os.environ if environ is None else environ).get(PARSERS_ENV, "")
+    if not root or not version:
+        return None
+    path = os.path.join(root, f"sglang-{version}")
+    return path if os.path.isfile(os.path.join(path, "sglang", "srt", "server_args.py")) else None
+
+
 def check_many(argvs: Mapping[str, Sequence[str]], sglang_path: str | None = None, *,
-               python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, FlagCheckResult]:
+               python: str | None = None, env: Mapping[str, str] | None = None,
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, FlagCheckResult]:
     """Check many argvs with one subprocess (one SGLang import). Never raises for SGLang's sake.
 
     ``sglang_path`` is a directory holding the ``sglang`` package (as made by
-    ``pip install --no-deps --target DIR sglang==X``); None uses the installed SGLang.
-    ``python`` is the interpreter (default: ``$PERFGATE_SGLANG_PYTHON`` or this one).
+    ``pip install --no-deps --target DIR sglang==X``); None uses the SGLang that ``python`` finds.
+    ``python`` is the interpreter (default: ``$PERFGATE_SGLANG_PYTHON`` or this one); ``env`` the variables set
+    on top of this process's for it (an arm's ``PYTHONPATH``, say: the SGLang that arm's server imports).
     """
     exe = python or os.environ.get("PERFGATE_SGLANG_PYTHON") or sys.executable
     names = list(argvs)
@@ -92,12 +107,12 @@ def check_many(argvs: Mapping[str, Sequence[str]], sglang_path: str | None = Non
     cmd = [exe, "-m", "perfgate.flagcheck.worker", "--json", argv_file]
     if sglang_path:
         cmd[3:3] = ["--sglang-path", str(sglang_path)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = perfgate_pythonpath(env)
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    child = {**os.environ, **(env or {})}
+    child["PYTHONPATH"] = perfgate_pythonpath(child)
+    child.setdefault("PYTHONWARNINGS", "ignore")
+    child.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child,
                               stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         return unavailable(f"flag check timed out after {timeout_s:.0f} s ({' '.join(cmd)})")

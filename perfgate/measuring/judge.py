@@ -24,6 +24,7 @@ never claims more than was seen. The four machines' means have a CV of 1.6 %.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -33,13 +34,17 @@ from perfgate.categories import Word
 
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
-    "PRIOR_START_CV", "PRIOR_MACHINE_CV", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY", "t_quantile",
+    "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
+    "t_quantile",
+    "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile",
 ]
 
 #: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
 PRIOR_START_CV = 0.001
 #: relative sd of one machine's mean around its model's mean (prior; the four H200s: 1.6 %)
 PRIOR_MACHINE_CV = 0.016
+#: degrees of freedom of :data:`PRIOR_MACHINE_CV` (the sd of four machines' means)
+PRIOR_MACHINE_DF = 3
 #: the practical floor of a throughput-like metric (tok/s, goodput, acceptance): smaller changes are "same"
 MIN_EFFECT_THROUGHPUT = 0.005
 #: the practical floor of a latency (TTFT and ITL move more with the client and the arrival pattern)
@@ -137,8 +142,10 @@ def _t_cdf(t: float, df: float) -> float:
     return 1.0 - p if t >= 0 else p
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal); cached, as the
+    sequential rule asks for the same few quantiles at every look."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"a quantile needs 0 < p < 1, got {p}")
     z = statistics.NormalDist().inv_cdf(p)
@@ -198,54 +205,136 @@ def _judgement(log_mean: float, se: float, q: float, *, level: Level, noise_cv: 
     ci = (math.exp(log_mean - q * se), math.exp(log_mean + q * se))
     decision = decide(ratio, ci, higher_is_better=higher_is_better, min_effect=min_effect)
     noise = f"{noise_cv:.3%}" if noise_cv is not None else "?"
-    detail = (f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({confidence:.0%} CI {what}, {_LEVEL_WORDS[level]}: "
+    detail = (f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({confidence * 100:.3g}% CI {what}, {_LEVEL_WORDS[level]}: "
               f"sd {noise} from {source}; min effect {min_effect:.1%})")
     return Judgement(decision=decision, ratio=ratio, ci=ci, level=level, noise_cv=noise_cv, noise_source=source,
                      min_effect=min_effect, n=n, detail=detail), ratio
 
 
-def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
-           prior_cv: float | None = None) -> Judgement:
-    """Candidate/current ratios of interleaved start pairs (A1 B1 A2 B2 ...) on one machine.
+@dataclass(frozen=True, kw_only=True)
+class Sequential:
+    """A group-sequential design for a paired comparison: looks after each interleaved start pair, from the
+    pairs measured first up to ``max_pairs``, and a budget of time for the pairs added.
 
-    The interval is a t-interval on the mean log ratio across pairs; with one pair the spread of a ratio comes
-    from ``prior_cv`` (one start's sd, default :data:`PRIOR_START_CV`) and the source says ``prior``.
+    The false-alarm rate holds under the repeated looks by splitting it over them (Bonferroni over the planned
+    looks, i.e. uniform alpha spending): each look's interval is at ``1 - alpha / looks``, so the chance that
+    *any* look calls an A/A pair regressed is at most ``alpha`` whatever the dependence between looks. A
+    ``same`` at a look ends the comparison as well (a futility stop; it can only lower the false alarms).
     """
+
+    first_pairs: int = 1  # pairs measured before the first look
+    max_pairs: int = 6  # the most pairs the comparison may take
+    max_time_s: float | None = None  # seconds the added pairs may take in the session (None: no limit)
+
+    @property
+    def looks(self) -> int:
+        return max(1, self.max_pairs - self.first_pairs + 1)
+
+    def level(self, confidence: float) -> float:
+        """The confidence of each look's interval."""
+        return 1.0 - (1.0 - confidence) / self.looks
+
+
+#: one look: a fixed-size comparison (the gate's two reports, a record judged once)
+ONE_LOOK = Sequential(first_pairs=1, max_pairs=1)
+
+
+def chi2_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of chi-square with ``df`` degrees of freedom (Wilson-Hilferty; within 1 % from df 1)."""
+    z = statistics.NormalDist().inv_cdf(p)
+    k = float(df)
+    return k * max(0.0, 1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
+
+
+def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tuple[float, float, str]:
+    """(sd of one pair's log ratio, its degrees of freedom, its source) from the pairs and the prior of one start.
+
+    The prior (``prior_cv`` of one start, so ``sqrt(2) x`` that for a ratio of two) is pooled with the pairs'
+    own spread as ``prior_df`` degrees of freedom (a scaled inverse chi-square prior), and the result is never
+    narrower than the pairs' own sd. Where the pairs reject the prior (their variance above its 99 % chi-square
+    bound), the prior is dropped and the pairs' own t-interval decides (``starts``).
+    """
+    n = len(logs)
+    s0 = prior_cv * math.sqrt(2)
+    if n < 2:
+        return s0, prior_df, "prior"
+    s = statistics.stdev(logs)
+    if s0 <= 0 or (n - 1) * s * s / (s0 * s0) > chi2_quantile(0.99, n - 1):
+        return s, float(n - 1), "starts"
+    df = prior_df + n - 1
+    pooled = math.sqrt((prior_df * s0 * s0 + (n - 1) * s * s) / df) if math.isfinite(prior_df) else s0
+    return max(pooled, s), df, "starts+prior"
+
+
+def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
+           prior_cv: float | None = None, prior_df: float | None = None, plan: Sequential = ONE_LOOK,
+           metric: str = "tok_s") -> Judgement:
+    """Candidate/current ratios of interleaved start pairs (A1 B1 A2 B2 ...) on one machine, at one look of
+    ``plan``.
+
+    The interval is a t-interval on the mean log ratio across pairs, at the look's confidence
+    (:meth:`Sequential.level`), on the spread of :func:`pair_spread`: the pairs' own, pooled with the prior of
+    one start's noise for ``metric`` (``prior_cv``, default :data:`PRIOR_START_CV`) worth ``prior_df`` degrees
+    of freedom (default :data:`perfgate.profiles.noise.PRIOR_DF`). An undecided judgement says how many pairs in
+    all would decide it at the ratio and spread seen (``needs``), or that the budget would not.
+    """
+    from perfgate.profiles.noise import PRIOR_DF
+
     logs = _logs(ratios)
     if not logs:
         raise ValueError("paired() needs at least one ratio")
     n = len(logs)
     mean = statistics.fmean(logs)
-    if n >= 2:
-        sd = statistics.stdev(logs)
-        q = t_quantile(0.5 + confidence / 2, n - 1)
-        se, source, noise = sd / math.sqrt(n), "starts", sd / math.sqrt(2)
-    else:
-        noise = PRIOR_START_CV if prior_cv is None else prior_cv
-        sd = noise * math.sqrt(2)  # a ratio of two starts
-        q = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-        se, source = sd, "prior"
-    j, _ = _judgement(mean, se, q, level=Level.STARTS, noise_cv=noise, source=source,
-                      higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=confidence,
-                      what=f"of {n} paired start(s)")
+    noise = PRIOR_START_CV if prior_cv is None else prior_cv
+    sd, df, source = pair_spread(logs, noise, PRIOR_DF if prior_df is None else prior_df)
+    level = plan.level(confidence)
+    q = t_quantile(0.5 + level / 2, df)
+    j, _ = _judgement(mean, sd / math.sqrt(n), q, level=Level.STARTS, noise_cv=sd / math.sqrt(2), source=source,
+                      higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=level,
+                      what=f"of {n} paired start(s), {metric}")
     if j.decision is Decision.UNDECIDED:
-        need = _starts_needed(mean, max(sd, noise * math.sqrt(2)), q, min_effect)
-        j = _with_needs(j, f"about {need} interleaved start pairs would decide it" if need else
-                        "the two arms are indistinguishable at this min effect")
+        need = pairs_needed(mean, sd, n, prior_df=df - n + 1 if source != "starts" else 0.0, level=level,
+                            higher_is_better=higher_is_better, min_effect=min_effect,
+                            limit=max(plan.max_pairs, n) * 4)
+        budget = plan.max_pairs
+        if need is None:
+            j = _with_needs(j, "the two arms are indistinguishable at this min effect")
+        elif need <= budget or plan is ONE_LOOK:
+            j = _with_needs(j, f"about {need} interleaved start pairs in all would decide it")
+        else:
+            j = _with_needs(j, f"about {need} interleaved start pairs in all would decide it, more than the budget "
+                               f"of {budget} (--perfgate-max-starts)")
     return j
+
+
+def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: float, higher_is_better: bool,
+                 min_effect: float, limit: int) -> int | None:
+    """The fewest pairs in all (> ``n``, at most ``limit``) whose interval, at the ratio and spread seen and the
+    degrees of freedom ``m`` pairs would have (``prior_df + m - 1``; the prior's share 0 where the pairs rejected
+    it), would decide; None when none would (a ratio on the edge of the band)."""
+    for m in range(n + 1, limit + 1):
+        q = t_quantile(0.5 + level / 2, max(prior_df + m - 1, 1.0))
+        half = q * sd / math.sqrt(m)
+        d = decide(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), higher_is_better=higher_is_better,
+                   min_effect=min_effect)
+        if d is not Decision.UNDECIDED:
+            return m
+    return None
 
 
 def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher_is_better: bool = True,
              min_effect: float, confidence: float = 0.95, band_cv: float | None = None, band_source: str = "prior",
-             start_cv: float | None = None) -> Judgement:
+             start_cv: float | None = None, machine_df: int = 0) -> Judgement:
     """Two runs' per-start values of one record (one value each for single-start reports).
 
     ``level`` ``starts``: the same machine; the interval comes from the runs' own starts when both have two or
     more (a pooled t-interval), else from ``band_cv`` (history or the prior :data:`PRIOR_START_CV`).
     ``level`` ``machines``: different (or unknown) machines; one machine's offset is not averaged away by its
     starts, so the interval is ``band_cv`` (default :data:`PRIOR_MACHINE_CV`) for each side plus the start noise
-    (``start_cv``) over each side's starts.
+    (``start_cv``) over each side's starts, on a t-quantile with ``machine_df`` degrees of freedom (default
+    :data:`PRIOR_MACHINE_DF`: the prior's four machines).
     """
+    machine_df = machine_df or PRIOR_MACHINE_DF
     a, b = _logs(old), _logs(new)
     if not a or not b:
         raise ValueError("unpaired() needs at least one value on each side")
@@ -261,7 +350,10 @@ def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher
         machine = PRIOR_MACHINE_CV if band_cv is None else band_cv
         within = s_start if s_start is not None else (PRIOR_START_CV if start_cv is None else start_cv)
         se = math.sqrt(2 * machine**2 + within**2 * (1 / na + 1 / nb))
-        q, noise, source = z, machine, band_source if band_cv is not None else "prior"
+        # the machines' spread rests on a few machines (the prior on four, a history on its own count): a
+        # t-quantile on their degrees of freedom, not the normal's
+        q = t_quantile(0.5 + confidence / 2, float(machine_df))
+        noise, source = machine, band_source if band_cv is not None else "prior"
     elif measured and band_cv is None:
         assert s_start is not None
         se = s_start * math.sqrt(1 / na + 1 / nb)

@@ -16,41 +16,15 @@ from dataclasses import dataclass, field
 
 from perfgate.client import RequestOutput
 
+# the metrics a record can be judged on (their names, directions and units) are the record's vocabulary:
+# perfgate.record is their one home, below both the profile (its limits) and the measuring code
+from perfgate.record import METRICS as METRICS
+from perfgate.record import RECORD_METRICS as RECORD_METRICS
+from perfgate.record import Metric as Metric
+from perfgate.record import unit_of as unit_of
+
 BOOTSTRAP_RESAMPLES = 2000
 
-
-@dataclass(frozen=True)
-class Metric:
-    """A number a record can be judged on, and which way is better."""
-
-    name: str
-    higher_is_better: bool
-    unit: str
-    what: str
-
-    @property
-    def direction(self) -> str:
-        return "higher" if self.higher_is_better else "lower"
-
-
-#: every metric a Measurement carries statistics for (median over trials, CI, CV), by name
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("tok_s", True, "tok/s", "decode tokens per second per request (after the first chunk)"),
-    Metric("output_tok_s", True, "tok/s", "completion tokens of a batch over its wall time"),
-    Metric("ttft_ms", False, "ms", "time to first token, median request of a trial"),
-    Metric("ttft_ms_p99", False, "ms", "time to first token, 99th percentile of a trial"),
-    Metric("itl_ms", False, "ms", "inter-token latency, median of a trial"),
-    Metric("itl_ms_p99", False, "ms", "inter-token latency, 99th percentile of a trial"),
-)}
-
-#: numbers a record judges that carry no statistics over trials of their own: a Measurement's acceptance length
-#: (summed over its trials), and what a record of its own kind computes from many measurements
-#: (perfgate.plugin.loadcheck); judged against ``[floors.<mode>]`` in their direction like METRICS
-RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("accept_len", True, "tokens/verify", "completion tokens per verify pass of a speculative mode"),
-    Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
-    Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
-)}
 
 #: fewer trials than this and the noise is unknown: no confidence interval, no CV, no verdict on speed
 #: (one trial gives a zero-width "interval"; two, an interval that is just the two values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential
 from perfgate.measuring.metrics import (
     METRICS,
     MIN_TRIALS,
@@ -32,6 +33,9 @@ class Verdict:
     # a comparison that could not tell the two apart (CI straddles 1, or a difference below min_effect):
     # "not slower" for a variant, no verdict for speculation
     indistinct: bool = False
+    # the judge's decision where a paired comparison made this verdict (perfgate.measuring.judge): UNDECIDED asks
+    # for more start pairs (perfgate.plugin.compare collects them while the budget lasts)
+    decision: Decision | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,8 +147,11 @@ def acceptance_verdict(accept_len: float | None, limit: float | None, tolerance:
 
 
 def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,
-                    what: str, min_effect: float = 0.0) -> Verdict:
-    """Candidate vs baseline decode tok/s by the CI of the ratio of medians.
+                    what: str, min_effect: float = 0.0, plan: Sequential = ONE_LOOK) -> Verdict:
+    """Candidate vs baseline decode tok/s, decided by :func:`perfgate.measuring.judge.decide` (the one rule of
+    slower / faster / same): with one start each on the bootstrap CI of the ratio of medians over the trials
+    (the trials level), with ``--perfgate-starts N`` on the paired start ratios (the starts level, at the look of
+    ``plan``: :func:`paired_verdict`).
 
     Faster or slower needs the CI to exclude 1 *and* the ratio to differ from 1 by at least
     ``min_effect``: with very quiet trials a 0.05 % drift is significant but means nothing.
@@ -163,20 +170,25 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
 
     pairs = paired_ratios(candidate, baseline)
     if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
-        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect)
+        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect,
+                              plan=plan)
+    from perfgate.measuring.judge import decide
+
     ratio = candidate.tok_s.median / baseline.tok_s.median
     lo, hi = bootstrap_ratio_ci(candidate.tok_s.samples, baseline.tok_s.samples, confidence)
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
             f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
-    if (lo > 1.0 or hi < 1.0) and abs(ratio - 1.0) < min_effect:
-        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+    d = decide(ratio, (lo, hi), higher_is_better=True, min_effect=min_effect)
+    if d is Decision.IMPROVED:
+        return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props)
+    if d is Decision.REGRESSED:
+        return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message=desc + ": slower",
+                       properties=props)
+    if lo > 1.0 or hi < 1.0:  # beyond the trials' noise, within the practical floor
+        return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True,
                        message=desc + f": a {ratio - 1:+.2%} difference, below the profile's min_effect "
-                                      f"{min_effect:.0%}: negligible")
-    if lo > 1.0:
-        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
-    if hi < 1.0:
-        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+                                      f"{pct(min_effect)}: negligible")
     n = min(candidate.tok_s.n, baseline.tok_s.n)
     need = trials_to_resolve(n, ratio, lo, hi)
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
@@ -185,27 +197,29 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
 
 
 def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[float], *, confidence: float,
-                   what: str, min_effect: float) -> Verdict:
-    """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.measuring.judge.paired``): faster
-    or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided is no verdict (indistinct)."""
-    from perfgate.measuring.judge import Decision, paired
+                   what: str, min_effect: float, plan: Sequential = ONE_LOOK) -> Verdict:
+    """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.measuring.judge.paired`` at
+    the look of ``plan``): faster or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided
+    is no verdict (indistinct), and undecided carries its decision so that more pairs can be collected."""
+    from perfgate.measuring.judge import paired
     from perfgate.record import PAIR_DECISION, PAIR_N
 
     assert candidate.tok_s is not None and baseline.tok_s is not None
-    j = paired(ratios, min_effect=min_effect, confidence=confidence)
+    j = paired(ratios, min_effect=min_effect, confidence=confidence, plan=plan)
     assert j.ratio is not None and j.ci is not None
     props: dict[str, object] = {"vs_baseline": j.ratio, "vs_baseline_ci_low": j.ci[0], "vs_baseline_ci_high": j.ci[1],
                                 PAIR_N: j.n, PAIR_DECISION: str(j.decision)}
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s (medians over "
             f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
     if j.decision is Decision.REGRESSED:
-        return Verdict(outcome="fail", category="slower-than-baseline", message=desc + ": slower", properties=props)
+        return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message=desc + ": slower",
+                       properties=props, decision=j.decision)
     if j.decision is Decision.IMPROVED:
-        return Verdict(outcome="pass", message=desc + ": faster", properties=props)
+        return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props, decision=j.decision)
     if j.decision is Decision.SAME:
-        return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+        return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, decision=j.decision,
                        message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
-    return Verdict(outcome="inconclusive", properties=props, indistinct=True,
+    return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, decision=j.decision,
                    message=desc + f": undecided; {j.needs}")
 
 
@@ -287,3 +301,20 @@ def _errs(m: Measurement) -> str:
         return "no errors recorded"
     uniq = list(dict.fromkeys(m.errors))
     return "; ".join(uniq[:3])
+
+
+def final_verdict(v: Verdict, *, measurement: Measurement | None, expectation: Expectation | None,
+                  profile_path: str, optional: bool, stored_floor: str | None = None) -> Final:
+    """The one path from a check's verdict to the record's final outcome, in this order: a stored floor that could
+    not be checked is a lost verdict (:func:`lost_verdict`); a number SGLang's prefix cache helped produce is
+    inconclusive (:func:`warm_cache`); the expectation applies (:func:`apply_expectation`: strict xfail, for its
+    stated reason); a missing dependency skips only an ``optional`` attempt (a variant): a profile's own mode that
+    cannot start measured nothing, which must not pass CI as a skip."""
+    v = lost_verdict(v, stored_floor)
+    if measurement is not None:
+        v = warm_cache(v, measurement)
+    final = apply_expectation(v, expectation, profile_path=profile_path)
+    if final.outcome == Outcome.SKIP and final.category == Category.MISSING_DEPENDENCY and not optional:
+        return replace(final, outcome=Outcome.FAIL, message=f"[missing-dependency] {v.message}")
+    return final
+

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.plugin.activation import activate, wants_perf
-from perfgate.plugin.settings import option_seconds, option_starts, option_trials
+from perfgate.plugin.settings import (
+    option_budget_seconds,
+    option_max_starts,
+    option_seconds,
+    option_starts,
+    option_trials,
+)
 from perfgate.plugin.state import STATE, PerfgateState, state_of
 from perfgate.record import case_of, fmt
 
@@ -86,6 +92,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-starts", default=None, type=option_starts, metavar="N",
                 help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
                      "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+    g.addoption("--perfgate-max-starts", default=None, type=option_max_starts, metavar="N",
+                help="while a paired comparison (a stack pair, or a mode or variant against its baseline under "
+                     "--perfgate-starts) is undecided, add interleaved start pairs up to N starts per config "
+                     "(default: [workload] max_starts, else 6)")
+    g.addoption("--perfgate-max-time", default=None, type=option_budget_seconds, metavar="S",
+                help="seconds the start pairs added to undecided comparisons may take in the session "
+                     "(default: [workload] max_time_s, else no limit but --perfgate-max-starts)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
@@ -113,9 +126,10 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, send all records of one server config to one worker (each config starts once)."""
-    if not state_of(config).active or getattr(config.option, "dist", "load") != "load":
+    from perfgate.plugin.workers import SCHEDULED_DISTS, make_scheduler
+
+    if not state_of(config).active or getattr(config.option, "dist", "load") not in SCHEDULED_DISTS:
         return None
-    from perfgate.plugin.workers import make_scheduler
 
     return make_scheduler(config, log)
 
@@ -147,8 +161,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order perf tests by server config (baseline configs first) so each config starts once."""
     from perfgate.plugin.collection import order_items
+    from perfgate.plugin.usage import guarded
 
-    order_items(config, items)
+    guarded(config, items, lambda: order_items(config, items))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The final selection checked before any test runs (a config the visible GPUs cannot hold)."""
+    from perfgate.plugin.collection import check_selected
+    from perfgate.plugin.usage import guarded
+
+    guarded(session.config, session.items, lambda: check_selected(session))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -207,18 +230,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         config.workeroutput[WORKEROUTPUT_KEY] = st.ledger.to_workeroutput()
     elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
-        _write_updates(config, st)
+        _write_updates(session, st)
     if st is not None:
         _teardown_servers(session, st)
+    from perfgate.plugin.usage import at_finish
+
+    at_finish(session)  # under xdist: a usage error a worker met while collecting
 
 
-def _write_updates(config: pytest.Config, st: PerfgateState) -> None:
+def _write_updates(session: pytest.Session, st: PerfgateState) -> None:
+    """Write the floors; a profile that could not be written (perfgate.plugin.ledger.Ledger.write's red line) makes
+    the session's exit status 1, never a silent 0."""
     from perfgate.plugin.ledger import REPORT
 
+    config = session.config
     lines = config.stash[REPORT] = st.ledger.write(st.profile.path)
     if config.pluginmanager.get_plugin("terminalreporter") is None:  # -p no:terminal: no summary to say it
         for line, _colour in lines:
             sys.stderr.write(line + "\n")
+    if any(colour == "red" for _line, colour in lines) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
@@ -243,7 +274,9 @@ def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """Under xdist, the controller adds a worker's ledger (its floor updates) to its own, to write at finish."""
     from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+    from perfgate.plugin.usage import from_worker
 
+    from_worker(node)  # a usage error it met while collecting, said at finish
     st = node.config.stash.get(STATE, None)
     got = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
     if st is not None and got:
@@ -386,7 +419,7 @@ def micro_check(request: pytest.FixtureRequest, perfgate_state: PerfgateState) -
     """micro_check(micro_case): measure one all-reduce record of the micro tier (micro_case: backend x world size
     x timing x size, parametrized by perfgate; no server), record its numbers and conclude it through the profile's
     [expectations."allreduce:<backend>"] and [micro.floors]. Ends the test: call it last."""
-    from perfgate.allreduce.records import MicroCheck
+    from perfgate.plugin.microcheck import MicroCheck
 
     return MicroCheck(item=request.node, state=perfgate_state)
 

@@ -8,13 +8,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 
 from perfgate.plugin.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
-__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from perfgate.profiles import Profile
+    from perfgate.profiles.config import ServerConfig
+
+__all__ = ["activate", "activate_late", "wants_perf", "add_suite_properties", "check_gpus", "refuse_shipped_update"]
 
 
 def activate(config: pytest.Config, *, early: bool) -> None:
@@ -53,17 +60,22 @@ def validate_inputs(config: pytest.Config) -> None:
     """Bad profiles, variants or options fail here, before collection, with the file, key and fix."""
     st = state_of(config)
     p = st.profile
+    refuse_shipped_update(st)
     vs = st.variants
-    names = list(p.variant_include or ()) + list(p.variant_overrides) + list(p.expectations)
-    checks = {k.name for k in KINDS.values() if k.expectation}  # the kinds an [expectations] entry may name
+    names = list(p.variant_include or ()) + list(p.variant_overrides)
+    checks = {k.name for k in KINDS.values() if k.expectation}  # the built-in kinds an [expectations] entry may name
     for n in names:
-        if n not in vs.variants and n not in checks and not n.startswith("allreduce:"):  # checked by the loader
+        if n not in vs.variants and n not in checks:
             from perfgate.profiles.reader import _close
 
-            where = "[variants] include / overrides / [expectations]"
-            raise pytest.UsageError(f"perfgate: {p.path}: {where} names '{n}', which is neither a variant of "
-                                    f"{vs.path} nor a check ({', '.join(sorted(checks))}); "
-                                    f"{_close(n, list(vs.variants) + sorted(checks))}")
+            raise pytest.UsageError(f"perfgate: {p.path}: [variants] include / overrides names '{n}', which is "
+                                    f"not a variant of {vs.path}; fix: {_close(n, list(vs.variants))}")
+    for n in p.expectations:  # a name that is no built-in kind may be a user's kind: checked at collection
+        k = KINDS.get(n)
+        if k is not None and not k.expectation and n not in vs.variants:
+            raise pytest.UsageError(
+                f"perfgate: {p.path}: [expectations.{n}] (line {expectation_line(p, n)}): the built-in kind '{n}' "
+                f"takes no expectations (its verdict comes from its own judge); fix: remove the table")
     wanted = st.opt("perfgate_variants")
     for n in (wanted.split(",") if wanted else []):
         if n not in vs.variants:
@@ -90,12 +102,72 @@ def validate_inputs(config: pytest.Config) -> None:
             st.check_hardware()
         except HardwareMismatch as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
-    if not p.simulated and not st.opt("perfgate_url"):  # every path SGLang would be handed, before any launch
+    url = st.opt("perfgate_url")
+    if url:  # one usage error before any test, not a failure per record
+        from perfgate.serving.attach import probe
+
+        info, why = probe(url)
+        if info is None:
+            raise pytest.UsageError(
+                f"perfgate: --perfgate-url {url}: cannot read {url.rstrip('/')}/server_info: {why}; fix: start the "
+                f"server there first (and wait until it answers), or drop --perfgate-url to let perfgate launch it")
+        st.attach_info = info
+    if not p.simulated and not url:  # every path SGLang would be handed, before any launch
         from perfgate.profiles.paths import missing_paths
 
         missing = missing_paths(p, vs)
         if missing:
             raise pytest.UsageError("perfgate: " + "\nperfgate: ".join(missing))
+
+
+def refuse_shipped_update(st: PerfgateState) -> None:
+    """--perfgate-update-baselines on the profile perfgate ships (the installed copy, in site-packages) would measure
+    everything and then refuse to write it: a usage error before any test instead, naming the fix."""
+    from perfgate.profiles.shipped import is_shipped_copy
+
+    p = st.profile
+    if st.opt("perfgate_update_baselines") and is_shipped_copy(p.path):
+        raise pytest.UsageError(
+            f"perfgate: --perfgate-update-baselines: {p.path} is the copy of the profile that perfgate ships, inside "
+            f"the installation, which it never writes (nothing was measured); fix: `perfgate init --from {p.name}` "
+            f"sets up a project of yours with a copy of it (and the profiles it extends, and a pytest.ini naming it); "
+            f"run pytest with --perfgate-update-baselines in that project")
+
+
+def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
+    """A selected config the box cannot hold (tp x pp x dp above the GPUs CUDA sees here, through NVML) is a usage
+    error at collection, before any launch, not a config-error after a minute of start-up. Without NVML the count
+    is unknown, and a simulated or attached server is not launched here: nothing is said."""
+    if st.profile.simulated or st.opt("perfgate_url"):
+        return
+    from perfgate.host.gpu import visible_entries
+    from perfgate.plugin.workers import gpus_needed
+
+    ids = visible_entries()
+    if ids is None:
+        return
+    for cfg in configs:
+        need = gpus_needed(cfg.flag_dict)
+        if need > len(ids):
+            raise pytest.UsageError(
+                f"perfgate: {st.profile.path}: {cfg.name} needs {need} GPUs (tp-size x pp-size x dp-size of its "
+                f"flags: {', '.join(f'{k} = {v}' for k, v in cfg.flag_dict.items() if k in _PARALLEL) or 'none'}) "
+                f"but {len(ids)} are visible here ({','.join(ids) or 'none'}, CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}); fix: lower tp-size in [server] (or the mode's "
+                f"or variant's flags), or run on a box with {need} GPUs")
+
+
+_PARALLEL = frozenset({"tp-size", "tp", "tensor-parallel-size", "dp-size", "data-parallel-size", "pp-size",
+                       "pipeline-parallel-size", "enable-dp-attention"})
+
+
+def expectation_line(p: Profile, name: str) -> int | str:
+    """The line of ``[expectations.<name>]`` in the profile (for messages); "?" where unknown."""
+    for per_mode in p.expectations.get(name, {}).values():
+        for e in per_mode:
+            if e.line:
+                return e.line
+    return "?"
 
 
 def install_sigterm() -> None:

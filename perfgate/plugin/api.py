@@ -254,7 +254,7 @@ class Check:
 
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
-        from perfgate.measuring.verdict import acceptance_verdict, limit_verdict, lost_verdict
+        from perfgate.measuring.verdict import acceptance_verdict, limit_verdict
         from perfgate.plugin.loadrun import Goodput, Levels
 
         if isinstance(m, (Goodput, Levels)):
@@ -295,8 +295,7 @@ class Check:
 
             note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv, table=table)
         word = "floor" if spec.higher_is_better else "ceiling"
-        v = lost_verdict(v, f"the {table} {word} ({lim:g} {spec.unit})" if lim is not None else None)
-        perf.conclude(case, v)
+        perf.conclude(case, v, stored_floor=f"the {table} {word} ({lim:g} {spec.unit})" if lim is not None else None)
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""

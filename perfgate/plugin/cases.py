@@ -18,7 +18,7 @@ def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, varia
     """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
     kind (a user's, or a marked one such as ``profile``) gets one per mode (``modes``: those named, in that
     order) and, with ``variants``, one per variant in each of the profile's variant modes. The micro tier's
-    cases come from :func:`perfgate.allreduce.records.micro_cases` (no server config)."""
+    cases come from :func:`perfgate.plugin.microcheck.micro_cases` (no server config)."""
     k = kind_of(kind)
     if k is None or k.cases is Cases.AS_MARKED:
         return _marked_cases(st, kind, modes, variants, where)
@@ -45,7 +45,7 @@ def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, varia
             st.variants.get(n)  # validates the name
         return [Case(p.name, kind, m, n) for n in chosen for m in p.variant_modes]
     raise ValueError(f"perfgate: kind {kind!r} has {k.cases.value}: its cases come from "
-                     f"perfgate.allreduce.records.micro_cases")
+                     f"perfgate.plugin.microcheck.micro_cases")
 
 
 def _marked_cases(st: PerfgateState, kind: str, modes: list[str] | None, variants: bool, where: str) -> list[Case]:

@@ -24,6 +24,7 @@ from perfgate.record import Case
 if TYPE_CHECKING:
     from collections.abc import Collection
 
+    from perfgate.measuring.judge import Sequential
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles import Expectation
     from perfgate.profiles.config import ServerConfig
@@ -46,6 +47,9 @@ class Checks:
     def _identity(self, case: Case, config: ServerConfig | None = None) -> None:  # pragma: no cover - PerfRun's
         raise NotImplementedError
 
+    def plan(self) -> Sequential:  # pragma: no cover - PerfRun's
+        raise NotImplementedError
+
     @property
     def profile(self) -> Any:
         return self.state.profile
@@ -60,8 +64,10 @@ class Checks:
                 return Verdict(outcome="fail", category="wrong-output",
                                message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
                                        f"{w.token_match_min:.0%}): the output changed")
+        # the session's sequential plan: a paired comparison judged again as start pairs are added keeps its
+        # false-alarm rate (perfgate.measuring.judge.Sequential)
         v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what,
-                            min_effect=w.min_effect)
+                            min_effect=w.min_effect, plan=self.plan())
         for k, val in v.properties.items():
             self.record(k, val)
         return v

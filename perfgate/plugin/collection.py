@@ -13,7 +13,7 @@ from perfgate.plugin.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
 from perfgate.record import Case, case_of
 
-__all__ = ["parametrize", "order_items", "select_cell"]
+__all__ = ["parametrize", "order_items", "select_cell", "check_selected", "check_expectation_names"]
 
 
 #: a usage error met while parametrizing: pytest would make it a collection error of that module (exit 2, a
@@ -37,7 +37,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("perfgate")
     if "micro_case" in metafunc.fixturenames:  # the micro tier (kind allreduce): no server, cell 1 of a shard
         activate_late(metafunc.config)
-        from perfgate.allreduce.records import micro_cases
+        from perfgate.plugin.microcheck import micro_cases
 
         cases = micro_cases(state_of(metafunc.config))
         metafunc.parametrize("micro_case", cases, ids=[c.id for c in cases])
@@ -46,6 +46,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
         activate_late(metafunc.config)
         kw = mark.kwargs if mark is not None else {}
         st = state_of(metafunc.config)
+        st.kinds_collected.add(str(kw.get("kind", "custom")))
         cases = cases_of(st, str(kw.get("kind", "custom")), modes=kw.get("modes"),
                          variants=bool(kw.get("variants")), where=metafunc.definition.nodeid)
         metafunc.parametrize("perf_server", _params(st, cases), ids=[c.id for c in cases], indirect=True)
@@ -58,6 +59,7 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     activate_late(metafunc.config)
     st = state_of(metafunc.config)
     kind = mark.kwargs["kind"]
+    st.kinds_collected.add(str(kind))
     cases = cases_of(st, kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
     metafunc.parametrize("perf_case", _params(st, cases), ids=[c.id for c in cases])
@@ -85,6 +87,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         activate_late(config)
     if not st.active:
         return
+    check_expectation_names(st)
     # a record kind this profile has no case for (e.g. no concurrency sweep) is deselected, not skipped
     empty = [it for it in items if it.get_closest_marker("perfgate") is not None and case_of(it) is None
              and {"perf_case", "perf_server"} & set(getattr(it, "fixturenames", ()))]
@@ -117,6 +120,47 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         keyed.append(((1, 0 if is_base else 1, first_seen[key], run_order(case.kind), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
     select_cell(config, st, items)
+
+
+def check_selected(session: pytest.Session) -> None:
+    """What the final selection (after -m / -k) must hold before any test runs: each selected config fits the GPUs
+    visible here (perfgate.plugin.activation.check_gpus)."""
+    st = state_of(session.config)
+    if not st.active:
+        return
+    from perfgate.plugin.activation import check_gpus
+
+    configs = {st.config_for(c).key: st.config_for(c) for c in map(case_of, session.items) if c is not None}
+    check_gpus(st, configs.values())
+
+
+def check_expectation_names(st: PerfgateState) -> None:
+    """``[expectations.<name>]`` names a variant, a built-in kind or a record kind of a collected test
+    (``@pytest.mark.perfgate(kind=...)``): the kinds are known only now. A name close to a known one is a typo
+    (a usage error naming the file, the key and the fix); any other may be the kind of a test this run did not
+    collect, and the summary says no record used it."""
+    from perfgate.plugin.activation import expectation_line
+    from perfgate.plugin.kinds import KINDS
+
+    p, vs = st.profile, st.variants
+    builtin = sorted(k.name for k in KINDS.values() if k.expectation)
+    known = set(vs.variants) | set(builtin) | st.kinds_collected
+    for n in p.expectations:
+        if n in known or n.startswith("allreduce:"):  # the micro tier's names are checked by the loader
+            continue
+        import difflib
+
+        where = f"{p.path}: [expectations.{n}] (line {expectation_line(p, n)})"
+        own = sorted(st.kinds_collected - set(KINDS))
+        close = difflib.get_close_matches(n, sorted(known), n=1)
+        if close:
+            raise pytest.UsageError(
+                f"perfgate: {where} names '{n}', which is not a variant of {vs.path}, a built-in kind "
+                f"({', '.join(builtin)}) or the kind of a collected test ({', '.join(own) or 'none'}); "
+                f"fix: did you mean '{close[0]}'? (a test's kind is its @pytest.mark.perfgate(kind=\"...\"))")
+        st.unused_expectations.append(
+            f"{where}: no variant, built-in kind or collected test's kind (@pytest.mark.perfgate(kind=\"{n}\")) "
+            f"is named '{n}', so no record of this run used it")
 
 
 def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Item]) -> None:

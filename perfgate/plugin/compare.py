@@ -14,6 +14,7 @@ judgement of :mod:`perfgate.plugin.stackpair`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,11 +22,12 @@ from perfgate.plugin.kinds import Compares, compares_of, kind_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
+    from perfgate.measuring.verdict import Verdict
     from perfgate.plugin.runner import PerfRun
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
-__all__ = ["BaselineServer", "Compare", "baseline_of"]
+__all__ = ["BaselineServer", "Compare", "baseline_of", "until_decided"]
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,50 @@ class Compare:
 
         k = kind_of(case.kind)
         if on_candidate_arm(perf.state, case, m) or (k is not None and k.compares is Compares.CANDIDATE):
-            return perf.conclude(case, stack_pair_verdict(perf, case, m, base), decides=DECIDES)
+            v = until_decided(perf, lambda c, b: stack_pair_verdict(perf, case, c, b), m, base, candidate=True)
+            return perf.conclude(case, v, decides=DECIDES)
         if case.variant:
-            v = perf.variant_verdict(case, m, base)
+            v = until_decided(perf, lambda c, b: perf.variant_verdict(case, c, b), m, base)
         else:
-            v = perf.compare(case, m, base, what=f"{case.mode} vs {base.config_name}")
+            v = until_decided(perf, lambda c, b: perf.compare(case, c, b, what=f"{case.mode} vs {b.config_name}"),
+                              m, base)
             if perf.state.profile.modes[case.mode].speculative:
-                v = perf.explain_speculation(case, m, base, v)
+                mm = perf._measured or m
+                bb = perf.state.ledger.measurement(base.config_key) or base
+                v = perf.explain_speculation(case, mm, bb, v)
         perf.conclude(case, v)
+
+
+def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Verdict], m: Measurement,
+                  base: Measurement, *, candidate: bool = False) -> Verdict:
+    """``judge(m, base)``, and while the judge says *undecided* (:attr:`Verdict.decision`) one more interleaved
+    start pair of both configs (the baseline's first), judged again, until it decides or the budget runs out
+    (``--perfgate-max-starts``, ``--perfgate-max-time``: :meth:`PerfRun.more_starts`). The false-alarm rate
+    holds under these repeated looks (perfgate.measuring.judge.Sequential). The record's numbers are recorded
+    again from the pooled starts."""
+    from perfgate.measuring.judge import Decision
+    from perfgate.plugin.say import say
+    from perfgate.record import CANDIDATE_PREFIX
+
+    v = judge(m, base)
+    while v.decision is Decision.UNDECIDED:
+        n = len(m.starts) or 1
+        more = perf.more_starts(base, m)
+        if more is None:
+            break
+        base, m = more
+        say(perf.item.config, f"perfgate: {perf.item.name}: undecided after {n} start pair(s); added pair {n + 1} "
+                              f"({base.config_name}, then {m.config_name})")
+        if candidate:
+            perf._record_measurement(base)
+            perf._record_measurement(m, prefix=CANDIDATE_PREFIX)
+            v = judge(m, base)
+            continue
+        perf._record_measurement(m)
+        v = judge(m, base)
+    if candidate and len(m.starts) >= 2:
+        from perfgate.plugin.starts import start_properties
+
+        for key, val in start_properties(m).items():
+            perf.record(CANDIDATE_PREFIX + key, val)
+    return v

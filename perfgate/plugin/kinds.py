@@ -1,10 +1,11 @@
 """The record kinds: the one home of what a kind decides. Every other module asks :data:`KINDS`.
 
 A record's kind (``Case.kind``, the ``kind`` property) says which cases a profile produces for it, where it runs
-among a config's records, whether the terminal's record matrix shows it, which floor ``--perfgate-update-baselines``
-writes from it and which config it is compared with. A kind not in the registry is a user's
-(``@pytest.mark.perfgate(kind="mine")``): one case per mode (or per ``modes=[...]``, plus each variant with
-``variants=True``), run after the built-in kinds, one row per kind and metric in the matrix.
+among a config's records, whether the terminal's record matrix shows it, the figure its line in the terminal's
+record list shows, which floor ``--perfgate-update-baselines`` writes from it and which config it is compared with.
+A kind not in the registry is a user's (``@pytest.mark.perfgate(kind="mine")``): one case per mode (or per
+``modes=[...]``, plus each variant with ``variants=True``), run after the built-in kinds, one row per kind and
+metric in the matrix.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from types import MappingProxyType
 from perfgate.categories import RecordKind
 
 __all__ = ["Cases", "Compares", "Kind", "KINDS", "USER_ORDER", "kind_of", "compares_of", "run_order", "in_matrix",
-           "update_key",
+           "figure_of", "update_key",
            "FLOOR", "SWEEP", "ACCEPTANCE", "CROSSCHECK", "SPECULATION", "VARIANT", "STACK_PAIR", "PROFILE",
            "GOODPUT", "CROSSOVER", "ALLREDUCE"]
 
@@ -63,6 +64,8 @@ class Kind:
     marked_as_mode: bool = False
     #: its measurement adds the profile's concurrency sweep
     sweeps: bool = False
+    #: the figure its line in the terminal's record list shows when the record names no ``metric``
+    figure: str = "tok_s"
 
     @property
     def builtin(self) -> bool:
@@ -89,13 +92,13 @@ ALLREDUCE = RecordKind.ALLREDUCE
 _ALL = (
     Kind(name=FLOOR, order=0, cases=Cases.PLAIN_MODES, matrix=True, update_key="tok_s"),
     Kind(name=SWEEP, order=1, cases=Cases.ON_BASELINE, sweeps=True),  # none without [workload] concurrency_sweep
-    Kind(name=ACCEPTANCE, order=2, cases=Cases.SPECULATIVE_MODES, update_key="accept_len"),
+    Kind(name=ACCEPTANCE, order=2, cases=Cases.SPECULATIVE_MODES, update_key="accept_len", figure="accept_len"),
     # SGLang's own benchmark: by default only where SGLang serves (--perfgate-crosscheck)
     Kind(name=CROSSCHECK, order=3, cases=Cases.EVERY_MODE, expectation=False, option="crosscheck",
          marked_as_mode=True),
     # step profiles (a marked kind) run before the speculation record, which reads the measured all-reduces from
     # them (perfgate.plugin.checks.explain_speculation)
-    Kind(name=PROFILE, order=3.5, cases=Cases.AS_MARKED),
+    Kind(name=PROFILE, order=3.5, cases=Cases.AS_MARKED, figure="step_us"),
     Kind(name=SPECULATION, order=4, cases=Cases.SPECULATIVE_MODES, matrix=True, compares=Compares.BASELINE_MODE),
     Kind(name=VARIANT, order=5, cases=Cases.PER_VARIANT, matrix=True, compares=Compares.OWN_MODE),
     # one per mode; without --perfgate-candidate each skips, saying so
@@ -104,10 +107,10 @@ _ALL = (
     # in collection order; what they serve does not reach a later record on the server: every trial flushes first,
     # and the simulator's acceptance draws start over at a flush (tests/test_sim_history.py; they ran last while
     # they did not, which read a later EAGLE-3 4-stream TTFT 177 ms instead of 149: docs/load.md)
-    Kind(name=GOODPUT, order=USER_ORDER, cases=Cases.AS_MARKED),
-    Kind(name=CROSSOVER, order=USER_ORDER, cases=Cases.AS_MARKED),
-    # the micro tier (perfgate.allreduce.records): no server config; its expectations are "allreduce:<backend>"
-    Kind(name=ALLREDUCE, order=USER_ORDER, cases=Cases.MICRO, expectation=False),
+    Kind(name=GOODPUT, order=USER_ORDER, cases=Cases.AS_MARKED, figure="goodput_rps"),
+    Kind(name=CROSSOVER, order=USER_ORDER, cases=Cases.AS_MARKED, figure="crossover"),
+    # the micro tier (perfgate.plugin.microcheck): no server config; its expectations are "allreduce:<backend>"
+    Kind(name=ALLREDUCE, order=USER_ORDER, cases=Cases.MICRO, expectation=False, figure="latency_us"),
 )
 
 #: every kind perfgate knows, in run order
@@ -141,6 +144,13 @@ def in_matrix(name: str) -> bool:
     one row per kind and metric; the other built-in kinds are not shown."""
     k = KINDS.get(name)
     return k is None or k.matrix or not k.builtin
+
+
+def figure_of(name: str, metric: str = "") -> str:
+    """The figure a record's line in the terminal's record list shows: the metric it names, else its kind's
+    (``tok_s`` for a user's kind that names none)."""
+    k = KINDS.get(name)
+    return metric or (k.figure if k is not None else "tok_s")
 
 
 def update_key(name: str) -> str | None:

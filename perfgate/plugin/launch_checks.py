@@ -63,38 +63,18 @@ def missing_module(st: Launching, config: ServerConfig) -> Verdict | None:
 
 
 def flag_problem(st: Launching, config: ServerConfig) -> Verdict | None:
-    """SGLang's own parser on the config's flags, before any launch (real engine only)."""
+    """SGLang's own parser on the config's flags, before any launch (real engine only). The first call checks every
+    selected config, each arm (the current stack, a stack-pair candidate) by the parser of its own release
+    (:func:`_check_arms`)."""
     if config.engine != "sglang":
         return None
-    arm_python = str(dict(config.engine_options).get("python") or "")
     if st.flag_results is None:
-        import time
-
-        from perfgate.serving.preflight import check_configs
-
-        configs = {c.key: c for c in st.selected_configs.values() if c.engine == "sglang"
-                   and not dict(c.engine_options).get("python")}
-        if not arm_python:
-            configs.setdefault(config.key, config)
         st.flag_results = {}
-        if configs:
-            eng = st.engine_for(next(iter(configs.values())))
-            t0 = time.monotonic()
-            st.flag_results = check_configs(configs, st.variants, version=eng.version(),
-                                             python=st.profile.engine.python or None)
-            first = next(iter(st.flag_results.values()))
-            bad = sum(1 for r in st.flag_results.values() if r.available and not r.ok)
-            if first.available:
-                st.note(f"perfgate: flags of {len(configs)} config(s) checked against SGLang "
-                         f"{first.sglang_version}'s parser in {time.monotonic() - t0:.1f} s: {bad} rejected")
-            else:
-                st.note(f"perfgate: flags not pre-checked ({first.reason})")
-    if arm_python and config.key not in st.flag_results:
-        # a stack-pair candidate with its own Python: its own SGLang's parser, on its own config
-        from perfgate.serving.preflight import check_configs
-
-        st.flag_results.update(check_configs({config.key: config}, st.variants,
-                                              version=st.engine_for(config).version(), python=arm_python))
+        configs = {c.key: c for c in st.selected_configs.values() if c.engine == "sglang"}
+        configs.setdefault(config.key, config)
+        _check_arms(st, configs)
+    if config.key not in st.flag_results:
+        _check_arms(st, {config.key: config})
     res = st.flag_results.get(config.key)
     if res is None or not res.available or res.ok:
         return None
@@ -103,3 +83,49 @@ def flag_problem(st: Launching, config: ServerConfig) -> Verdict | None:
     return Verdict(outcome="fail", category="bad-flag",
                    message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
                             f"before launching: {res.message()}"))
+
+
+def _arm_environment(st: Launching, config: ServerConfig) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The interpreter and the ``PYTHON*`` variables ``config``'s server starts with: which SGLang it imports."""
+    python = str(dict(config.engine_options).get("python") or st.profile.engine.python or "")
+    return python, tuple(sorted((k, v) for k, v in config.env_dict.items() if k.startswith("PYTHON")))
+
+
+def _check_arms(st: Launching, configs: Mapping[str, ServerConfig]) -> None:
+    """Check ``configs`` into ``st.flag_results``, one subprocess per arm environment: the parser of the SGLang that
+    arm's server imports (its interpreter, its ``PYTHONPATH``), else the installed parser of the arm's release
+    (``$PERFGATE_SGLANG_PARSERS/sglang-X``, X the version its engine spells for: a candidate's from its own
+    fingerprint, perfgate.plugin.arms.arm_stack)."""
+    import time
+
+    from perfgate.flagcheck import installed_parser
+    from perfgate.serving.preflight import check_configs
+
+    arms: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, ServerConfig]] = {}
+    for key, c in configs.items():
+        arms.setdefault(_arm_environment(st, c), {})[key] = c
+    assert st.flag_results is not None
+    for (python, env), group in arms.items():
+        t0 = time.monotonic()
+        version = str(st.engine_for(next(iter(group.values()))).version() or "")
+        kw: dict[str, Any] = {"env": dict(env)} if env else {}
+        res = check_configs(group, st.variants, version=version or None, python=python or None, **kw)
+        first = next(iter(res.values()))
+        where = f"{python or sys.executable}" + (f" with {', '.join(f'{k}={v}' for k, v in env)}" if env else "")
+        parser = None if first.available else installed_parser(version)
+        why = "" if first.available else first.reason
+        if parser is not None:
+            # the installed parser with this process's own packages: not the arm's overlays (PYTHONPATH cleared)
+            res = check_configs(group, st.variants, version=version, sglang_path=parser, env={"PYTHONPATH": ""})
+            where, first = f"the installed parser {parser}; its own environment: {why}", next(iter(res.values()))
+        st.flag_results.update(res)
+        bad = sum(1 for r in res.values() if r.available and not r.ok)
+        if first.available:
+            st.note(f"perfgate: flags of {len(group)} config(s) checked against SGLang {first.sglang_version}'s "
+                    f"parser ({where}) in {time.monotonic() - t0:.1f} s: {bad} rejected")
+        elif parser is not None:
+            st.note(f"perfgate: flags of {len(group)} config(s) not pre-checked (its own environment: {why}; the "
+                    f"installed parser {parser}: {first.reason})")
+        else:
+            st.note(f"perfgate: flags of {len(group)} config(s) not pre-checked ({why}"
+                    + (f"; no parser for SGLang {version} under $PERFGATE_SGLANG_PARSERS" if version else "") + ")")

@@ -6,7 +6,9 @@ Under pytest-xdist each worker ships its floor updates to the controller once, w
 (:meth:`Ledger.to_workeroutput` in the worker's ``workeroutput``, :meth:`Ledger.merge` on the controller), and
 the controller writes them into the profile once, at session finish, whatever plugins are active
 (:meth:`Ledger.write`). Writing keeps the profile's layout: only the keys that change are touched (tomlkit keeps
-every comment, blank line and the order of the file); each updated mode gets a ``[floors.<mode>.measured]`` table
+every comment, blank line and the order of the file; a new key or table goes in through
+:func:`perfgate.profiles.tomledit.put`, never between a comment and the table or key it describes); each updated
+mode gets a ``[floors.<mode>.measured]`` table
 with the date, trials, CV and the stack fingerprint. The result is loaded again before it replaces the file; a
 file that would no longer load is left as it was (:func:`write_profile` raises
 :class:`~perfgate.errors.ConfigError`, and :meth:`Ledger.write` says so in red).
@@ -189,6 +191,7 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
     import tomlkit
 
     from perfgate.profiles.load import load_profile
+    from perfgate.profiles.tomledit import put
 
     path = Path(path)
     original = path.read_text()
@@ -201,8 +204,8 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
     doc = tomlkit.parse(original)
     floors: Any = doc.get("floors")
     if floors is None:
-        floors = tomlkit.table(is_super_table=True)
-        doc["floors"] = floors
+        put(doc, "floors", tomlkit.table(is_super_table=True))
+        floors = doc["floors"]
     def table(name: str, *, create: bool, key: str = "") -> Any:
         """``[floors.<mode>]``, or ``[floors.<mode>.c<N>]`` for a name ``<mode>.c<N>`` (N a concurrency)."""
         mode, level = name, None
@@ -215,20 +218,21 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
             t = tomlkit.table()
             if key == "tok_s" and mode not in known and level is None:
                 t["tolerance"] = DEFAULT_TOLERANCE
-            floors[mode] = t
+            put(floors, mode, t)
         if level is None:
             return floors[mode]
         if level not in floors[mode]:
             if not create:
                 return None
-            floors[mode][level] = tomlkit.table()
+            put(floors[mode], level, tomlkit.table())
         return floors[mode][level]
 
     before = {name: _floor_keys(table(name, create=False)) for name, *_ in updates}
     written: dict[str, set[str]] = {}
     for name, key, _old, new in updates:
-        table(name, create=True, key=key)[key] = new
-        written.setdefault(name, set()).add(key)
+        put(table(name, create=True, key=key), key, new)
+        if _is_limit_key(key):  # a limit's own tolerance goes with it, under its stamp
+            written.setdefault(name, set()).add(key)
     for name, m in meta.items():
         t = table(name, create=False)
         if t is None:
@@ -242,11 +246,15 @@ def write_updates(path: Path, updates: Sequence[tuple[str, str, object, object]]
 _NOT_LIMITS = frozenset({"tolerance", "accept_len_tolerance", "max_cv", "measured", STAMPED})
 
 
+def _is_limit_key(k: str) -> bool:
+    return k not in _NOT_LIMITS and not k.endswith(("_tolerance", "_noise"))
+
+
 def _floor_keys(t: Any) -> set[str]:
     """The limits a floors table holds (numbers; not its tolerances, stamp or per-concurrency tables)."""
     if t is None:
         return set()
-    return {k for k, v in t.items() if k not in _NOT_LIMITS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {k for k, v in t.items() if _is_limit_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str]) -> None:
@@ -260,17 +268,20 @@ def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str
     """
     import tomlkit
 
+    from perfgate.profiles.tomledit import put
+
     measured = t.get("measured")
     others = _floor_keys(t) - keys
     if measured is None or not others:
         if measured is None:
-            measured = t["measured"] = tomlkit.table()
+            put(t, "measured", tomlkit.table())  # before a comment that leads to the next table, not after it
+            measured = t["measured"]
         for k in [k for k in measured if k not in values]:
             del measured[k]  # stale facts of an older measurement (kept in place: its comments stay)
         for k, v in values.items():
-            measured[k] = v
+            put(measured, k, v)
         if others:  # the table's first stamp, beside limits written by hand: say which limits it stamps
-            measured[STAMPED] = " ".join(sorted(keys))
+            put(measured, STAMPED, " ".join(sorted(keys)))
         return
     subtables = {k for k, v in measured.items() if isinstance(v, dict)}
     stamped = (set(str(measured[STAMPED]).split()) if STAMPED in measured else before - subtables) - keys
@@ -278,13 +289,13 @@ def _stamp(t: Any, values: Mapping[str, object], keys: set[str], before: set[str
         sub = tomlkit.table()
         for f, v in values.items():
             sub[f] = v
-        measured[k] = sub  # replaces that key's older stamp whole
+        put(measured, k, sub)  # replaces that key's older stamp whole
     flat = [k for k in measured if k not in subtables | keys]
     if not stamped:
         for k in flat:
             del measured[k]  # the facts stamped only keys that now have their own
     elif flat:
-        measured[STAMPED] = " ".join(sorted(stamped))
+        put(measured, STAMPED, " ".join(sorted(stamped)))
 
 
 def write_profile(path: Path, text: str) -> Path:
@@ -301,7 +312,8 @@ def write_profile(path: Path, text: str) -> Path:
     path = Path(path)
     if is_shipped_copy(path):
         raise ConfigError(f"{path} is the copy of the profile that perfgate ships, inside the installation: copy it "
-                          f"(and the profile it extends) into your project's baselines/ and run again")
+                          f"(and the profile it extends) into your project's baselines/ (`perfgate init` does) and "
+                          f"run again")
     tmp = path.with_name(f".{path.name}.perfgate-update.tmp")
     tmp.write_text(text)
     try:
@@ -358,6 +370,34 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
     note_value(st, table, key, old, None if why else new, n=noise.n if noise is not None else 0,
                cv=noise.cv if noise is not None else None, why=why, mode=mode,
                extra={"concurrency": m.concurrency} if table != mode else None)
+    if not why and key not in ("tok_s", "accept_len"):
+        note_tolerance(st, table, key, m)
+
+
+def note_tolerance(state: Session, table: str, key: str, m: Measurement) -> None:
+    """Write ``<key>_tolerance`` beside the limit ``key`` just noted, from the metric's own noise
+    (:func:`perfgate.profiles.noise.limit_tolerance`: the next identical run on this machine passes it with 99 %),
+    unless the profile gives that limit its own; the stamp records the noise it came from (``<key>_noise``)."""
+    from perfgate.measuring.metrics import METRICS
+    from perfgate.profiles.noise import limit_tolerance, prior_cv
+
+    st = state
+    fl = st.profile.floors.get(table.split(".c")[0] if table not in st.profile.modes else table)
+    if fl is not None and key in fl.tolerances:
+        return
+    stat = m.stat(key) if key in METRICS else None
+    starts = m.start_values(key) if key in METRICS else ()
+    start_cv = None
+    if len(starts) >= 2:
+        import statistics
+
+        start_cv = statistics.stdev(starts) / statistics.fmean(starts)
+    within = (stat.cv or 0.0) * 1.25 / max(1, stat.n) ** 0.5 if stat is not None else 0.0
+    simulated = st.profile.simulated
+    tol = limit_tolerance(key, simulated=simulated, start_cv=start_cv, n_starts=max(1, len(starts)),
+                          within_cv=within)
+    noise = max(prior_cv(key, "starts", simulated=simulated), start_cv or 0.0)
+    st.ledger.note_update(table, f"{key}_tolerance", None, tol, {f"{key}_noise": round(noise, 4)})
 
 
 def note_value(state: Session, table: str, key: str, old: object, new: float | None, *, n: int,

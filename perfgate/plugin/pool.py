@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.measuring.verdict import Verdict
+from perfgate.plugin.settings import CANDIDATE_ARM
+from perfgate.stack.probes import UNKNOWN
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -178,7 +180,14 @@ class Pool:
 
     @property
     def selected_configs(self) -> Mapping[str, ServerConfig]:
-        return self.state.selected_configs
+        """The configs this session may launch: the selected ones and, with ``--perfgate-candidate``, each one's
+        candidate arm (so both arms' flags are checked before the first launch, perfgate.plugin.launch_checks)."""
+        sel = self.state.selected_configs
+        cand = self.state.settings.candidate
+        if cand is None:
+            return sel
+        arms = (cand.apply(c) for c in list(sel.values()) if dict(c.engine_options).get("arm") != CANDIDATE_ARM)
+        return {**sel, **{a.key: a for a in arms}}
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
@@ -203,8 +212,15 @@ class Pool:
         spell = tuple(st.variants.spellings)
         if config.variant:
             spell = st.variants.get(config.variant).spellings + spell
+        version = p.engine.sglang_version
+        if arm.get("arm") == CANDIDATE_ARM:
+            # the candidate's flags are spelled for its own SGLang, as its own environment reports it
+            from perfgate.plugin.arms import arm_stack
+
+            found = arm_stack(st, config).sglang
+            version = found if found != UNKNOWN else version
         return get_engine("sglang", python=python or p.engine.python, launcher=p.engine.launcher,
-                          sglang_version=p.engine.sglang_version, spellings=spell,
+                          sglang_version=version, spellings=spell,
                           teardown_grace_s=p.engine.teardown_timeout_s)
 
     def note(self, msg: str, *, live: bool = False) -> None:
@@ -307,7 +323,7 @@ class Attacher(Pool):
     def __init__(self, state: PerfgateState, url: str) -> None:
         super().__init__(state)
         self.url = url.rstrip("/")
-        self.info: dict[str, Any] | None = None  # the attached server's /server_info
+        self.info: dict[str, Any] | None = state.attach_info  # the attached server's /server_info
         self.checks: dict[str, AttachCheck] = {}  # config key -> how it relates to the attached server
 
     def admit(self, config: ServerConfig) -> Admission:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from perfgate.measuring.judge import Sequential
 from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
-from perfgate.measuring.verdict import Verdict, apply_expectation
+from perfgate.measuring.verdict import Verdict, final_verdict
 from perfgate.plugin.checks import Checks
 from perfgate.plugin.kinds import kind_of
 from perfgate.plugin.ledger import refuse_update
@@ -37,6 +38,9 @@ class PerfRun(Checks):
     state: PerfgateState
     _identity_done: bool = field(default=False, init=False)
     _measured: Measurement | None = field(default=None, init=False)  # this record's own measurement
+    # how each measurement this test was handed came about (case, config, workload, ledger key): what
+    # more_starts() needs to add a start of the same thing
+    _how: list[tuple[Measurement, Case, ServerConfig, Workload | None, str]] = field(default_factory=list, init=False)
 
     @property
     def servers(self) -> Pool:
@@ -55,7 +59,13 @@ class PerfRun(Checks):
         tiers = {line.split(":")[0] for line in item.config.getini("markers") if str(line).endswith("(perfgate)")}
         marks = [mk.name for mk in item.iter_markers() if mk.name in tiers]
         select = f" -m {marks[0]}" if marks else ""
-        return f"`pytest {folder}/{select} --perfgate-profile {self.state.profile.name} --perfgate-update-baselines`"
+        from perfgate.profiles.shipped import is_shipped_copy
+
+        p = self.state.profile
+        if is_shipped_copy(p.path):  # the installed copy is never written: a project of the user's first
+            return (f"`perfgate init --from {p.name}` (this profile is perfgate's installed copy, which it never "
+                    f"writes), then, in that project, `pytest {folder}/{select} --perfgate-update-baselines`")
+        return f"`pytest {folder}/{select} --perfgate-profile {p.name} --perfgate-update-baselines`"
 
     # ------------------------------------------------------------------ recording
 
@@ -171,7 +181,63 @@ class PerfRun(Checks):
             self.record("log", m.log_path)
             self._record_measurement(m)
             self._measured = m
+        self._how.append((m, case, config, workload, mkey))
         return m
+
+    def plan(self) -> Sequential:
+        """The sequential design of this session's paired comparisons (perfgate.measuring.judge.Sequential): the
+        first look after ``starts`` pairs, at most ``max_starts``."""
+        s = self.state.settings
+        return Sequential(first_pairs=s.starts, max_pairs=s.max_starts, max_time_s=s.max_time_s)
+
+    def more_starts(self, *measured: Measurement) -> tuple[Measurement, ...] | None:
+        """One more server start of each measured config, in the order given (current then candidate, baseline
+        then variant: interleaved A B), each measured as before and pooled with its earlier starts in the ledger;
+        None when the budget (``--perfgate-max-starts``, ``--perfgate-max-time``) is spent, the servers are
+        attached, or a start failed."""
+        import time
+
+        from perfgate.plugin.starts import combine, fresh_start
+
+        st = self.state
+        hows = []
+        for m in measured:
+            how = next((h for h in self._how if h[0] is m), None)
+            if how is None:
+                return None
+            hows.append(how)
+        n = max(len(m.starts) or 1 for m in measured)
+        budget = st.settings.max_time_s
+        if self.servers.attached or n >= st.settings.max_starts or (budget is not None and st.added_start_s >= budget):
+            return None
+        launched = self.servers.launched
+        if launched is not None and launched.current is not None:  # what runs now was measured: a new start each
+            st.ledger.note_measured_start(launched.starts)
+        out = []
+        for m, case, config, workload, mkey in hows:
+            st.selected_configs.setdefault(config.key, config)  # named in the summary's starts line
+            t0 = time.monotonic()
+            fresh_start(st, config)
+            failed: ServerFailed | None = None
+            try:
+                one = self._measure_config(case, config, workload=workload)
+            except ServerFailed as e:
+                failed = e
+            st.added_start_s += time.monotonic() - t0
+            if failed is not None:
+                self.servers.fail(config, failed)
+                return None
+            launched = self.servers.launched
+            if launched is not None:
+                st.ledger.note_measured_start(launched.starts)
+            w = workload or st.settings.workload(st.profile.workload_for(config.mode))
+            pooled = combine([*(m.starts or (m,)), one], confidence=w.confidence)
+            st.ledger.note_measurement(mkey, pooled)
+            self._how.append((pooled, case, config, workload, mkey))
+            if self._measured is m:
+                self._measured = pooled
+            out.append(pooled)
+        return tuple(out)
 
     def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
         """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
@@ -254,7 +320,7 @@ class PerfRun(Checks):
             if err is not None:
                 raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
                                    log_path)
-            from perfgate.serving.procs import tail
+            from perfgate.host.procs import tail
 
             uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)
@@ -296,13 +362,6 @@ class PerfRun(Checks):
 
     # ------------------------------------------------------------------ conclude
 
-    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
-        """A number SGLang's prefix cache helped produce is no verdict on the model (verdict.warm_cache)."""
-        from perfgate.measuring.verdict import warm_cache
-
-        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
-        return v if m is None else warm_cache(v, m)
-
     def _quiet(self, message: str) -> str:
         """An expected failure in one line (category and evidence) and its log; the log tail only with -v."""
         if self.item.config.getoption("verbose") > 0:
@@ -326,29 +385,26 @@ class PerfRun(Checks):
                 self.record(k, val)
 
     def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
-                 default: Expectation | None = None) -> None:
+                 default: Expectation | None = None, stored_floor: str | None = None) -> None:
         """Apply the expectation and end the test with the matching pytest outcome.
 
         ``decides``: the categories this kind of record can decide (None: any). A variant's expectation
         naming another category (``slower-than-baseline`` for a record that compares no speed) does not
         apply to it. ``default``: the expectation where the profile has none for this record (a kind's
-        built-in one, e.g. the micro tier's perfgate.allreduce.records.CANNOT_RUN).
+        built-in one, e.g. the micro tier's perfgate.plugin.microcheck.CANNOT_RUN). ``stored_floor``: the stored
+        limit the verdict checked (a record that cannot check it is a lost verdict). The final outcome comes from
+        :func:`perfgate.measuring.verdict.final_verdict`, the one path.
         """
         self._identity(case)
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)
-        v = self._warm_cache(case, v)
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack) or default
         if exp is not None and decides is not None and exp.category not in decides:
             exp = None
-        final = apply_expectation(v, exp, profile_path=str(self.state.profile.path))
-        if final.outcome == "skip" and final.category == "missing-dependency" and not case.variant:
-            # only an optional attempt (a variant) is skipped for a missing package; a profile's own mode that
-            # cannot start (SGLang itself not installed) measured nothing: that must not pass CI as a skip
-            from dataclasses import replace
-
-            final = replace(final, outcome="fail", message=f"[missing-dependency] {v.message}")
+        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
+        final = final_verdict(v, measurement=m, expectation=exp, profile_path=str(self.state.profile.path),
+                              optional=bool(case.variant), stored_floor=stored_floor)
         self.record("outcome", final.outcome)
         self.record("category", final.category or "")
         self.record("expected", final.expected)

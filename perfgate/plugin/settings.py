@@ -3,9 +3,11 @@
     a test's explicit argument  >  command-line option (or its environment variable)  >  profile
 
 A test's explicit argument is a keyword of ``measure(...)`` (``trials=10``); the command line is
-``--perfgate-trials``, ``--perfgate-starts``, ``--perfgate-candidate``, ``--perfgate-startup-timeout``,
+``--perfgate-trials``, ``--perfgate-starts``, ``--perfgate-max-starts``, ``--perfgate-max-time``,
+``--perfgate-candidate``, ``--perfgate-startup-timeout``,
 ``--perfgate-crosscheck``, ``--perfgate-sim-stack`` (``PERFGATE_SIM_STACK``) and ``--perfgate-sim-fault``;
-the profile is its ``[workload]`` (``trials``, ``starts``) and ``[engine]`` (``startup_timeout_s``).
+the profile is its ``[workload]`` (``trials``, ``starts``, ``max_starts``, ``max_time_s``) and ``[engine]``
+(``startup_timeout_s``).
 :func:`resolve` builds the frozen :class:`Settings` the first time the session needs it (the profile is
 loaded lazily); :meth:`Settings.workload` applies it to a profile's workload, and the runner, the
 cross-check and the fleet planner read trials and starts from there, nowhere else.
@@ -24,7 +26,12 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "CANDIDATE_ARM", "option_trials", "option_starts",
-           "option_seconds"]
+           "option_seconds", "option_budget_seconds", "option_max_starts", "DEFAULT_MAX_STARTS"]
+
+#: the most starts per config a paired comparison takes while it is undecided, unless the option or the profile
+#: says otherwise: enough to decide a 1 % change of decode tok/s on the simulator within 6 pairs on average
+#: (docs/gate.md "Deciding")
+DEFAULT_MAX_STARTS = 6
 
 #: the arm name a candidate config carries in its engine options (part of its config key)
 CANDIDATE_ARM = "candidate"
@@ -96,6 +103,11 @@ class Settings:
     starts: int = 1
     #: where ``starts`` came from: "option", "profile" or "default"
     starts_from: str = "default"
+    #: the most starts per config a paired comparison may take while undecided:
+    #: --perfgate-max-starts > [workload] max_starts > DEFAULT_MAX_STARTS (never below ``starts``)
+    max_starts: int = DEFAULT_MAX_STARTS
+    #: seconds the added starts may take in the session: --perfgate-max-time > [workload] max_time_s > None
+    max_time_s: float | None = None
     #: --perfgate-candidate: the other arm of the stack-pair records (None: they skip)
     candidate: Candidate | None = None
     #: --perfgate-startup-timeout (None: the profile's [engine] startup_timeout_s)
@@ -122,8 +134,10 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
     starts, starts_from = profile.workload.starts, "profile" if profile.workload.starts != 1 else "default"
     if opt("perfgate_starts"):
         starts, starts_from = int(opt("perfgate_starts")), "option"
+    max_starts = opt("perfgate_max_starts") or profile.workload.max_starts or DEFAULT_MAX_STARTS
+    max_time_s = opt("perfgate_max_time") or profile.workload.max_time_s or None
     if opt("perfgate_url"):  # an attached server is not perfgate's to restart
-        starts, starts_from = 1, "attached"
+        starts, starts_from, max_starts = 1, "attached", 1
     cand_text = opt("perfgate_candidate") or ""
     candidate = None
     if cand_text:
@@ -137,6 +151,8 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
         trials=opt("perfgate_trials"),
         starts=starts,
         starts_from=starts_from,
+        max_starts=max(int(max_starts), starts),
+        max_time_s=float(max_time_s) if max_time_s else None,
         candidate=candidate,
         startup_timeout_s=opt("perfgate_startup_timeout"),
         crosscheck=opt("perfgate_crosscheck") or "auto",
@@ -170,6 +186,19 @@ def _whole_number(option: str, what: str, example: int) -> Callable[[str], int]:
 option_trials = _whole_number("--perfgate-trials", "trials", 5)
 #: --perfgate-starts N
 option_starts = _whole_number("--perfgate-starts", "server starts", 3)
+#: --perfgate-max-starts N
+option_max_starts = _whole_number("--perfgate-max-starts", "server starts per config", 6)
+
+
+def option_budget_seconds(text: str) -> float:
+    """--perfgate-max-time: seconds > 0 (the time the starts added to undecided comparisons may take)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(f"perfgate: --perfgate-max-time {text!r}: expected seconds > 0, e.g. 1800")
+    return value
 
 
 def option_seconds(text: str) -> float:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfgate.measuring.verdict import Verdict, pct
+from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
 from perfgate.record import (
     CANDIDATE,
@@ -38,11 +39,13 @@ from perfgate.record import (
     PAIR_DECISION,
     PAIR_N,
     PAIR_RATIO,
+    START_VALUES,
     Case,
     case_of,
 )
 
 if TYPE_CHECKING:
+    from perfgate.measuring.judge import Judgement
     from perfgate.measuring.metrics import Measurement
     from perfgate.plugin.runner import PerfRun
     from perfgate.plugin.state import PerfgateState
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["CandidateServer", "candidate_of", "measure_candidate", "on_candidate_arm", "stack_pair_verdict",
-           "candidate_stack_properties", "KIND", "DECIDES"]
+           "pair_judgements", "candidate_stack_properties", "KIND", "DECIDES", "PAIR_METRICS", "PRIMARY"]
 
 KIND = STACK_PAIR  # perfgate.plugin.kinds
 #: the categories a stack-pair record decides (an expectation naming another does not apply to it)
@@ -96,10 +99,11 @@ def candidate_of(perf: PerfRun) -> CandidateServer:
         perf.conclude(case, Verdict(outcome="skip", message=why), decides=DECIDES)
         raise AssertionError("unreachable: conclude() ends the test")
     perf.record(CANDIDATE, cand.spec)
-    for k, v in candidate_stack_properties(st).items():
-        perf.record(k, v)
     arm = case.on_candidate()
-    return CandidateServer(mode=case.mode, config=st.config_for(arm), case=arm, current=case, spec=cand.spec)
+    config = st.config_for(arm)
+    for k, v in candidate_stack_properties(st, config).items():
+        perf.record(k, v)
+    return CandidateServer(mode=case.mode, config=config, case=arm, current=case, spec=cand.spec)
 
 
 def measure_candidate(perf: PerfRun, server: CandidateServer, workload: Workload | None) -> Measurement:
@@ -117,12 +121,57 @@ def on_candidate_arm(st: PerfgateState, case: Case, m: Measurement) -> bool:
     return st.settings.candidate is not None and m.config_key == st.config_for(case.on_candidate()).key
 
 
+#: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
+#: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
+PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
+#: the metric more start pairs are collected for while it is undecided
+PRIMARY = "tok_s"
+
+
+def _start_values(m: Measurement, metric: str) -> list[float]:
+    starts = m.starts or (m,)
+    if metric == "accept_len":
+        return [x.accept_len for x in starts if x.accept_len]
+    return [st.median for x in starts if (st := x.stat(metric)) is not None and st.median > 0]
+
+
+def pair_judgements(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> dict[str, Judgement]:
+    """Each of :data:`PAIR_METRICS` both arms carry, judged on its candidate/current start-pair ratios at this
+    look of the session's plan, against its own prior (perfgate.profiles.noise) and practical floor. Decode
+    tok/s, the sequential rule's target, has the whole false-alarm rate of a look; the other metrics share one
+    more (each at its share: a Bonferroni split), so an identical candidate fails the record at most twice the
+    workload's ``1 - confidence`` in all (docs/gate.md "Deciding")."""
+    from perfgate.measuring.judge import default_min_effect, paired
+    from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+    from perfgate.profiles.noise import prior_cv
+
+    st = perf.state
+    w = st.settings.workload(st.profile.workload_for(case.mode))
+    series = {}
+    for metric in PAIR_METRICS:
+        a, b = _start_values(current, metric), _start_values(candidate, metric)
+        if a and b and len(a) == len(b):
+            series[metric] = [y / x for x, y in zip(a, b)]
+    out = {}
+    for metric, ratios in series.items():
+        conf = w.confidence if metric == PRIMARY else 1 - (1 - w.confidence) / max(1, len(series) - 1)
+        spec = METRICS.get(metric) or RECORD_METRICS[metric]
+        out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
+                             min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
+                             confidence=conf, plan=perf.plan(),
+                             prior_cv=prior_cv(metric, "starts", simulated=st.profile.simulated))
+    return out
+
+
 def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> Verdict:
-    """The candidate arm against the current arm on this box: greedy tokens recorded (``token_match``), then the
-    candidate/current ratio of each start pair (``perfgate.measuring.judge.paired``, with the gate's practical floor
-    for decode tok/s, 0.5 %); ``pair_ratio``, its CI, ``pair_n`` and ``pair_decision`` recorded."""
-    from perfgate.measuring.judge import Decision, default_min_effect, paired
-    from perfgate.measuring.metrics import paired_ratios, token_match
+    """The candidate arm against the current arm on this box: greedy tokens recorded (``token_match``), then every
+    metric of :data:`PAIR_METRICS` on the candidate/current ratio of each start pair
+    (``perfgate.measuring.judge.paired`` at the look of the session's sequential plan, each metric against its own
+    noise and practical floor, 0.5 % for decode tok/s); ``pair_ratio``, its CI, ``pair_n`` and ``pair_decision``
+    (decode tok/s) and ``pair.<metric>.*`` recorded, with both arms' per-start values. Undecided on decode tok/s carries
+    :attr:`Verdict.decision` so that :mod:`perfgate.plugin.compare` adds start pairs while the budget lasts."""
+    from perfgate.measuring.judge import Decision
+    from perfgate.measuring.metrics import token_match
 
     st = perf.state
     cand = st.settings.candidate
@@ -137,42 +186,42 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     tm = token_match(candidate.outputs, current.outputs)
     if tm is not None:
         perf.record("token_match", tm)
-    ratios = paired_ratios(candidate, current) or [candidate.tok_s.median / current.tok_s.median]
-    w = st.settings.workload(st.profile.workload_for(case.mode))
-    # the gate's practical floor for decode tok/s (0.5 %), not the profile's within-session min_effect: a paired
-    # run is a stack gate, and it is the one that can see a regression that small (docs/gate.md)
-    j = paired(ratios, min_effect=default_min_effect("tok_s"), confidence=w.confidence)
+    js = pair_judgements(perf, case, candidate, current)
+    j = js[PRIMARY]
     assert j.ratio is not None and j.ci is not None
     for k, val in {PAIR_RATIO: j.ratio, PAIR_CI_LOW: j.ci[0], PAIR_CI_HIGH: j.ci[1], PAIR_N: j.n,
                    PAIR_DECISION: str(j.decision)}.items():
         perf.record(k, val)
+    for metric, mj in js.items():
+        assert mj.ratio is not None and mj.ci is not None
+        perf.record(f"pair.{metric}.ratio", mj.ratio)
+        perf.record(f"pair.{metric}.ci_low", mj.ci[0])
+        perf.record(f"pair.{metric}.ci_high", mj.ci[1])
+        perf.record(f"pair.{metric}.decision", str(mj.decision))
+        if len(current.starts) >= 2:
+            perf.record(f"{START_VALUES}.{metric}", ",".join(f"{v:.6g}" for v in _start_values(current, metric)))
+            perf.record(f"{CANDIDATE_PREFIX}{START_VALUES}.{metric}",
+                        ",".join(f"{v:.6g}" for v in _start_values(candidate, metric)))
     desc = (f"stack-pair {case.mode}: candidate ({cand.spec}) {candidate.tok_s.median:.1f} vs current "
             f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")
-    if j.decision is Decision.REGRESSED:
-        return Verdict(outcome="fail", category="slower-than-baseline",
-                       message=f"{desc}: the candidate stack is slower by {pct(1 - j.ratio)}")
+    others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
+                       for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
+    tail = f"; {others}" if others else ""
+    worse = [m for m, x in js.items() if x.decision is Decision.REGRESSED]
+    if worse:
+        what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
+        return Verdict(outcome="fail", category="slower-than-baseline", decision=Decision.REGRESSED,
+                       message=f"{desc}: the candidate stack is worse on {what}{tail}")
     if j.decision in (Decision.SAME, Decision.IMPROVED):
-        return Verdict(outcome="pass", message=f"{desc}: {j.decision}")
-    more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 3)"
-    return Verdict(outcome="inconclusive", message=f"inconclusive: undecided: {desc}; {j.needs}{more}")
+        return Verdict(outcome="pass", message=f"{desc}: {j.decision}{tail}", decision=j.decision)
+    more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
+    return Verdict(outcome="inconclusive", decision=j.decision,
+                   message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 
-def candidate_stack_properties(st: PerfgateState) -> dict[str, str]:
-    """``candidate.stack.<key>`` for each piece of the candidate's stack that differs from the current's."""
-    cand = st.settings.candidate
-    assert cand is not None
+def candidate_stack_properties(st: PerfgateState, config: ServerConfig) -> dict[str, str]:
+    """``candidate.stack.<key>`` for each piece of the candidate arm's stack (``config``, on the candidate arm:
+    :func:`perfgate.plugin.arms.arm_stack`) that differs from the current's."""
     cur = st.stack.as_properties()
-    if st.profile.simulated:
-        from perfgate import stack as sk
-
-        hw = st.profile.engine.sim_hardware
-        assert hw is not None
-        over = sk.parse_overrides(",".join(x for x in (st.sim_stack, cand.sim_stack) if x))
-        other = sk.simulated_stack(hw, over).as_properties()
-    elif cand.python:
-        from perfgate.engines.sglang import installed_sglang_version
-
-        other = {**cur, "stack.sglang": installed_sglang_version(cand.python) or "unknown"}
-    else:
-        other = cur
+    other = arm_stack(st, config).as_properties()
     return {CANDIDATE_PREFIX + k: v for k, v in other.items() if cur.get(k) != v}

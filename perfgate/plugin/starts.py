@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["combine", "start_stats", "start_properties", "note_comparison", "note_comparisons",
-           "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
+           "compared_configs", "group_of", "group_for", "measure_interleaved", "fresh_start", "label", "starts_line"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -155,7 +155,7 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
         for cfg in configs:
             if pool.failure(cfg) is not None or st.ledger.measurement(key_of(cfg)) is not None:
                 continue
-            _fresh_start(st, cfg)
+            fresh_start(st, cfg)
             failed: ServerFailed | None = None
             try:
                 m = measure_one(cfg)
@@ -173,7 +173,7 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
             st.ledger.note_measurement(key_of(cfg), combine(per[cfg.key], confidence=confidence))
 
 
-def _fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
+def fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
     """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
     ``perf_server`` fixture started): the next measurement then starts a new server process."""
     m = pool_of(st).launched

@@ -53,6 +53,7 @@ class PerfgateState:
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.added_start_s = 0.0  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
         # measurements, step profiles, starts measured, floor updates (shipped across xdist workers, written at finish)
@@ -60,6 +61,9 @@ class PerfgateState:
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
         self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
+        self.attach_info: dict[str, Any] | None = None  # --perfgate-url's /server_info, read at activation
+        self.kinds_collected: set[str] = set()  # the record kinds of the collected tests (their perfgate markers)
+        self.unused_expectations: list[str] = []  # [expectations.<name>] no record of this run can use (summary)
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 
@@ -113,7 +117,7 @@ class PerfgateState:
             raise pytest.UsageError(f"perfgate: {e}") from None
 
     def _auto_profile(self, root: Path) -> Path:
-        from perfgate.serving.gpu import gpu_visible
+        from perfgate.host.gpu import gpu_visible
 
         if not gpu_visible():
             self.auto_reason = "no NVIDIA GPU visible and no --perfgate-profile / PERFGATE_PROFILE given"
@@ -173,6 +177,8 @@ class PerfgateState:
                     self._stack = st.simulated_stack(self.profile.engine.sim_hardware, over)
                 except Exception as e:
                     raise pytest.UsageError(f"perfgate: --perfgate-sim-stack: {e}") from None
+            elif self.profile.engine.python:  # the current arm's servers run another interpreter: its software
+                self._stack = st.detect_stack_in(self.profile.engine.python)
             else:
                 self._stack = st.detect_stack()
         return self._stack

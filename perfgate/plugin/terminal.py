@@ -1,17 +1,32 @@
 """What perfgate prints at the end of a session: the banner, server starts, baseline updates, the record
-matrix and the step profiles (pytest's terminal summary calls :func:`summary`)."""
+matrix, one line per record with its figure, interval and decision, and the step profiles (pytest's terminal
+summary calls :func:`summary`)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from perfgate.plugin.kinds import FLOOR, in_matrix, kind_of
+from perfgate.plugin.kinds import FLOOR, figure_of, in_matrix, kind_of
 from perfgate.plugin.pool import Attacher, pool_of
+from perfgate.record import (
+    DIRECTION,
+    LIMIT,
+    METRIC,
+    PAIR_CI_HIGH,
+    PAIR_CI_LOW,
+    PAIR_DECISION,
+    PAIR_N,
+    PAIR_RATIO,
+    TOLERANCE,
+)
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
 
-__all__ = ["banner", "summary", "matrix_lines", "attach_warnings", "write_updates"]
+__all__ = ["banner", "summary", "matrix_lines", "record_lines", "record_detail", "COMPARISONS", "attach_warnings",
+           "write_updates"]
 
 
 def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
@@ -37,11 +52,13 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
         write_updates(st, tr)
     for line in matrix_lines(tr.stats):
         tr.write_line(line)
+    for line in record_lines(tr.stats):
+        tr.write_line(line)
     from perfgate.plugin.profiling import profile_lines
 
     for line in profile_lines(tr.stats):
         tr.write_line(line)
-    for line in dict.fromkeys(st.dropped_modes):
+    for line in dict.fromkeys((*st.dropped_modes, *st.unused_expectations)):
         tr.write_line(f"perfgate: {line}", yellow=True)
 
 
@@ -118,6 +135,107 @@ def interval_cell(props: dict[str, Any], metric: str) -> str:
     out = f"[{float(props[f'{metric}_low']):.4g}, {f'{float(hi):.4g}' if hi is not None else '-'})"
     if props.get(GOODPUT_UNRESOLVED):
         out += f" ?{props[GOODPUT_UNRESOLVED]}"
+    return out
+
+
+#: the comparisons a record can carry, as its line says them: (ratio property, CI low, CI high, what it compares);
+#: a record shows every one it carries, whatever its kind (a user's test comparing with perf_baseline too)
+COMPARISONS: tuple[tuple[str, str, str, str], ...] = (
+    ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "vs baseline"),
+    (PAIR_RATIO, PAIR_CI_LOW, PAIR_CI_HIGH, "candidate/current"),
+    ("vs_sglang_bench", "vs_sglang_bench_judged_ci_low", "vs_sglang_bench_judged_ci_high", "perfgate/SGLang"),
+)
+_LEVEL = re.compile(r"^c(\d+)_output_tok_s$")  # a concurrency sweep's level (perfgate.plugin.checks.sweep_verdict)
+
+
+def _num(v: str | None) -> float | None:
+    try:
+        return float(v) if v not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _fig(v: float) -> str:
+    """A figure to 4 significant digits, without an exponent below 10^7 (11171 µs, not 1.117e+04)."""
+    return f"{v:.0f}" if 1e4 <= abs(v) < 1e7 else f"{v:.4g}"
+
+
+def _ratio(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def _interval(props: dict[str, str], low: str, high: str, form: Callable[[float], str]) -> str:
+    lo, hi = _num(props.get(low)), _num(props.get(high))
+    return f" [{form(lo)}, {form(hi)}]" if lo is not None and hi is not None else " [no interval]"
+
+
+def record_detail(props: dict[str, str]) -> str:
+    """A record's figure with its unit and interval, its limit, every comparison it carries with its interval, and
+    the decision of a paired comparison (``pair_decision`` over ``pair_n`` start pairs); what the record does not
+    carry is left out (a record concluded before it measured anything has no figure)."""
+    from perfgate.measuring.metrics import unit_of
+
+    parts: list[str] = []
+    figure = figure_of(props.get("kind", ""), props.get(METRIC, ""))
+    value = _num(props.get(figure))
+    if value is not None:
+        unit = unit_of(figure)
+        text = f"{figure} {_fig(value)}" + (f" {unit}" if unit else "")
+        if props.get(f"{figure}_low") is not None:  # an interval of its own (goodput: [low, high))
+            text += " " + interval_cell(props, figure)
+        else:
+            text += _interval(props, f"{figure}_ci_low", f"{figure}_ci_high", _fig)
+        limit = _num(props.get(LIMIT))
+        if limit is not None:
+            word = "ceiling" if props.get(DIRECTION) == "lower" else "floor"
+            tol = _num(props.get(TOLERANCE))
+            text += f", {word} {limit:g}" + (f" (tolerance {tol:.0%})" if tol else "")
+        if figure == "crossover" and props.get("crossover_result"):
+            text += f" ({props['crossover_result']})"
+        parts.append(text)
+    levels = sorted((int(m.group(1)), v) for k, s in props.items()
+                    if (m := _LEVEL.match(k)) and (v := _num(s)) is not None)
+    if levels:
+        parts.append("output tok/s by concurrency " + ", ".join(f"c{c} {_fig(v)}" for c, v in levels))
+    for ratio, low, high, what in COMPARISONS:
+        r = _num(props.get(ratio))
+        if r is not None:
+            parts.append(f"{what} x{_ratio(r)}" + _interval(props, low, high, _ratio))
+    if props.get(PAIR_DECISION):
+        n = props.get(PAIR_N, "")
+        parts.append(props[PAIR_DECISION] + (f" over {n} start pair{'' if n == '1' else 's'}" if n else ""))
+    return "; ".join(parts)
+
+
+def record_lines(stats: dict[str, list[Any]]) -> list[str]:
+    """One line per record of this run, of every kind: its mode (and variant), kind, outcome and category, and
+    :func:`record_detail` (its figure [interval], limit, comparisons [interval], decision). Skipped records that
+    measured nothing (no candidate for a stack pair, no torch for the micro tier) are counted in one line:
+    pytest's ``-rs`` says why each skipped."""
+    records: dict[str, dict[str, str]] = {}
+    for reports in stats.values():
+        for rep in reports:
+            props = dict(getattr(rep, "user_properties", ()) or ())
+            if props.get("outcome") and props.get("kind"):
+                records[str(getattr(rep, "nodeid", id(rep)))] = props
+    if not records:
+        return []
+    rows, unmeasured = [], 0
+    for props in records.values():
+        detail = record_detail(props)
+        if props["outcome"] == "skip" and not detail:
+            unmeasured += 1
+            continue
+        name = props.get("mode", "") + (f"+{props['variant']}" if props.get("variant") else "")
+        outcome = props["outcome"] + (f" {props['category']}" if props.get("category") else "")
+        rows.append((f"{name} {props['kind']}".strip(), outcome, detail))
+    out = ["perfgate: record by record (figure [interval], limit; comparison [interval], decision):"]
+    if rows:
+        w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+        out += [f"  {a.ljust(w0)}  {b.ljust(w1)}  {c}".rstrip() for a, b, c in rows]
+    if unmeasured:
+        out.append(f"  and {unmeasured} skipped record{'' if unmeasured == 1 else 's'} that measured nothing "
+                   f"(-rs says why)")
     return out
 
 

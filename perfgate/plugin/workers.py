@@ -2,17 +2,20 @@
 one worker (so each config starts once).
 
 Grouping is by server config (its key), not by test id: two records can share a server although their ids
-differ (a variant whose flags the mode already sets is the mode's config). Every perfgate test carries
-``pytest.mark.xdist_group(name="perfgate:<config key>")``. xdist's own ``--dist loadgroup`` is a silent
-no-op on pytest 9.2 with pytest-xdist 3.8 (pytest-xdist#1386: the worker's ``item._nodeid`` rewrite no
-longer takes), so under the default ``--dist load`` perfgate installs a scheduler that computes the same
-group on the controller: the node id gives the record's mode and variant
-(:func:`perfgate.record.config_scope`), the profile gives their config key (:func:`group_of`).
+differ (a variant whose flags the mode already sets is the mode's config; a test parametrized over metrics has
+one id per metric). Every perfgate test carries ``pytest.mark.xdist_group(name="perfgate:<config key>")``.
+xdist's own ``--dist loadgroup`` is a silent no-op on pytest 9.2 with pytest-xdist 3.8 (pytest-xdist#1386: the
+worker's ``item._nodeid`` rewrite no longer takes), so under ``--dist load`` (the default), ``loadgroup``,
+``loadscope`` and ``loadfile`` perfgate installs a scheduler that computes the same group on the controller: the
+node id's parameters hold the record's :attr:`perfgate.record.Case.id` among the test's other parameters
+(``[m:baseline-ttft_ms]``), read back with the profile's mode and variant names (:func:`scope_of`), and the
+profile gives their config key (:func:`group_of`). Other tests keep the ``--dist`` mode's own scope.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,7 +25,10 @@ from perfgate.record import config_scope
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
 
-__all__ = ["gpu_plan", "assign_gpus", "group_of", "make_scheduler"]
+__all__ = ["gpu_plan", "gpus_needed", "assign_gpus", "group_of", "scope_of", "make_scheduler", "SCHEDULED_DISTS"]
+
+#: the --dist modes under which perfgate schedules its records by config (the others: xdist's own)
+SCHEDULED_DISTS = ("load", "loadgroup", "loadscope", "loadfile")
 
 
 def _state(config: pytest.Config) -> PerfgateState:
@@ -37,8 +43,8 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
     p = st.profile
     if p.simulated or workers <= 1:
         return None
-    tp = int(str(p.server_flags.get("tp-size", 1) or 1)) * int(str(p.server_flags.get("pp-size", 1) or 1))
-    from perfgate.serving.gpu import visible_entries
+    tp = gpus_needed(p.server_flags)  # one server's GPUs: tp x pp (x dp), under any of the flags' spellings
+    from perfgate.host.gpu import visible_entries
 
     ids = visible_entries()  # CUDA's rules: UUIDs, the first bad entry ends the list, a duplicate hides all
     if ids is None:  # no NVML: take CUDA_VISIBLE_DEVICES as written, or nvidia-smi's count
@@ -57,6 +63,23 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
             f"({','.join(ids) or 'none'}); use -n {max(1, len(ids) // tp)} or fewer: two servers never share a GPU"
         )
     return tp, ids
+
+
+def gpus_needed(flags: Mapping[str, object]) -> int:
+    """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
+    (``enable-dp-attention``)."""
+    from perfgate.sim.args import dest_of
+
+    by = {dest_of(k): v for k, v in flags.items()}
+
+    def n(field: str) -> int:
+        try:
+            return max(1, int(str(by.get(field) or 1)))
+        except ValueError:
+            return 1
+
+    dp = 1 if by.get("enable_dp_attention") else n("dp_size")
+    return n("tp_size") * n("pp_size") * dp
 
 
 def assign_gpus(config: pytest.Config) -> None:
@@ -85,18 +108,55 @@ def group_of(st: PerfgateState, mode: str, variant: str | None) -> str | None:
     return "perfgate:" + st.config_for(Case(st.profile.name, FLOOR, mode, variant)).key
 
 
+def scope_of(st: PerfgateState, nodeid: str) -> tuple[str, str | None] | None:
+    """(mode, variant) of a perf record from its node id, wherever its Case id (``<profile>:<mode>[+<variant>]``)
+    stands among the test's parameters (pytest joins them with ``-``; mode and variant names may hold ``-`` too,
+    so the profile's own names decide where each ends). None for any other test."""
+    end = nodeid.rfind("]")
+    if end < 0 or "[" not in nodeid[:end]:
+        return None
+    params = nodeid[nodeid.find("[") + 1:end]
+    head = st.profile.name.split("/")[-1] + ":"
+    modes = sorted(st.profile.modes, key=len, reverse=True)
+    variants = sorted(st.variants.variants, key=len, reverse=True)
+    at = params.find(head)
+    while at >= 0:
+        if at == 0 or params[at - 1] == "-":
+            rest = params[at + len(head):]
+            for m in modes:
+                after = rest[len(m):]
+                if not rest.startswith(m) or (after and after[0] not in "-+"):
+                    continue
+                if not after.startswith("+"):
+                    return m, None
+                for v in variants:
+                    tail = after[1 + len(v):]
+                    if after[1:].startswith(v) and (not tail or tail[0] == "-"):
+                        return m, v
+        at = params.find(head, at + 1)
+    return config_scope(nodeid)
+
+
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """The scheduler that keeps a config's records on one worker (see the module docstring)."""
-    from xdist.scheduler import LoadScopeScheduling
+    """The scheduler that keeps a config's records on one worker (see the module docstring); the --dist mode's
+    own scope for every other test."""
+    from xdist.scheduler import LoadFileScheduling, LoadGroupScheduling, LoadScopeScheduling
 
     st = _state(config)
+    dist = getattr(config.option, "dist", "load")
+    base = {"loadgroup": LoadGroupScheduling, "loadfile": LoadFileScheduling}.get(dist, LoadScopeScheduling)
 
-    class ConfigScheduling(LoadScopeScheduling):  # type: ignore[misc, unused-ignore]  # xdist: no types (Any)
+    class ConfigScheduling(base):  # type: ignore[misc, valid-type, unused-ignore]  # xdist: no types (Any)
         def _split_scope(self, nodeid: str) -> str:
-            ref = config_scope(nodeid)
+            bare = nodeid
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist_group's rewrite took: the group is the config's
+                if nodeid.split("@")[-1].startswith("perfgate:"):
+                    return nodeid.split("@")[-1]
+                bare = nodeid[:nodeid.rfind("@")]
+            ref = scope_of(st, bare)
             group = group_of(st, *ref) if ref else None
             if group is None and ref is not None:  # a perfgate id naming no config (e.g. the micro tier's launches)
-                group = "perfgate:" + nodeid[nodeid.rindex("[") + 1:-1].split(":", 1)[1]
+                group = "perfgate:" + bare[bare.rindex("[") + 1:-1].split(":", 1)[1]
             return group or str(super()._split_scope(nodeid))
 
     return ConfigScheduling(config, log)

@@ -113,6 +113,12 @@ class Workload:
     min_effect: float = 0.02
     #: server starts per config (--perfgate-starts overrides): the trials are measured on each start
     starts: int = 1
+    #: the most starts per config a paired comparison may take while it is undecided (--perfgate-max-starts
+    #: overrides; 0: the default, perfgate.plugin.settings.DEFAULT_MAX_STARTS)
+    max_starts: int = 0
+    #: seconds the starts added to undecided comparisons may take in one session (--perfgate-max-time overrides;
+    #: 0: no limit but max_starts)
+    max_time_s: float = 0.0
 
     @property
     def per_trial(self) -> int:
@@ -141,6 +147,13 @@ class Floor:
     # the CV above which these limits get no verdict (None: the workload's max_cv); latencies under load
     # are noisier than decode throughput
     max_cv: float | None = None
+    # ``<metric>_tolerance``: a limit's own tolerance (--perfgate-update-baselines writes one from the metric's
+    # noise, perfgate.profiles.noise.limit_tolerance)
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    # whether ``tolerance`` was written in the table (else it is DEFAULT_TOLERANCE, the decode floor's)
+    tolerance_given: bool = False
+    # whether the profile runs the simulator (the priors of a limit's noise are the simulator's)
+    simulated: bool = False
 
     def limit(self, metric: str) -> float | None:
         if metric == "tok_s":
@@ -148,9 +161,19 @@ class Floor:
         return self.accept_len if metric == "accept_len" else self.limits.get(metric)
 
     def tolerance_for(self, metric: str) -> float:
-        """The tolerance of ``metric``'s limit: ``accept_len_tolerance`` for the acceptance length, else
-        ``tolerance``."""
-        return self.accept_len_tolerance if metric == "accept_len" else self.tolerance
+        """The tolerance of ``metric``'s limit: its own ``<metric>_tolerance``; ``tolerance`` for decode tok/s,
+        ``accept_len_tolerance`` for the acceptance length; for any other metric the table's ``tolerance`` where
+        one is written, else the one its own noise gives (:func:`perfgate.profiles.noise.limit_tolerance`):
+        a latency never silently inherits the decode floor's."""
+        if metric in self.tolerances:
+            return self.tolerances[metric]
+        if metric == "accept_len":
+            return self.accept_len_tolerance
+        if metric == "tok_s" or self.tolerance_given:
+            return self.tolerance
+        from perfgate.profiles.noise import limit_tolerance
+
+        return limit_tolerance(metric, simulated=self.simulated)
 
     def at(self, concurrency: int | None) -> Floor | None:
         """The floors that apply at ``concurrency`` (``None``: the mode's own, for its workload)."""

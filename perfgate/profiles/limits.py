@@ -9,13 +9,14 @@ from perfgate.profiles import DEFAULT_TOLERANCE, MICRO_TIMINGS, Floor, MicroFloo
 from perfgate.profiles.reader import TableReader, _close
 
 
-def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floor:
+def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulated: bool = False) -> Floor:
     """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
-    from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+    from perfgate.record import METRICS, RECORD_METRICS
 
     per_level = {k for k in f.data if k[:1] == "c" and k[1:].isdigit()} if concurrency is None else set()
+    own_tol = {f"{k}_tolerance" for k in {**METRICS, **RECORD_METRICS} if k not in ("tok_s", "accept_len")}
     f.only({"tok_s", "tolerance", "accept_len", "accept_len_tolerance", "measured", "max_cv", *METRICS, *RECORD_METRICS,
-            *per_level})
+            *per_level, *own_tol})
     limits = {}
     for name, metric in {**METRICS, **RECORD_METRICS}.items():
         if name not in ("tok_s", "accept_len") and name in f.data:  # those two are fields of their own
@@ -29,8 +30,13 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None) -> Floo
         accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
         measured=dict(f.sub("measured").data),
         limits=limits,
-        by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:])) for k in sorted(per_level)},
+        by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:]), simulated=simulated)
+                        for k in sorted(per_level)},
         max_cv=f.num("max_cv", "a fraction in (0, 1]", None, lo=0.0001, hi=1),
+        tolerances={k.removesuffix("_tolerance"): float(f.num(k, "a fraction in [0, 1)", lo=0, hi=0.999))
+                    for k in sorted(own_tol) if k in f.data},
+        tolerance_given="tolerance" in f.data,
+        simulated=simulated,
     )
 
 
@@ -78,14 +84,14 @@ def _micro_floors(mi: TableReader, world_sizes: tuple[object, ...]) -> dict[str,
     return out
 
 
-def floors(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Floor]:
-    """``[floors.<mode>]``: each mode's limits."""
+def floors(r: TableReader, modes: Mapping[str, Mode], *, simulated: bool = False) -> dict[str, Floor]:
+    """``[floors.<mode>]``: each mode's limits (``simulated``: the simulator's noise priors for their tolerances)."""
     fl = r.sub("floors")
     out: dict[str, Floor] = {}
     for mname in fl.data:
         if mname not in modes:
             raise fl.err(mname, f"a mode of this profile ({', '.join(modes)})", mname, fix=_close(mname, modes))
-        out[mname] = _floor(fl.sub(mname), mname)
+        out[mname] = _floor(fl.sub(mname), mname, simulated=simulated)
 
     return out
 

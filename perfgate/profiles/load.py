@@ -55,7 +55,7 @@ def load_profile(path: str | Path) -> Profile:
     server_flags, server_env = sections.server(r, root)
     modes = sections.modes(r, root)
     workload = sections.workload(r, root)
-    floors = limits.floors(r, modes)
+    floors = limits.floors(r, modes, simulated=engine.name == "sim")
     expectations = sections.expectations(r, modes, text)
     vmodes, include, overrides = sections.variants(r, modes)
     micro = limits.micro(r)
@@ -121,7 +121,10 @@ def _merge_parents(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> 
     if ppath in seen:
         raise ProfileSchemaError(path, "extends", "no cycle of extends", parent)
     if not ppath.is_file():
-        raise ProfileSchemaError(path, "extends", "an existing profile file", parent, fix=f"no file at {ppath}")
+        raise ProfileSchemaError(
+            path, "extends", "an existing profile file (a path relative to this profile's folder)", parent,
+            fix=f"no file at {ppath}: copy the profile it extends there, or point extends at one that exists; "
+                f"`perfgate init DIR --from <hardware>/<model>` copies a profile with every profile it extends")
     try:
         pdata = tomllib.loads(ppath.read_text())
     except tomllib.TOMLDecodeError as e:

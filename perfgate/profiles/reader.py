@@ -18,6 +18,22 @@ def _close(word: str, options: Iterable[object]) -> str | None:
     return f"did you mean '{m[0]}'?" if m else f"use one of {sorted(opts)}"
 
 
+#: how a value of each TOML type is written, for the fix of a type error
+_EXAMPLES: dict[type, str] = {str: '"..."', int: "3", float: "0.5", bool: "true", list: "[...]", dict: "{ ... }"}
+
+
+def _type_fix(key: str, typ: type | tuple[type, ...], what: str) -> str:
+    types = typ if isinstance(typ, tuple) else (typ,)
+    shown = " or ".join(dict.fromkeys(f"{key} = {_EXAMPLES[t]}" for t in types if t in _EXAMPLES))
+    return f"write it as {what}" + (f" ({shown})" if shown else "")
+
+
+def _range_fix(key: str, what: str, lo: float | None, hi: float | None) -> str:
+    bounds = " and ".join(b for b in (f">= {lo:g}" if lo is not None else "", f"<= {hi:g}" if hi is not None else "")
+                          if b)
+    return f"write {key} = <{what}>, a number {bounds}"
+
+
 class TableReader:
     """Typed access into a TOML table that records the dotted key for error messages."""
 
@@ -53,9 +69,9 @@ class TableReader:
             return default
         v = self.data[key]
         if isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
-            raise self.err(key, what, v)
+            raise self.err(key, what, v, fix=_type_fix(key, typ, what))
         if not isinstance(v, typ):
-            raise self.err(key, what, v)
+            raise self.err(key, what, v, fix=_type_fix(key, typ, what))
         return v
 
     def num(self, key: str, what: str, default: Any = None, *, lo: float | None = None, hi: float | None = None,
@@ -64,7 +80,7 @@ class TableReader:
         if v is None:
             return v
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise self.err(key, what, v)
+            raise self.err(key, what, v, fix=_range_fix(key, what, lo, hi))
         return v
 
     def int_(self, key: str, what: str, default: Any = None, *, lo: int | None = None, hi: int | None = None,
@@ -76,10 +92,11 @@ class TableReader:
                 raise self.err(key, what, fix=f"add {key} = <{what}>")
             return default
         if isinstance(v, bool) or not isinstance(v, int):
-            fix = f"write {key} = {int(v)}" if isinstance(v, float) and v.is_integer() else None
+            fix = (f"write {key} = {int(v)}" if isinstance(v, float) and v.is_integer()
+                   else f"write {key} = <{what}>, a whole number without quotes or a decimal point")
             raise self.err(key, what, v, fix=fix)
         if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise self.err(key, what, v)
+            raise self.err(key, what, v, fix=_range_fix(key, what, lo, hi))
         return v
 
     def sub(self, key: str, required: bool = False) -> TableReader:
@@ -89,7 +106,8 @@ class TableReader:
                 raise self.err(key, "a table", fix=f"add a [{self.k(key)}] table")
             v = {}
         if not isinstance(v, dict):
-            raise self.err(key, "a table", v)
+            raise self.err(key, "a table", v, fix=f"write it as a table: a [{self.k(key)}] header with its keys "
+                                                    f"below, or {key} = {{ ... }}")
         return TableReader(self.path, v, f"{self.k(key)}.", self.warnings)
 
 

@@ -154,7 +154,7 @@ def workload(r: TableReader, root: Path) -> Workload:
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
             "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect",
-            "starts"})
+            "starts", "max_starts", "max_time_s"})
     prompts = resolve_path(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
     if not prompts.is_file():
         raise w.err("prompts", "an existing prompt file", str(prompts),
@@ -176,6 +176,9 @@ def workload(r: TableReader, root: Path) -> Workload:
         confidence=float(w.num("confidence", "a level in (0.5, 1)", 0.95, lo=0.5, hi=0.9999)),
         min_effect=float(w.num("min_effect", "a fraction in [0, 0.5]", 0.02, lo=0, hi=0.5)),
         starts=w.int_("starts", "an integer >= 1", 1, lo=1),
+        max_starts=w.int_("max_starts", "an integer >= 1 (the most starts per config an undecided comparison may "
+                                        "take)", 0, lo=1) or 0,
+        max_time_s=float(w.num("max_time_s", "seconds > 0", None, lo=0.001) or 0.0),
     )
 
 
@@ -215,9 +218,11 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
 
                     try:
                         parse_condition(when)
-                    except Exception as err:  # ConfigError with the details
+                    except Exception as err:  # ConfigError: "stack condition '...': <problem>; fix: <how>"
+                        problem, _, how = str(err).partition("; fix: ")
+                        problem = problem.removeprefix(f"stack condition {when!r}").lstrip(": ")
                         raise sr.err("when", 'a stack condition such as "flashinfer < 0.8 and sm == 12.0"', when,
-                                     fix=str(err)) from None
+                                     fix=f"{problem}: {how}" if problem and how else how or problem) from None
                 out.append(Expectation(expect=exp, category=cat, reason=sr.get("reason", str, "a string", ""),
                                        when=when, key=f"expectations.{ename_}.{mname}",
                                        line=line_of(text, f"[expectations.{ename_}", mname) or line_of(text, ename_)))

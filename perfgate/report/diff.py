@@ -33,8 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
-from perfgate.measuring.judge import PRIOR_START_CV, Decision, Judgement, Level, default_min_effect, unpaired
+from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
+from perfgate.profiles.noise import prior_cv
 from perfgate.record import MACHINE_ID  # MACHINE_ID: the property naming a record's machine
 from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.noise import Band, start_values
@@ -170,20 +171,25 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
         return change(verdict=j.decision.value, judgement=j, why=j.detail)
     within = math.sqrt(((wa or 0.0) ** 2 + (wb or 0.0) ** 2) / 2)
     band = judging.bands.get(old.id) or judging.bands.get(new.id)
+    # each metric's own prior (perfgate.profiles.noise): a p99 latency does not borrow decode tok/s's calm
+    simulated = "sim" in (old.prop("engine"), new.prop("engine"))
+    start_prior = prior_cv(metric, "starts", simulated=simulated)
+    machine_prior = prior_cv(metric, "machines", simulated=simulated)
     if sm:
         cv, source = (band.start_cv, "history") if band and band.start_cv is not None else (None, "prior")
         if cv is not None:
             cv = math.hypot(cv, within)
         elif len(va) < 2 or len(vb) < 2:
-            cv = math.hypot(PRIOR_START_CV, within)
+            cv = math.hypot(start_prior, within)
         j = unpaired(va, vb, level=Level.STARTS, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source)
     else:
-        cv, source = (band.machine_cv, "history") if band and band.machine_cv is not None else (None, "prior")
-        start = band.start_cv if band and band.start_cv is not None else PRIOR_START_CV
+        cv, source = (band.machine_cv, "history") if band and band.machine_cv is not None else (machine_prior, "prior")
+        start = band.start_cv if band and band.start_cv is not None else start_prior
         j = unpaired(va, vb, level=Level.MACHINES, higher_is_better=up, min_effect=min_effect,
                      confidence=judging.confidence, band_cv=cv, band_source=source,
-                     start_cv=math.hypot(start, within))
+                     start_cv=math.hypot(start, within),
+                     machine_df=max(1, band.machines - 1) if band and band.machine_cv is not None else 0)
     return change(verdict=j.decision.value, judgement=j, why=j.detail)
 
 

@@ -9,7 +9,8 @@ Exit codes (``perfgate gate OLD.xml NEW.xml``; documented in ``docs/gate.md``):
       records that passed and lost their verdict (``lost-verdict``, on by default: too noisy, too few
       trials, a warm cache), and any record that became inconclusive (``allow_inconclusive = false``)
 2     usage error or unreadable input (bad option, missing/invalid report, bad policy,
-      an empty NEW report, reports from different engines unless allowed)
+      an empty NEW or OLD report, reports of different profiles that share no record,
+      reports from different hardware or engines unless allowed)
 3     only unblocked records whose expectations must be updated (``xfail`` → ``xpass``, or
       → ``pass`` while the new report still expects a failure)
 ====  =====================================================================================
@@ -70,8 +71,12 @@ class GateResult:
 def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput
     if rule in ("regressed", "undecided") and tp is not None:
-        what = "tok/s" if tp.metric == "tok_s" else tp.metric
-        return f"{what} {tp.old:g} → {tp.new:g}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
+        from perfgate.measuring.metrics import unit_of
+
+        unit = unit_of(tp.metric)
+        what = unit if tp.metric == "tok_s" else tp.metric
+        tail = f" {unit}" if unit and tp.metric != "tok_s" else ""
+        return f"{what} {tp.old:g} → {tp.new:g}{tail}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
     return f"{o} → {n}"
@@ -151,12 +156,26 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
 
 
 def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
-    """Refuse inputs a gate cannot judge (exit 2): an empty NEW report, mixed engines."""
+    """Refuse inputs a gate cannot judge (exit 2): an empty NEW or OLD report, reports of two profiles that share no
+    record, different hardware, mixed engines."""
     if not new.records:
         raise ReportError(
             f"{new.path}: the NEW report has no test cases; a gate that ran nothing must not pass "
             "(check the pytest selection, -m, and the pytest exit code)"
         )
+    if not old.records:
+        raise ReportError(
+            f"{old.path}: the OLD report has no test cases, so there is nothing to gate {new.path} against; make it "
+            "with the selection the NEW run uses (pytest ... --junitxml=OLD.xml) and check that run's pytest exit "
+            "code (5: no test ran)")
+    if old.profile and new.profile and old.profile != new.profile and not set(old.by_key) & set(new.by_key):
+        hw = [k.removeprefix("stack.") for k in HARDWARE_KEYS if old.stack.get(k, "") != new.stack.get(k, "")]
+        raise ReportError(
+            f"the reports come from different profiles ({old.profile} in {old.path}, {new.profile} in {new.path}"
+            + (f"; their hardware differs too: {', '.join(hw)}" if hw else "")
+            + f"), so no record of one is a record of the other ({len(old.records)} would be gone, "
+              f"{len(new.records)} unjudged); gate reports of one profile (--perfgate-profile), or compare them "
+              "side by side with `perfgate diff OLD.xml NEW.xml`")
     if not policy.allow_hardware_mismatch:
         differ = [k for k in HARDWARE_KEYS if old.stack.get(k, "unknown") != new.stack.get(k, "unknown")]
         if differ:

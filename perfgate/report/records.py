@@ -280,6 +280,12 @@ class Report:
         return " | ".join(sorted({r.engine for r in self.records if r.engine}))
 
     @property
+    def profile(self) -> str:
+        """``perfgate.profile`` (suite), else the records' ``profile`` values; '' when unknown."""
+        return self.suite_prop("perfgate.profile") or " | ".join(sorted({r.profile for r in self.records
+                                                                          if r.profile}))
+
+    @property
     def simulated(self) -> bool | None:
         v = self.suite_prop("perfgate.simulated") or self.stack.get("stack.simulated", "")
         if v == "true":

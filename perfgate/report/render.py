@@ -65,14 +65,21 @@ def _outcome(r: Record | None) -> str:
 
 
 def _tok(r: Record | None) -> str:
-    """The record's number (tok/s, or the metric it names, e.g. ``ttft_ms 270``) with its interval."""
+    """The record's number with its interval and unit: ``89.5 [88.7, 90.3] tok/s``, or with the metric it names,
+    ``ttft_ms 270 [262, 281] ms``."""
     if r is None:
         return "—"
     metric = r.metric
     x = r.num(metric)
     ci = r.metric_ci(metric)
     text = f"{fmt_num(x)} [{fmt_num(ci[0])}, {fmt_num(ci[1])}]" if x is not None and ci is not None else fmt_num(x)
-    return text if metric == "tok_s" or x is None else f"{metric} {text}"
+    if x is None:
+        return text
+    from perfgate.measuring.metrics import unit_of
+
+    unit = unit_of(metric)
+    text = f"{text} {unit}" if unit else text
+    return text if metric == "tok_s" else f"{metric} {text}"
 
 
 def _record_row(r: RecordDiff) -> list[str]:
@@ -86,7 +93,8 @@ def _record_row(r: RecordDiff) -> list[str]:
     ]
 
 
-RECORD_HEADERS = ["record", "outcome", "tok/s old", "tok/s new", "Δ", "noise"]
+#: the old and new columns name no unit: each cell says its metric's (tok/s, ms, req/s, ...)
+RECORD_HEADERS = ["record", "outcome", "old", "new", "Δ", "noise"]
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:

@@ -9,6 +9,11 @@ value), the ``model_path`` and, in SGLang 0.5.x, the ``launch_command``. A confi
   baseline, although the baseline never mentions that flag),
 - the engine agrees (a simulated profile is not measured on a real SGLang, nor the reverse).
 
+Values are compared by meaning: a flag is known by any of its option strings (``--tp-size`` /
+``--tensor-parallel-size``: :func:`field_of`, from the one table of SGLang's flags, :data:`perfgate.sim.args.FLAGS`),
+and a path by the file it names (:func:`same_path`: a simulator started with ``--sim-hardware fixtures/sim/x.toml``
+runs the profile's ``/abs/fixtures/sim/x.toml``).
+
 What attach mode cannot verify: **environment variables**. ``NCCL_ALGO=Tree``,
 ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1`` and the like are not in ``/server_info``, so a baseline and
 a variant that differ only in the environment both "match" the same server. perfgate then takes
@@ -19,6 +24,7 @@ with the reason, and records on every attached record what it could not check
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +46,34 @@ class AttachCheck:
     unverified: tuple[str, ...] = ()  # settings /server_info cannot show, as "env:NAME=value|<unset>"
 
 
+def field_of(flag: str) -> str:
+    """The ServerArgs field (``/server_info`` key) of a flag written without dashes, under any of its aliases."""
+    from perfgate.sim.args import dest_of
+
+    return dest_of(flag)
+
+
+def same_path(want: object, got: object) -> bool:
+    """Two spellings of one file or directory: equal, equal once resolved, the same file on disk, or ``got`` a
+    relative path (resolved against the server's working directory, which is not known here) that ``want`` ends
+    with, component by component."""
+    a, b = str(want).rstrip("/"), str(got).rstrip("/")
+    if a == b:
+        return True
+    from pathlib import Path
+
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and os.path.samefile(pa, pb)):
+            return True
+    except OSError:
+        return False
+    if not pb.is_absolute() and pb.parts and pb.parts[0] != "..":
+        tail = Path(*[x for x in pb.parts if x != "."]).parts
+        return len(tail) > 0 and pa.parts[-len(tail):] == tail
+    return False
+
+
 def _same(want: object, got: object) -> bool:
     if isinstance(want, bool):
         return bool(got) == want
@@ -47,12 +81,41 @@ def _same(want: object, got: object) -> bool:
         return abs(float(want) - float(got)) <= 1e-9 * max(1.0, abs(float(want)))
     if isinstance(want, (list, tuple)):
         return isinstance(got, (list, tuple)) and [str(x) for x in want] == [str(x) for x in got]
+    if isinstance(want, str) and isinstance(got, str) and ("/" in want or "/" in got):
+        return same_path(want, got)
     return str(want).lower() == str(got).lower()
 
 
 def server_info(url: str) -> dict[str, Any] | None:
     """The attached server's ``/server_info`` (None: unreadable)."""
     return get_json(url.rstrip("/"), "/server_info")
+
+
+def probe(url: str, timeout_s: float = 10.0) -> tuple[dict[str, Any] | None, str]:
+    """``(/server_info, "")`` of the server at ``url``, or ``(None, why not)``: nothing listening, no answer in
+    ``timeout_s``, an HTTP error, or an answer that is not SGLang's ``/server_info``."""
+    import requests
+
+    if not url.startswith(("http://", "https://")):
+        return None, f"'{url}' is not an http:// or https:// URL"
+    try:
+        r = requests.get(f"{url.rstrip('/')}/server_info", timeout=timeout_s)
+    except requests.ConnectionError as e:
+        reason = "connection refused: nothing listens there" if "refused" in str(e).lower() else f"cannot connect ({e})"
+        return None, reason
+    except requests.Timeout:
+        return None, f"no answer within {timeout_s:g} s"
+    except requests.RequestException as e:
+        return None, str(e)
+    if r.status_code != 200:
+        return None, f"GET /server_info answered HTTP {r.status_code}"
+    try:
+        obj = r.json()
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return None, "GET /server_info did not answer a JSON object (is it an SGLang server?)"
+    return obj, ""
 
 
 def launched_flags(info: Mapping[str, Any]) -> set[str] | None:
@@ -87,10 +150,10 @@ def mismatches(url_or_info: str | Mapping[str, Any], config: ServerConfig,
     if simulated and config.engine == "sim":
         hw = dict(config.engine_options).get("sim_hardware")
         got_hw = info.get("perfgate_sim_hardware")
-        if hw and got_hw and str(got_hw) != str(hw):
+        if hw and got_hw and not same_path(hw, got_hw):
             probs.append(f"sim hardware {got_hw} (want {hw})")
     for flag, want in config.flag_dict.items():
-        field = flag.replace("-", "_")
+        field = field_of(flag)
         if field not in info:
             if want is False:
                 continue
@@ -100,13 +163,16 @@ def mismatches(url_or_info: str | Mapping[str, Any], config: ServerConfig,
             probs.append(f"{field}={info[field]!r} (want {want!r})")
     launched = launched_flags(info)
     if launched is not None:
-        own = set(config.flag_dict)
-        for flag in sorted((launched & set(controlled)) - own - _PER_LAUNCH):
-            field = flag.replace("-", "_")
+        own = {field_of(f) for f in config.flag_dict}
+        ctl = {field_of(f): f for f in controlled}
+        per_launch = {field_of(f) for f in _PER_LAUNCH}
+        by_field = {field_of(f): f for f in sorted(launched)}
+        for field in sorted((set(by_field) & set(ctl)) - own - per_launch):
+            flag = by_field[field]
             probs.append(f"{field}={info.get(field)!r} (launched with --{flag}, which {config.name} leaves at "
                          f"SGLang's default)")
     mp = info.get("model_path")
-    if mp is not None and str(mp).rstrip("/") != config.model_path.rstrip("/"):
+    if mp is not None and not same_path(config.model_path, mp):
         probs.append(f"model_path={mp!r} (want {config.model_path!r})")
     if not config.speculative and info.get("speculative_algorithm") and not any(
             x.startswith("speculative_algorithm=") for x in probs):

@@ -74,7 +74,7 @@ class ServerManager:
         err, self.gpu_blocked = self.gpu_blocked, None
         if err is None:
             return
-        from perfgate.serving import gpu
+        from perfgate.host import gpu
         if gpu.holders(err.pids):
             self.gpu_blocked = err
             raise err

@@ -37,10 +37,12 @@ def profile_configs(profile: Profile, variants: VariantSet) -> dict[str, ServerC
 
 
 def check_configs(configs: Mapping[str, ServerConfig], variants: VariantSet, *, version: str | None,
-                  sglang_path: str | None = None, python: str | None = None) -> dict[str, FlagCheckResult]:
-    """Parse each config's argv with SGLang's parser (one subprocess for all)."""
+                  sglang_path: str | None = None, python: str | None = None,
+                  env: Mapping[str, str] | None = None) -> dict[str, FlagCheckResult]:
+    """Parse each config's argv, spelled for ``version``, with SGLang's parser (one subprocess for all): the
+    SGLang at ``sglang_path``, else the one ``python`` imports with ``env`` (perfgate.flagcheck.check_many)."""
     argvs = {name: argv_for(cfg, variants, version) for name, cfg in configs.items()}
-    return check_many(argvs, sglang_path, python=python)
+    return check_many(argvs, sglang_path, python=python, env=env)
 
 
 def summarize(results: Mapping[str, FlagCheckResult]) -> Iterable[str]:

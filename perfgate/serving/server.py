@@ -4,13 +4,16 @@
         ... s.url ...
 
 Start-up picks a free port (refusing one that already answers), starts the engine's command
-in a new session with stdout+stderr in a per-config log file, and polls ``/health_generate``
+in a new session with stdout+stderr appended to a per-config log file (every start of a config
+writes its own section, after a ``# perfgate: ... starting`` header), and polls ``/health_generate``
 against a deadline while checking that the process is alive: a dead process fails at once,
-classified, with the log tail in the error. Teardown sends SIGTERM to the whole group, then
-SIGKILL after the engine's grace period, waits until no process of the group is left and,
+classified, with the log tail in the error. Progress and the classification of a start read only
+that start's section (from :attr:`Server.log_offset`), never an earlier start's lines; ``ready`` is
+said when the server answers ``/health_generate``, never from a log line. Teardown sends SIGTERM
+to the whole group, then SIGKILL after the engine's grace period, waits until no process of the group is left and,
 on GPU boxes, until NVML shows the GPU memory released. A reaper process kills the group if
 the owning pytest dies without tearing down (SIGKILL, ``os._exit`` of pytest-timeout): see
-:mod:`perfgate.serving.procs`. :class:`perfgate.serving.manager.ServerManager` decides which server runs.
+:mod:`perfgate.host.procs`. :class:`perfgate.serving.manager.ServerManager` decides which server runs.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from perfgate.errors import (
     ServerExitedError,
     ServerStartTimeout,
 )
+from perfgate.host.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 from perfgate.profiles.config import ServerConfig
-from perfgate.serving.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 
 ProgressFn = Callable[["Progress"], None]
 #: start-up phases in the order a server goes through them; progress never steps back
@@ -70,6 +73,8 @@ class Server:
     gpu_release_timeout_s: float = 120.0
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
+    #: where this start's section of the (appended) log begins: its header, then the process's output
+    log_offset: int = field(default=0, init=False)
     startup_s: float | None = field(default=None, init=False)
     pgid: int | None = field(default=None, init=False)
     _reaper: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -109,6 +114,7 @@ class Server:
         argv = self.engine.command(self.config, host=self.host, port=self.port)
         env = self.engine.environment(self.config, os.environ)
         with open(self.log_path, "ab") as log:
+            self.log_offset = log.tell()  # an earlier start's lines lie before it
             header = (
                 f"# perfgate: {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.engine} server "
                 f"for {self.config.profile} {self.config.name}\n# command: {' '.join(argv)}\n"
@@ -139,7 +145,7 @@ class Server:
 
         assert self.proc is not None and self.log_path is not None
         rc = self.proc.returncode
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        text = self.own_log()
         cls = classify(rc, text)
         cat = cls.category or "crash"
         what = f"server for {self.config.name} exited with code {rc} {during} [{cat}]"
@@ -148,12 +154,29 @@ class Server:
         return ServerExitedError(what, log_path=self.log_path, log_tail=tail(self.log_path), category=cat,
                                  returncode=rc)
 
+    def own_log(self) -> str:
+        """This start's section of the log (its header and the process's output), not an earlier start's."""
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def wait_ready(self) -> None:
-        """Poll ``/health_generate`` until 200, the process dies, or the deadline passes."""
+        """Poll ``/health_generate`` until 200, the process dies, or the deadline passes.
+
+        Progress comes from this start's own output (the log from :attr:`log_offset`; perfgate's ``# ``
+        header lines skipped), its phases only forward; ``ready`` only once ``/health_generate`` answers
+        200 from this server's group (the log's own ready line, if it came first, is said with it)."""
         assert self.proc is not None and self.log_path is not None
         deadline = self._t0 + self.startup_timeout_s
-        phase, last_report = "launching", 0.0
-        log_pos = 0
+        phase, ready_line = "launching", ""
+        self._progress(phase, "")
+        last_report = time.monotonic()
+        log_pos = self.log_offset
         sess = requests.Session()
         try:
             while True:
@@ -169,7 +192,12 @@ class Server:
                     if nl >= 0:
                         log_pos += nl + 1
                         for raw in chunk[: nl + 1].decode("utf-8", "replace").splitlines():
+                            if raw.startswith("# "):  # perfgate's own header lines, not the server's
+                                continue
                             ph = phase_of(raw)
+                            if ph == "ready":  # said when the server answers, below
+                                ready_line = ready_line or raw
+                                continue
                             # a later line can match an earlier phase (max_total_num_tokens= after capture)
                             if ph in PHASE_ORDER and PHASE_ORDER.index(ph) > PHASE_ORDER.index(phase):
                                 phase = ph
@@ -190,8 +218,7 @@ class Server:
                                 f"the port; stop it, or let perfgate choose another port [config-error]",
                                 log_path=self.log_path, log_tail=tail(self.log_path), category="config-error")
                         self.startup_s = time.monotonic() - self._t0
-                        if phase != "ready":
-                            self._progress("ready", "")
+                        self._progress("ready", ready_line)
                         return
                 except requests.RequestException:
                     pass
@@ -259,7 +286,7 @@ class Server:
         self._wait_gpu_release()
 
     def _wait_gpu_release(self) -> None:
-        from perfgate.serving import gpu
+        from perfgate.host import gpu
         if not gpu.available():
             return
         deadline = time.monotonic() + self.gpu_release_timeout_s

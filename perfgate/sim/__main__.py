@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from perfgate.errors import ProfileSchemaError
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = str(parsed.fields.get("host") or "127.0.0.1")
     port = int(parsed.fields.get("port") or 30000)
     launch_command = "python -m perfgate.sim " + " ".join(shlex.quote(x) for x in argv)
-    state = ServerState(plan=plan, engine=None, log=log, hardware_path=hw_path or "",
+    state = ServerState(plan=plan, engine=None, log=log, hardware_path=str(Path(hw_path).resolve()) if hw_path else "",
                         launch_command=launch_command, fault=fault,
                         fault_after=int(parsed.sim.get("sim_fault_after") or 0), sim_speed=speed)
     try:

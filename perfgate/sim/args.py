@@ -348,3 +348,11 @@ def flags_to_argv(flags: Mapping[str, object]) -> list[str]:
     return argv
 
 
+def dest_of(flag: str) -> str:
+    """The ServerArgs field of an SGLang flag written without its dashes, under any of its option strings
+    (``tp``, ``tp-size`` and ``tensor-parallel-size`` are ``tp_size``); a flag not in :data:`FLAGS` keeps its
+    own name with underscores."""
+    return _DESTS.get(flag.lstrip("-"), flag.lstrip("-").replace("-", "_"))
+
+
+_DESTS = {o.lstrip("-"): f.dest for f in FLAGS for o in f.opts}

@@ -4,15 +4,18 @@ A :class:`Stack` is recorded as suite-level JUnit properties and on every testca
 (``stack.gpu``, ``stack.cuda``, ...), so merged reports from several boxes stay
 self-describing. Every piece that cannot be found is the string ``"unknown"``.
 
-:func:`detect_stack` measures this box's stack from the probes of :mod:`perfgate.stack.probes`
-and never raises; stack conditions over a stack (``flashinfer < 0.8 and sm == 12.0``) are
-:mod:`perfgate.stack.conditions`. Which machine it was (GPU UUIDs, power limit, clocks, a hashed host id)
-is :mod:`perfgate.stack.machine`, and its session-start calibration :mod:`perfgate.stack.calibration`.
+:func:`detect_stack` measures this box's stack from the probes of :mod:`perfgate.stack.probes` and never
+raises; :func:`detect_stack_in` the stack of another Python environment on this box (a stack-pair
+candidate's), its software probed by that environment's own interpreter; stack conditions over a stack
+(``flashinfer < 0.8 and sm == 12.0``) are :mod:`perfgate.stack.conditions`. Which machine it was (GPU UUIDs,
+power limit, clocks, a hashed host id) is :mod:`perfgate.stack.machine`, and its session-start calibration
+:mod:`perfgate.stack.calibration`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -126,6 +129,28 @@ def _detect_uncached() -> Stack:
         flashinfer=probes.dist_version("flashinfer-python", "flashinfer"),
         simulated=False,
     )
+
+
+#: the pieces of a stack that belong to a Python environment (the rest are the box's: GPUs, driver, CUDA)
+ENVIRONMENT_KEYS = ("torch", "nccl", "sglang", "sgl_kernel", "flashinfer")
+
+
+def detect_stack_in(python: str = "", env: Mapping[str, str] | None = None, *, box: Stack | None = None) -> Stack:
+    """The stack a server started with ``python`` and environment ``env`` runs on (a stack-pair candidate's
+    ``python=`` or ``env.PYTHONPATH=``): the box's GPUs, driver and CUDA (``box``, default :func:`detect_stack`),
+    and the software of that environment (:data:`ENVIRONMENT_KEYS`) as its own interpreter finds it, asked in one
+    subprocess (:func:`perfgate.stack.probes.environment_facts`). Cached per (python, env, box). Never raises:
+    what the probe cannot find is ``"unknown"``."""
+    items = tuple(sorted((env if env is not None else os.environ).items()))
+    return _stack_in(python or sys.executable, items, box or detect_stack())
+
+
+@functools.lru_cache(maxsize=16)
+def _stack_in(python: str, env: tuple[tuple[str, str], ...], box: Stack) -> Stack:
+    facts = probes.environment_facts(python, dict(env))
+    cuda = box.cuda if box.cuda != UNKNOWN else facts.get("cuda", UNKNOWN)
+    found: dict[str, Any] = {k: facts.get(k, UNKNOWN) for k in ENVIRONMENT_KEYS}
+    return replace(box, cuda=cuda, **found)
 
 
 # ---------------------------------------------------------------- simulated stacks

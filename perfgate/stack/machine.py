@@ -2,7 +2,7 @@
 
 Two H200s with the same stack decode 3.4 % apart (docs/measurement.md, "Machines"), so a record says which
 machine it came from: a host id (a short sha256 of ``/etc/machine-id``, else of the hostname; never the
-name itself), and per GPU in use (the ones CUDA sees here, :func:`perfgate.serving.gpu.visible_handles`) its UUID
+name itself), and per GPU in use (the ones CUDA sees here, :func:`perfgate.host.gpu.visible_handles`) its UUID
 and serial, enforced power limit, maximum SM and memory clocks, ECC mode and PCIe link. :attr:`Machine.id`
 is a short hash of the host id and the GPU UUIDs: the same id is the same machine.
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfgate.host import gpu
 from perfgate.record import (
     MACHINE_ECC,
     MACHINE_GPU_SERIAL,
@@ -30,7 +31,6 @@ from perfgate.record import (
     MACHINE_POWER_LIMIT_W,
     MACHINE_SM_CLOCK_MAX_MHZ,
 )
-from perfgate.serving import gpu
 from perfgate.stack.probes import UNKNOWN
 
 __all__ = ["GpuFacts", "Machine", "host_id", "probe_machine", "simulated_machine"]

@@ -4,7 +4,11 @@
 the driver's CUDA version and NVLink state, and falls back to ``nvidia-smi``. Package versions
 come from ``importlib.metadata``. The NCCL version comes from torch, asked in a short
 subprocess so the pytest process never imports torch. Which GPUs count is
-:mod:`perfgate.serving.gpu`'s (``CUDA_VISIBLE_DEVICES``).
+:mod:`perfgate.host.gpu`'s (``CUDA_VISIBLE_DEVICES``).
+
+:func:`environment_facts` asks another environment (an interpreter and its environment variables, a stack-pair
+candidate's ``python=`` or ``env.PYTHONPATH=``) for its software in one subprocess of that interpreter: the
+versions of the SGLang, kernel package, FlashInfer and torch it would import, and torch's CUDA and NCCL.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from perfgate.serving import gpu
+from perfgate.host import gpu
 
 #: what a probe reports for a piece it cannot find (every field of a Stack starts as this)
 UNKNOWN = "unknown"
@@ -233,3 +238,92 @@ def torch_facts() -> dict[str, str]:
     except (ValueError, IndexError):
         return {}
     return {k: str(v) for k, v in data.items() if v}
+
+
+#: run by the probed environment's own interpreter (``python -c``); self-contained: perfgate need not be
+#: importable there. Each version is the one of the package that interpreter would import: the dist-info next to
+#: the module it finds first on its path, else the ``__version__`` its files write (nothing of it is imported but
+#: torch, for its CUDA and NCCL versions).
+_ENV_PROBE = r"""
+import importlib.metadata as md, importlib.util as iu, json, os, re, sys
+def canon(n):
+    return re.sub(r"[-_.]+", "-", n or "").lower()
+def version_of(module, *dists):
+    try:
+        spec = iu.find_spec(module)
+    except Exception:
+        spec = None
+    if spec is None:
+        return ""
+    where = list(spec.submodule_search_locations or []) or ([os.path.dirname(spec.origin)] if spec.origin else [])
+    if where:
+        parent = os.path.dirname(where[0].rstrip(os.sep)) if spec.submodule_search_locations else where[0]
+        try:
+            for d in md.distributions(path=[parent]):
+                if canon(d.metadata["Name"]) in dists:
+                    return d.version
+        except Exception:
+            pass
+        for f in ("version.py", "_version.py", "__init__.py"):
+            try:
+                text = open(os.path.join(where[0], f), encoding="utf-8").read()
+            except OSError:
+                continue
+            m = re.search(r"__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", text)
+            if m:
+                return m.group(1)
+    for n in dists:
+        try:
+            return md.version(n)
+        except Exception:
+            pass
+    return ""
+out = {"python": sys.executable, "sglang": version_of("sglang", "sglang"),
+       "sgl_kernel": version_of("sgl_kernel", "sglang-kernel", "sgl-kernel"),
+       "flashinfer": version_of("flashinfer", "flashinfer-python", "flashinfer"),
+       "torch": version_of("torch", "torch")}
+if out["torch"]:
+    try:
+        import torch
+        out["cuda"] = torch.version.cuda or ""
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:
+        pass
+if not out.get("nccl"):
+    for n in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
+        try:
+            out["nccl"] = md.version(n)
+            break
+        except Exception:
+            pass
+print(json.dumps(out))
+"""
+_ENV_TIMEOUT_S = 60.0
+
+
+def environment_facts(python: str = "", env: Mapping[str, str] | None = None,
+                      timeout_s: float = _ENV_TIMEOUT_S) -> dict[str, str]:
+    """The software of another environment: ``python`` (default: this interpreter) run with ``env`` (default:
+    this process's), asked in one subprocess. Keys ``sglang``, ``sgl_kernel``, ``flashinfer``, ``torch``,
+    ``cuda`` (torch's), ``nccl`` where found, ``python`` (the interpreter that answered); ``{"error": why}`` when
+    the probe could not run. Never raises."""
+    exe = python or sys.executable
+    try:
+        proc = subprocess.run([exe, "-c", _ENV_PROBE], capture_output=True, text=True, timeout=timeout_s,
+                              check=False, stdin=subprocess.DEVNULL, env=None if env is None else dict(env))
+    except subprocess.TimeoutExpired:
+        return {"error": f"the stack probe in {exe} timed out after {timeout_s:.0f} s"}
+    except OSError as e:
+        return {"error": f"cannot run {exe}: {e}"}
+    import json
+
+    lines = proc.stdout.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"the stack probe in {exe} failed (exit {proc.returncode}): {tail}"}
+    return {str(k): str(v) for k, v in data.items() if v}

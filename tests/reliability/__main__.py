@@ -115,7 +115,7 @@ def _bad_rows(where: Path) -> list[Row]:
             ok = ok and r is not None and (r.outcome, r.category) == bad.record[1:]
             t = r.time_s if r else t
         else:
-            outcome += " (usage error before collection)"
+            outcome += " (usage error before any test)"
         rows.append(Row(scenario=f"bad input: {bad.what}", outcome=outcome, left=len(run.left), lost=len(run.lost),
                         time_s=t, ok=ok))
     return rows

@@ -248,7 +248,7 @@ def leftovers(token: str, pgids: Sequence[int]) -> list[str]:
     """Live processes of the run: by process group (server logs) and by the run's environment token."""
     import psutil
 
-    from perfgate.serving.procs import group_pids
+    from perfgate.host.procs import group_pids
 
     left = [f"pgid {pg}: pids {pids}" for pg in sorted(set(pgids)) if (pids := group_pids(pg))]
     me = os.getpid()

@@ -144,7 +144,7 @@ def micro_plan(state: PerfgateState) -> MicroPlan:
 
 
 def _plan(state: PerfgateState) -> MicroPlan:
-    from perfgate.serving.gpu import visible_count
+    from perfgate.host.gpu import visible_count
 
     prof = state.profile
     model, micro = prof.model, prof.micro
@@ -262,7 +262,7 @@ def _default(v: Verdict) -> Expectation | None:
     if v.outcome != "fail" or v.category is None or v.category not in CANNOT_RUN:
         return None
     return Expectation(expect="xfail", category=v.category, reason=CANNOT_RUN[v.category],
-                       key=f"perfgate.allreduce.records.CANNOT_RUN[{v.category!r}]")
+                       key=f"perfgate.plugin.microcheck.CANNOT_RUN[{v.category!r}]")
 
 
 class MicroCheck:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.host.procs import free_port
 from perfgate.profiles.shipped import shipped_root
-from perfgate.serving.procs import free_port
 
 if TYPE_CHECKING:
     from perfgate.profiles import Profile

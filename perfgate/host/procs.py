@@ -1,7 +1,7 @@
 """The processes perfgate starts: free ports, process groups, the reaper watchdog, log tails.
 
 Servers and all-reduce ranks run in process groups of their own, so that teardown kills every
-process they spawned. A reaper (``python -m perfgate.serving.procs OWNER_PID PGID [GRACE_S]``) runs in
+process they spawned. A reaper (``python -m perfgate.host.procs OWNER_PID PGID [GRACE_S]``) runs in
 a session of its own beside each group and kills the group when the process that owns it dies
 without tearing down (Ctrl-C in the terminal, SIGKILL of pytest, pytest-timeout's ``os._exit``);
 it exits as soon as the group is empty.
@@ -110,7 +110,7 @@ def group_kw(pgid: int) -> dict[str, Any]:
 
 def perfgate_pythonpath(env: Mapping[str, str]) -> str:
     """``PYTHONPATH`` for a child that imports perfgate: this perfgate's root first, then ``env``'s."""
-    root = str(Path(__file__).resolve().parents[2])  # perfgate/serving/procs.py -> the dir holding perfgate
+    root = str(Path(__file__).resolve().parents[2])  # perfgate/host/procs.py -> the dir holding perfgate
     return os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
 
 
@@ -118,7 +118,7 @@ def start_reaper(pgid: int, grace_s: float, env: Mapping[str, str] | None = None
     """The watchdog that kills group ``pgid`` if this process dies first (in a session of its own)."""
     base = dict(os.environ if env is None else env)
     return subprocess.Popen(
-        [sys.executable, "-m", "perfgate.serving.procs", str(os.getpid()), str(pgid), str(grace_s)],
+        [sys.executable, "-m", "perfgate.host.procs", str(os.getpid()), str(pgid), str(grace_s)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, env={**base, "PYTHONPATH": perfgate_pythonpath(base)},
     )
@@ -161,7 +161,7 @@ def tail(path: str | Path, lines: int = 30, max_bytes: int = 64_000) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """The reaper: ``python -m perfgate.serving.procs OWNER_PID PGID [GRACE_S]``."""
+    """The reaper: ``python -m perfgate.host.procs OWNER_PID PGID [GRACE_S]``."""
     owner, pgid = int(argv[0]), int(argv[1])
     grace = float(argv[2]) if len(argv) > 2 else 10.0
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,150 @@
+"""The paired gate's false alarms and power per metric, with the sequential rule (issue: verdicts with power).
+
+    python benchmarks/sequential_power.py                   # 2000 replicates per cell, under a minute
+    python benchmarks/sequential_power.py --replicates 500 --json out.json
+
+Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
+(current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
+:class:`~perfgate.measuring.judge.Sequential` plan (the metric's own prior, perfgate.profiles.noise), then one
+more pair while it is undecided, up to ``--max-pairs`` (the default of ``--perfgate-max-starts``). A start's
+figure is drawn around its machine's with the metric's *true* noise between starts (the spread measured for it:
+:data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the measured, not a formula's:
+
+- **A/A false alarms**: identical arms; the share called *regressed* (blocks), and the mean pairs it took;
+- **prior too narrow**: the same with the true noise three times the measured (a machine noisier than any seen);
+- **power**: a change of d injected into the candidate (worse in the metric's direction); the share called
+  *regressed* within the budget and the mean pairs taken; the smallest d caught in >= 95 %.
+- **across machines**: two single-start reports of two machines (``perfgate gate`` on them,
+  :func:`perfgate.report.diff.compare_metric`): the share *regressed* on A/A.
+
+Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from dataclasses import dataclass
+
+from perfgate.measuring.judge import Decision, Sequential, default_min_effect, paired
+from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+from perfgate.profiles.noise import prior_cv
+
+#: (engine, metric) -> the relative sd between starts measured for it (docs/gate.md "Deciding"): sim on a 2-core
+#: runner (six A/A start pairs of the simulated seed box: tok/s 0.05 %, TTFT 1.0 %, ITL p99 3 % over a user's
+#: 19 runs; goodput: one bisection step in 32 is 3 %), real SGLang 0.5.17 on H200s (tok/s 0.03 % pooled over
+#: machines A and B; TTFT: 23.87 / 20.30 ms for two starts, 8 %; goodput 42.75 / 42.75 / 36.97 req/s, 8 %;
+#: ITL p99 not measured between starts: taken as TTFT's)
+TRUE_NOISE: dict[tuple[str, str], float] = {
+    ("sim", "tok_s"): 0.0005, ("sim", "ttft_ms"): 0.01, ("sim", "itl_ms_p99"): 0.03, ("sim", "goodput_rps"): 0.03,
+    ("real", "tok_s"): 0.0003, ("real", "ttft_ms"): 0.08, ("real", "itl_ms_p99"): 0.08,
+    ("real", "goodput_rps"): 0.08,
+}
+CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
+
+
+@dataclass(frozen=True)
+class Cell:
+    rate: float  # share called regressed
+    pairs: float  # mean pairs taken
+    same: float  # share called same
+
+
+def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noise: float, plan: Sequential,
+             first: int = 1) -> tuple[Decision, int]:
+    """One paired run: pairs added while undecided; (the decision, the pairs it took)."""
+    spec = METRICS.get(metric) or RECORD_METRICS[metric]
+    up = spec.higher_is_better
+    shift = math.log(1 - change) if up else math.log(1 + change)  # worse in the metric's direction
+    prior = prior_cv(metric, "starts", simulated=engine == "sim")
+    ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
+    while True:
+        j = paired(ratios, higher_is_better=up, min_effect=default_min_effect(metric, higher_is_better=up),
+                   prior_cv=prior, plan=plan, metric=metric)
+        if j.decision is not Decision.UNDECIDED or len(ratios) >= plan.max_pairs:
+            return j.decision, len(ratios)
+        ratios.append(math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)))
+
+
+def cell(rng: random.Random, replicates: int, **kw: object) -> Cell:
+    out = [run_once(rng, **kw) for _ in range(replicates)]  # type: ignore[arg-type]
+    return Cell(rate=sum(d is Decision.REGRESSED for d, _ in out) / replicates,
+                pairs=statistics.fmean(n for _, n in out),
+                same=sum(d is Decision.SAME for d, _ in out) / replicates)
+
+
+#: the true spread of machines' means (four H200s' tok/s: 1.6 %); a latency's is taken as the wider of that and its
+#: start noise (no fleet of latencies measured)
+MACHINE_SD = 0.016
+
+
+def across_machines(rng: random.Random, replicates: int, *, metric: str, engine: str, noise: float) -> float:
+    """The share of A/A pairs of single-start reports from two machines that ``perfgate gate`` calls regressed."""
+    try:
+        from benchmarks.gate_power import record
+    except ImportError:  # run as a script: benchmarks/ is its own directory
+        from gate_power import record  # type: ignore[no-redef]
+    from perfgate.report.diff import compare_metric
+
+    machine = max(MACHINE_SD, noise)
+    hits = 0
+    for i in range(replicates):
+        v = [100.0 * math.exp(rng.gauss(0, machine) + rng.gauss(0, noise)) for _ in range(2)]
+        a, b = (record(f"m{i}{side}", [(x, 0.0005 * x)], metric=metric, engine=engine) for side, x in zip("ab", v))
+        hits += compare_metric(a, b).verdict == Decision.REGRESSED  # type: ignore[union-attr]
+    return hits / replicates
+
+
+def table(replicates: int, seed: int, max_pairs: int) -> dict[str, dict[str, object]]:
+    rng = random.Random(seed)
+    plan = Sequential(first_pairs=1, max_pairs=max_pairs)
+    out: dict[str, dict[str, object]] = {}
+    for (engine, metric), noise in TRUE_NOISE.items():
+        aa = cell(rng, replicates, metric=metric, engine=engine, change=0.0, noise=noise, plan=plan)
+        wide = cell(rng, replicates, metric=metric, engine=engine, change=0.0, noise=3 * noise, plan=plan)
+        power = {d: cell(rng, max(200, replicates // 4), metric=metric, engine=engine, change=d, noise=noise,
+                         plan=plan) for d in CHANGES}
+        smallest = next((d for d in CHANGES if power[d].rate >= 0.95), None)
+        prior = prior_cv(metric, "starts", simulated=engine == "sim")
+        out[f"{engine} {metric}"] = {"true_noise": noise, "prior": prior,
+                                     "aa": aa, "aa_prior_3x_too_narrow": wide, "power": power,
+                                     "smallest_95": smallest,
+                                     "aa_two_machines": across_machines(rng, replicates, metric=metric, engine=engine,
+                                                                        noise=noise)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicates", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-pairs", type=int, default=6, help="the budget (--perfgate-max-starts)")
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args(argv)
+    t = table(args.replicates, args.seed, args.max_pairs)
+    print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates")
+    print(f"{'metric':<18}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
+          + "".join(f"{d:>11.1%}" for d in CHANGES) + "   >=95 % from")
+    for name, row in t.items():
+        aa, wide, power = row["aa"], row["aa_prior_3x_too_narrow"], row["power"]
+        assert isinstance(aa, Cell) and isinstance(wide, Cell) and isinstance(power, dict)
+        s = row["smallest_95"]
+        print(f"{name:<18}{row['true_noise']:>7.2%}{row['prior']:>7.2%}{aa.rate:>8.2%}{aa.pairs:>6.1f}"
+              f"{wide.rate:>7.2%}{row['aa_two_machines']:>8.2%}  "
+              + "".join(f"{power[d].rate:>6.0%} {power[d].pairs:>3.1f}p" for d in CHANGES)
+              + (f"   {s:.1%}" if s else "   none"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({k: {**{kk: vv for kk, vv in v.items() if kk not in ("aa", "aa_prior_3x_too_narrow", "power")},
+                           "aa": vars(v["aa"]), "aa_prior_3x_too_narrow": vars(v["aa_prior_3x_too_narrow"]),
+                           "power": {str(d): vars(c) for d, c in v["power"].items()}}  # type: ignore[union-attr]
+                       for k, v in t.items()}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

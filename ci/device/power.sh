@@ -1,0 +1,60 @@
+#!/bin/bash
+# Paired runs against real, known slowdowns on one GPU (docs/gate.md "Deciding"): the current stack against a
+# candidate arm that is (a) identical, (b) slowed by a GPU-side delay per decode step (ci/device/inject), one
+# pytest session each, one after another in the background (setsid) so that they outlive a 10-minute device
+# call; each later call on the same warm machine attaches and waits, like session.sh. Every session starts with
+# one start per arm and adds interleaved start pairs while the paired judge is undecided
+# (--perfgate-max-starts, --perfgate-max-time).
+# Usage: ci/device/power.sh BUNDLE OUT WAIT_S [US ...]   (US: the candidates' delays in microseconds; 0 = A/A)
+#   default US: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
+set -uo pipefail
+B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
+US=${*:-600 100 0}
+S=/tmp/pg-power
+PROFILE=${PROFILE:-h200-x1/llama-3.1-8b-dummy}
+t_call=$(date +%s)
+mkdir -p "$OUT"
+alive() { [ -f "$S/pid" ] && kill -0 "$(cat "$S/pid")" 2>/dev/null; }
+if alive; then
+  echo "== ATTACHED to the running power session (started $(cat "$S/started"))"
+elif [ -f "$S/rc" ]; then
+  echo "== the power session already ended; shipping it"
+else
+  echo "== STARTED the power session ($(date -u +%T)): delays $US us"
+  rm -rf "$S"; mkdir -p "$S/out"; date -u +%T > "$S/started"
+  . "$(dirname "$0")/setup.sh"
+  mkdir -p "$S/repo" && tar --exclude=./.device-bundle --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$S/repo"
+  {
+    echo "cd $S/repo; export PYTHONPATH=/tmp/sgl:/tmp/pg:$S/repo PYTHONUNBUFFERED=1"
+    echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
+    for us in $US; do
+      cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.PERFGATE_INJECT_GPU_US=$us"
+      echo "python3 -m pytest perftests/ -m stack_pair -k baseline --perfgate-profile $PROFILE --perfgate-starts 1 \
+--perfgate-max-starts ${MAX_STARTS:-6} --perfgate-max-time ${MAX_TIME:-480} --perfgate-candidate '$cand' \
+--perfgate-crosscheck off --junitxml=$S/out/paired-$us.xml --perfgate-log-dir $S/out/logs-$us -p no:cacheprovider \
+-rA > $S/out/pytest-$us.log 2>&1; echo \$? > $S/out/rc-$us"
+    done
+    echo "echo done > $S/rc"
+  } > "$S/run.sh"
+  setsid bash "$S/run.sh" < /dev/null > /dev/null 2>&1 &
+  echo $! > "$S/pid"
+fi
+while alive && [ $(( $(date +%s) - t_call )) -lt "$WAIT_S" ]; do
+  sleep 30
+  echo "  [$(( $(date +%s) - t_call )) s] $(cat "$S"/out/pytest-*.log 2>/dev/null | grep -E "perfgate:|PASSED|FAILED|SKIPPED" | tail -1 | cut -c1-200)"
+done
+alive && echo "== still running: shipping what it has; call again to go on" || echo "== power session ended"
+for f in "$S"/out/pytest-*.log; do
+  [ -f "$f" ] || continue
+  r=${f/pytest-/rc-}; echo "== $(basename "$f") (exit $(cat "${r%.log}" 2>/dev/null || echo running))"
+  grep -E "undecided after|stack-pair baseline|passed|failed|skipped" "$f" | cut -c1-700 | tail -6
+done
+nvidia-smi --query-gpu=uuid,memory.used --format=csv,noheader
+ps -eo pid,stat,cmd | awk '$2 !~ /^Z/' | grep -E "sglang\.launch_server|sglang::|-m pytest perftests" | grep -v grep \
+  || echo "no sglang/perfgate process left"
+# at most 8 files come back from a call: per delay its JUnit and one tarball of its pytest log and server logs
+for us in $US; do
+  cp "$S/out/paired-$us.xml" "$OUT/" 2>/dev/null
+  (cd "$S/out" && ls -d "pytest-$us.log" "logs-$us" 2>/dev/null | xargs -r tar czf "$OUT/power-$us.tgz")
+done
+ls -la "$OUT"

@@ -1,0 +1,146 @@
+#!/bin/bash
+# A real stack upgrade, paired on one machine (issue 31): current = an older SGLang release (its overlay bundle,
+# ahead of the newer release's on PYTHONPATH), candidate = the newer release (`--perfgate-candidate
+# env.PYTHONPATH=...`), server starts interleaved, one stack-pair record per mode of the profile, each arm
+# fingerprinted from its own environment (candidate.stack.*) and its flags checked by its own release's parser.
+#
+# Usage: ci/device/upgrade.sh BUNDLE_OLD BUNDLE_NEW OUT [WAIT_S [pytest args...]]
+#   BUNDLE_OLD  e.g. .device-bundle-0.5.16 (build.sh .device-bundle-0.5.16 0.5.16: an overlay on 0.5.17)
+#   BUNDLE_NEW  e.g. .device-bundle        (build.sh .device-bundle: the full 0.5.17 bundle)
+#   WAIT_S      seconds this call waits on the session before shipping (default 520; keep ~40 s of the call spare)
+#   STARTS=2    server starts per arm and mode (--perfgate-starts); PROFILE=h200-x1/llama-3.1-8b-dummy
+#   MAX_STARTS  the most starts per arm and mode while a record is undecided (--perfgate-max-starts; default
+#               STARTS: no start pair added, so the device time is known: 3 modes x 2 arms x STARTS starts)
+#   MAX_TIME    seconds the added start pairs may take (--perfgate-max-time; default: no limit but MAX_STARTS)
+#   SELECT="-m stack_pair"  which records (e.g. SELECT='-m stack_pair -k baseline' for the baseline alone)
+#   STOP=1      interrupt the session at the end of this call's wait (ci/device/session.sh)
+#
+# The two bundles do not fit one call together (64 MiB with the working tree): carry each in its own call,
+# chained on the same warm machine, with the same command line. A call installs the bundles it carries
+# (recorded in /tmp/pg-bundles), says which one is still to come, and exits 3 until both are in; the call that
+# completes the pair starts the pytest session (ci/device/session.sh, detached), and every later call (carry
+# nothing) attaches, waits and ships OUT/junit.xml, pytest.log, logs.tgz and upgrade-summary.txt:
+#   call 1: carry [".device-bundle"]         -> installs 0.5.17 into /tmp/sgl          (exit 3: 0.5.16 to come)
+#   call 2: carry [".device-bundle-0.5.16"]  -> installs 0.5.16 into /tmp/sgl-0.5.16, starts the session
+#   call 3..: carry []                       -> attaches, waits, ships; the records say when it is done
+# The profile's floors are not written back (PG_UPDATE_BASELINES=0): the current arm is the older release.
+set -uo pipefail
+OLD=${1:?older release bundle dir}; NEW=${2:?newer release bundle dir}; OUT=${3:?out dir}; WAIT_S=${4:-520}
+shift $(( $# < 4 ? $# : 4 ))
+here=$(cd "$(dirname "$0")" && pwd)
+STARTS=${STARTS:-2}; MAX_STARTS=${MAX_STARTS:-$STARTS}; PROFILE=${PROFILE:-h200-x1/llama-3.1-8b-dummy}; SELECT=${SELECT:--m stack_pair}
+REG=/tmp/pg-bundles
+mkdir -p "$OUT" "$REG"
+t_call=$(date +%s)
+echo "== upgrade: current = $OLD, candidate = $NEW ($(date -u +%T))"
+
+# a bundle's record: REG/<its folder's name> holds RELEASE= and SGL_PATH= (what goes on PYTHONPATH)
+key() { basename "$1"; }
+rel_of() { (RELEASE=0.5.17; OVERLAY_ON=""; [ -f "$1/bundle.env" ] && . "$1/bundle.env"; echo "$RELEASE $OVERLAY_ON"); }
+
+install_py() {  # the wheels perfgate needs there (every bundle carries them) into /tmp/pg, as setup.sh does
+  if ls "$1"/py/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/pg "$1"/py/*.whl 2>&1 | grep -v "already exists"
+  fi
+  return 0
+}
+
+install_new() {  # the full bundle into /tmp/sgl
+  local b=$1 r
+  if [ -f "$b/install-on-device.sh" ]; then
+    read -r r base <<< "$(rel_of "$b")"
+    if [ -n "$base" ]; then
+      echo "upgrade: BUNDLE_NEW $b is an overlay on $base; fix: pass the full bundle (build.sh OUTDIR $r)"; return 1
+    fi
+    bash "$b/install-on-device.sh" "$b" /tmp/sgl > "$OUT/install-new.log" 2>&1 || { tail -20 "$OUT/install-new.log"; return 1; }
+    grep -v '^PYTHONPATH=' "$OUT/install-new.log" | tail -2
+    install_py "$b"
+    printf 'RELEASE=%s\nSGL_PATH=/tmp/sgl\n' "$r" > "$REG/$(key "$b")"
+  fi
+}
+
+install_old() {  # the older release into /tmp/sgl-RELEASE (an overlay: with /tmp/sgl behind it)
+  local b=$1 r base
+  [ -f "$b/install-on-device.sh" ] || return 0
+  read -r r base <<< "$(rel_of "$b")"
+  if [ -n "$base" ]; then
+    local have
+    have=$(. "$REG/$(key "$NEW")" 2>/dev/null && echo "$RELEASE")
+    if [ "$have" != "$base" ]; then
+      echo "upgrade: $b is an overlay on SGLang $base, but BUNDLE_NEW ($NEW) is ${have:-not installed yet};" \
+        "fix: install the $base bundle first (carry $NEW in an earlier call), or build the old release's full bundle"
+      return 1
+    fi
+  fi
+  bash "$b/install-on-device.sh" "$b" "/tmp/sgl-$r" ${base:+/tmp/sgl} > "$OUT/install-old.log" 2>&1 \
+    || { tail -20 "$OUT/install-old.log"; return 1; }
+  grep -v '^PYTHONPATH=' "$OUT/install-old.log" | tail -2
+  install_py "$b"
+  printf 'RELEASE=%s\nSGL_PATH=%s\n' "$r" "$(sed -n 's/^PYTHONPATH=//p' "$OUT/install-old.log" | tail -1)" > "$REG/$(key "$b")"
+}
+
+install_new "$NEW" || exit 1
+install_old "$OLD" || exit 1
+missing=()
+for b in "$NEW" "$OLD"; do [ -f "$REG/$(key "$b")" ] || missing+=("$b"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== not yet installed on this machine: ${missing[*]}"
+  echo "   next: the same command in a call that carries it (run's carry: [\"${missing[0]}\"]), chained on this"
+  echo "   warm machine (a machine given back loses /tmp: then start again with both calls)"
+  exit 3
+fi
+# shellcheck disable=SC1090
+NEW_REL=$(. "$REG/$(key "$NEW")"; echo "$RELEASE"); NEW_PATH=$(. "$REG/$(key "$NEW")"; echo "$SGL_PATH")
+# shellcheck disable=SC1090
+OLD_REL=$(. "$REG/$(key "$OLD")"; echo "$RELEASE"); OLD_PATH=$(. "$REG/$(key "$OLD")"; echo "$SGL_PATH")
+S=/tmp/pg-upgrade-$OLD_REL-$NEW_REL
+CAND="env.PYTHONPATH=$NEW_PATH:/tmp/pg:$S/repo"
+case "$OLD_PATH$NEW_PATH$S" in *,*|*' '*)
+  echo "upgrade: a path holds a comma or a space ($OLD_PATH, $NEW_PATH, $S): --perfgate-candidate cannot carry it"; exit 1;;
+esac
+
+if [ ! -f "$S/pid" ]; then
+  # once, before the session starts: both arms' stacks as perfgate fingerprints them (perfgate.stack)
+  echo "== the two arms' stacks, each probed in its own environment"
+  for arm in "current:$OLD_PATH" "candidate:$NEW_PATH"; do
+    PYTHONPATH=${arm#*:}:/tmp/pg:$PWD python3 -c "
+import sys
+from perfgate.stack import detect_stack_in
+s = detect_stack_in()
+print(f'  {sys.argv[1]:9s} sglang {s.sglang}, kernel {s.sgl_kernel}, flashinfer {s.flashinfer}, torch {s.torch}, '
+      f'nccl {s.nccl}, cuda {s.cuda}  (PYTHONPATH={sys.argv[2]})')
+" "${arm%%:*}" "${arm#*:}" || { echo "upgrade: the stack probe failed for the ${arm%%:*} arm"; exit 1; }
+  done | tee "$OUT/arms.txt"
+  got_old=$(sed -n 's/^  current *sglang \([^,]*\),.*/\1/p' "$OUT/arms.txt")
+  got_new=$(sed -n 's/^  candidate *sglang \([^,]*\),.*/\1/p' "$OUT/arms.txt")
+  if [ "$got_old" != "$OLD_REL" ] || [ "$got_new" != "$NEW_REL" ]; then
+    echo "upgrade: the arms import sglang $got_old / $got_new, expected $OLD_REL / $NEW_REL; fix: check the overlays' order"
+    exit 1
+  fi
+fi
+
+echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode (at most $MAX_STARTS while undecided$([ -n "${MAX_TIME:-}" ] && echo ", added ones within $MAX_TIME s")), candidate $CAND"
+# shellcheck disable=SC2086
+SGL_PATH=$OLD_PATH PG_SESSION_DIR=$S PG_UPDATE_BASELINES=0 \
+  bash "$here/session.sh" "$NEW" "$OUT" $(( WAIT_S - ($(date +%s) - t_call) )) "$PROFILE" $SELECT \
+  --perfgate-starts "$STARTS" --perfgate-max-starts "$MAX_STARTS" ${MAX_TIME:+--perfgate-max-time "$MAX_TIME"} \
+  --perfgate-candidate "$CAND" --perfgate-crosscheck off "$@"
+rc=$?
+if [ -f "$OUT/junit.xml" ]; then
+  python3 - "$OUT/junit.xml" <<'EOF' | tee "$OUT/upgrade-summary.txt"
+import re, sys, xml.etree.ElementTree as ET
+keys = ("stack.sglang", "stack.sgl_kernel", "stack.flashinfer", "pair_ratio", "pair_ci_low", "pair_ci_high",
+        "pair_n", "pair_decision", "tok_s", "candidate.tok_s", "outcome", "category")
+print("== the records so far (" + sys.argv[1] + ")")
+for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+    cand = [k for k in props if k.startswith("candidate.stack.")]  # the pieces where the candidate differs
+    shown = ", ".join(f"{k}={props[k]}" for k in (*keys[:3], *cand, *keys[3:]) if k in props)
+    print(f"  {tc.get('name')}: {shown or 'no properties'}")
+    # every metric the pair was judged on (pair.<metric>.ratio / ci_low / ci_high / decision)
+    for m in sorted({k.split(".")[1] for k in props if re.fullmatch(r"pair\.[a-z0-9_]+\.ratio", k)}):
+        g = lambda f: props.get(f"pair.{m}.{f}", "?")  # noqa: E731
+        print(f"      {m:12s} {g('ratio')} [{g('ci_low')}, {g('ci_high')}] {g('decision')}")
+EOF
+fi
+exit $rc

@@ -1,0 +1,153 @@
+"""Noise per metric and level: how much one observation of a metric moves, and where that figure came from (pure).
+
+A p99 latency moves more than a median, a TTFT more than a decode step, goodput with the arrival draw, so no
+metric borrows decode tok/s's noise. Each metric belongs to a :class:`MetricClass`; each class has a prior per
+level (:class:`~perfgate.measuring.judge.Level` ``starts`` and ``machines``; the ``trials`` level is always
+measured, from every record's own trials) and per engine (real SGLang on a GPU, or the simulator on a shared
+CPU runner, whose latencies carry the runner's scheduling noise). A prior is used only where nothing was
+measured, and a measured noise wider than the prior always wins (:func:`noise_for`): a prior never claims
+more calm than was seen.
+
+The priors (relative sd of one observation: one start's figure around its machine's mean, or one machine's
+mean around the model's), each at least the widest spread measured for its class:
+
+============== =============================================================== ========= ========= =========
+class          metrics                                                         starts    starts    machines
+                                                                               (real)    (sim)
+============== =============================================================== ========= ========= =========
+throughput     tok_s, output_tok_s                                              0.1 %     0.1 %     1.6 %
+step           itl_ms, tpot_ms (medians: one decode step)                       0.1 %     1 %       1.6 %
+first-token    ttft_ms (median)                                                 10 %      3 %       10 %
+tail           any ``*_p90`` / ``*_p99`` latency                                10 %      5 %       10 %
+goodput        goodput_rps, crossover                                           10 %      5 %       10 %
+acceptance     accept_len                                                       1 %       1 %       1 %
+============== =============================================================== ========= ========= =========
+
+Where they come from (real: SGLang 0.5.17 on H200s, Llama-3.1-8B dummy weights, docs/gate.md; sim: this
+project's simulated seed box on a 2-core shared runner):
+
+- throughput, real: between-start sd 0.011 % (machine A, 5 starts) and 0.047 % (B, 3 starts); 0.1 % is
+  twice the wider. Machines: the four H200s' means, 1.6 %. Sim: the simulator's start jitter is 0.05 %
+  (perfgate.sim.variation); six A/A start pairs of the simulated seed box on a 2-core runner spread 0.05 %
+  (tok/s 89.69-89.80): twice that, the same as the real prior.
+- step, real: at batch 1 a decode step is 1 / tok/s, so the same 0.1 %. Sim: the client times each token on a
+  shared runner, where a step of a few ms moves with the scheduler.
+- first-token, real: one paired A/A run gave 23.87 and 20.30 ms for two starts of one config on one machine
+  (16 % apart), another 24.40 and 24.40: 10 %. Sim: TTFT is a modelled prefill plus the runner's wake-up.
+- tail, sim: ITL p99 of a user's suite over 19 runs on a 2-core runner spanned 36.2-40.4 ms (sd ~3 %); 5 %.
+  Real: no repeated-start series yet, so the first-token figure stands in; the first measured series
+  replaces it.
+- goodput, real: three starts of one H200 served 42.75, 42.75 and 36.97 req/s within the SLOs (sd of the logs
+  8 %): 10 %.
+- acceptance: SGLANG_SIMULATE_ACC_LEN fixes the mean; the draws over a trial's requests move it ~0.5 %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfgate.categories import Word
+
+__all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "PRIORS", "PRIOR_DF",
+           "LIMIT_PASS_PROBABILITY"]
+
+
+class MetricClass(Word):
+    """How a metric moves: the class its priors come from."""
+
+    THROUGHPUT = "throughput"
+    STEP = "step"
+    FIRST_TOKEN = "first-token"
+    TAIL = "tail"
+    GOODPUT = "goodput"
+    ACCEPTANCE = "acceptance"
+
+
+#: (class) -> {(level, engine): relative sd}; engine "real" (SGLang on a GPU) or "sim" (the simulator)
+PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
+    MetricClass.THROUGHPUT: {("starts", "real"): 0.001, ("starts", "sim"): 0.001,
+                             ("machines", "real"): 0.016, ("machines", "sim"): 0.016},
+    MetricClass.STEP: {("starts", "real"): 0.001, ("starts", "sim"): 0.01,
+                       ("machines", "real"): 0.016, ("machines", "sim"): 0.016},
+    MetricClass.FIRST_TOKEN: {("starts", "real"): 0.10, ("starts", "sim"): 0.03,
+                              ("machines", "real"): 0.10, ("machines", "sim"): 0.03},
+    MetricClass.TAIL: {("starts", "real"): 0.10, ("starts", "sim"): 0.05,
+                       ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
+    MetricClass.GOODPUT: {("starts", "real"): 0.10, ("starts", "sim"): 0.05,
+                          ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
+    MetricClass.ACCEPTANCE: {("starts", "real"): 0.01, ("starts", "sim"): 0.01,
+                             ("machines", "real"): 0.01, ("machines", "sim"): 0.01},
+}
+
+#: how many degrees of freedom a prior is worth when it is pooled with measured starts
+#: (:func:`perfgate.measuring.judge.paired`): a handful, so that two or three measured starts still count
+PRIOR_DF = 4
+
+
+def metric_class(metric: str) -> MetricClass:
+    """The class of a metric name (a record's ``metric``, a ``[floors]`` key, a user's own ``*_ms`` name)."""
+    m = metric.lower()
+    if m.startswith("accept"):
+        return MetricClass.ACCEPTANCE
+    if m.startswith(("goodput", "crossover")):
+        return MetricClass.GOODPUT
+    if "_p9" in m or m.endswith(("_max", "_p95")):
+        return MetricClass.TAIL
+    if m.startswith("ttft") or m.startswith("e2e"):
+        return MetricClass.FIRST_TOKEN
+    if m.startswith(("itl", "tpot")) or m.endswith("_ms"):
+        return MetricClass.STEP
+    return MetricClass.THROUGHPUT
+
+
+def prior_cv(metric: str, level: str, *, simulated: bool = False) -> float:
+    """The documented prior of ``metric``'s noise at ``level`` (``starts`` or ``machines``; see the module table)."""
+    lv = str(level)
+    if lv not in ("starts", "machines"):
+        raise ValueError(f"no prior at level {lv!r}: the trials level is always measured from the record's trials")
+    return PRIORS[metric_class(metric)][(lv, "sim" if simulated else "real")]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise:
+    """One metric's noise at one level: the relative sd of one observation and where it came from."""
+
+    cv: float
+    source: str  # "measured" (this record's starts), "history", "prior"
+    df: float  # degrees of freedom behind it (float("inf") for none measured: a prior taken as known)
+
+
+def noise_for(metric: str, level: str, *, measured: float | None = None, measured_df: int = 0,
+              history: float | None = None, history_df: int = 0, simulated: bool = False) -> Noise:
+    """The noise to judge ``metric`` at ``level`` against, before it is pooled with a comparison's own pairs
+    (:func:`perfgate.measuring.judge.paired`): a history of runs (``history``, learnt by
+    :mod:`perfgate.report.noise` with enough degrees of freedom) replaces the prior, measured starts wider than
+    either always win, and with neither the prior stands, taken as known (``df`` infinite)."""
+    base = Noise(cv=history, source="history", df=float(history_df)) if history is not None else \
+        Noise(cv=prior_cv(metric, level, simulated=simulated), source="prior", df=float("inf"))
+    if measured is not None and measured > base.cv:
+        return Noise(cv=measured, source="measured", df=float(measured_df))
+    return base
+
+
+#: the chance that the next identical run on the same machine passes a limit just written (one-sided)
+LIMIT_PASS_PROBABILITY = 0.99
+
+
+def limit_tolerance(metric: str, *, simulated: bool = False, start_cv: float | None = None, n_starts: int = 1,
+                    within_cv: float = 0.0, p: float = LIMIT_PASS_PROBABILITY) -> float:
+    """The tolerance to write beside a limit measured now, so that the next identical run on this machine passes it
+    with probability ``p``: the next run's figure differs from the limit (the mean of ``n_starts`` starts) by one
+    start's noise plus the limit's own, ``sd = sqrt(s^2 (1 + 1/n_starts) + w^2)``, where ``s`` is the metric's
+    noise between starts (the prior of its class, or the measured one where wider) and ``w`` the within-start sd
+    of one figure (its trials); the tolerance is ``z_p x sd``, rounded up to 0.1 %. Between machines a floor is
+    the fleet's business (``perfgate floors``)."""
+    import math
+    import statistics
+
+    s = prior_cv(metric, "starts", simulated=simulated)
+    if start_cv is not None and start_cv > s:
+        s = start_cv
+    sd = math.sqrt(s * s * (1 + 1 / max(1, n_starts)) + within_cv * within_cv)
+    z = statistics.NormalDist().inv_cdf(p)
+    return math.ceil(z * sd * 1000) / 1000

@@ -1,0 +1,79 @@
+"""perfgate init: a user's project set up from a shipped profile, run as a user runs it (real processes)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli.project import SAMPLE_TEST
+from perfgate.errors import ProfileSchemaError
+from perfgate.profiles.load import load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _perfgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfgate.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_init_sets_up_a_project_that_runs_with_plain_pytest(tmp_path: Path) -> None:
+    r = _perfgate("init", "proj", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    proj = tmp_path / "proj"
+    prof = proj / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+    parent = proj / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml"
+    assert prof.is_file() and parent.is_file() and (proj / "baselines" / "variants.toml").is_file()
+    assert load_profile(prof).root == proj.resolve()  # its parent found where it was copied
+    assert (proj / "perftests" / "test_mine.py").read_text() == SAMPLE_TEST
+    assert (proj / "pytest.ini").read_text() == "[pytest]\nperfgate_profile = sim-rtxpro6000-x8/kimi-k2.5\n"
+    out = r.stdout
+    assert "baselines/rtxpro6000-x8/kimi-k2.5.toml  (extended by baselines/sim-rtxpro6000-x8/kimi-k2.5.toml)" in out
+    assert "pytest perftests/ --perfgate-update-baselines" in out and "perfgate gate old.xml new.xml" in out
+    # the project runs: plain pytest finds the profile through pytest.ini and checks the sample's limits
+    run = subprocess.run([sys.executable, "-m", "pytest", "perftests/", "-k", "baseline and ttft_ms", "-q",
+                          "-p", "no:cacheprovider"], cwd=proj, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"perfgate: profile {prof}" in run.stdout and "1 passed" in run.stdout
+    # a second init refuses to overwrite, saying how
+    again = _perfgate("init", "proj", cwd=tmp_path)
+    assert again.returncode == 2 and "exists already; nothing was written; fix: " in again.stderr
+
+
+def test_init_from_a_checkout_profile_copies_the_local_files_it_names(tmp_path: Path) -> None:
+    r = _perfgate("init", str(tmp_path / "p"), "--from", "h200-x1/llama-3.1-8b-dummy", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "p" / "fixtures" / "models" / "llama-3.1-8b" / "config.json").is_file()
+    assert (tmp_path / "p" / "fixtures" / "models" / "llama-3.1-8b-eagle3" / "config.json").is_file()
+    p = load_profile(tmp_path / "p" / "baselines" / "h200-x1" / "llama-3.1-8b-dummy.toml")
+    assert p.model.path == str(tmp_path / "p" / "fixtures" / "models" / "llama-3.1-8b")
+    assert not (tmp_path / "p" / "fixtures" / "prompts").exists()  # shipped: found in the installation
+
+
+def test_init_from_an_unknown_profile_names_the_known_ones(tmp_path: Path) -> None:
+    r = _perfgate("init", "--from", "h200/nope", cwd=tmp_path)
+    assert r.returncode == 2 and "profile 'h200/nope' not found" in r.stderr
+    assert not (tmp_path / "perftests").exists()
+
+
+def test_the_extends_error_says_how_to_get_the_parent(tmp_path: Path) -> None:
+    child = tmp_path / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
+    child.parent.mkdir(parents=True)
+    child.write_text((ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml").read_text())
+    with pytest.raises(ProfileSchemaError, match=r"key 'extends'.*fix: no file at .*rtxpro6000-x8/kimi-k2.5.toml: "
+                                                 r"copy the profile it extends there.*`perfgate init DIR --from"):
+        load_profile(child)
+
+
+def test_the_readme_example_is_the_sample_test() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Writing your own test", 1)[1].split("    import pytest\n", 1)[1]
+    lines = ["import pytest"]
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    assert "\n".join(lines).strip() in SAMPLE_TEST
