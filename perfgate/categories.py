@@ -50,6 +50,7 @@ class Category(Word):
     WITHIN_NOISE = "within-noise"
     NOT_EXERCISED = "not-exercised"
     CLIENT_BEHIND = "client-behind"  # an open-loop sender fell behind its schedule: the number is the client's
+    UNRESOLVED = "unresolved"  # a goodput interval straddles its floor: more requests at its levels decide it
     # the trace shows another all-reduce family than the one the variant asks for (perfgate.plugin.profiling)
     FALLBACK = "fallback"
     WARM_CACHE = "warm-cache"

@@ -1,11 +1,14 @@
 """Goodput under SLOs (marker ``load``), written only with perfgate's public fixtures (docs/load.md).
 
 One record per mode: open-loop arrivals on the schedule of the profile's ``[slo]`` (Poisson by default,
-seeded, the same schedule every trial), the rate bracketed by doubling from ``rate_start`` then bisected to
-``resolution``, each level measured with the workload's trials. The record is the highest rate meeting every
-SLO: its goodput (good requests per second) with its CI, the attainment at each level, the metric that
-broke the SLOs first; ``[floors.<mode>] goodput_rps`` is its floor (higher is better). A sender that fell
-behind its schedule makes the record inconclusive, never a number.
+seeded, trial i of a rate on seed + 2i, each trial's measured window after a warm-up at its rate), the rate
+bracketed by doubling from ``rate_start`` then bisected to ``resolution``. Each level is decided on its
+requests pooled over its trials (pass, fail or unresolved: binomial and order-statistic bounds), and the two
+levels that decide the interval get more trials while unresolved, up to ``max_requests``. The record is
+goodput as an interval: the goodput at the highest level passed and the rate of the lowest failed, with the
+unresolved levels between; ``[floors.<mode>] goodput_rps`` is its floor (higher is better: pass when the low
+end clears it, fail when the high end is below it). A sender that fell behind its schedule makes the record
+inconclusive, never a number.
 """
 
 import pytest

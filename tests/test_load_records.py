@@ -9,10 +9,12 @@ from tests.test_plugin import PROFILE, cases, props
 
 SLO = """
 [slo]
-ttft_ms_p99 = 2000
-tpot_ms_p99 = 200
+ttft_ms_p90 = 2000
+tpot_ms_p90 = 200
 attainment = 0.9
-requests = 6
+requests = 10
+warmup_requests = 4
+max_requests = 60
 rate_start = 4
 rate_max = 8
 max_levels = 3
@@ -33,11 +35,16 @@ def test_goodput_and_crossover_records_carry_their_numbers_and_meet_their_floors
     assert g["kind"] == "goodput" and g["metric"] == "goodput_rps" and g["direction"] == "higher"
     levels = json.loads(g["load_levels"])
     assert [lv["rate"] for lv in levels][:1] == [4.0] and len(levels) <= 3
-    assert all({"attainment", "send_lag_ms_p99", "ttft_ms_p99", "tpot_ms_p99", "itl_ms_p99"} <= set(lv) for lv in levels)
-    assert g["slo"] == "ttft_ms_p99 <= 2000, tpot_ms_p99 <= 200, attainment >= 0.9" and g["n"] == "3"
+    assert all({"attainment", "attainment_ci", "decision", "requests", "send_lag_ms_p99", "ttft_ms_p99", "tpot_ms_p99",
+                "itl_ms_p99", "ttft_ms_p90", "ttft_ms_p90_bounds"} <= set(lv) for lv in levels)
+    assert all(lv["requests"] == 10 * lv["trials"] for lv in levels)  # the warm-up's 4 a trial are not counted
+    assert g["slo"] == "ttft_ms_p90 <= 2000, tpot_ms_p90 <= 200, attainment >= 0.9" and g["n"] == "3"
+    assert g["goodput_min_requests"] == "29"  # a p90 at 95 %: 1 - 0.9^29 >= 0.95
     if g["outcome"] == "pass":  # a quiet machine: the sender kept its schedule
-        assert float(g["goodput_rps"]) > 0.01 and float(g["goodput_rate"]) >= 4
-        assert float(g["goodput_rps_ci_low"]) <= float(g["goodput_rps"]) <= float(g["goodput_rps_ci_high"])
+        assert float(g["goodput_rps"]) == float(g["goodput_rps_low"]) > 0.01 and float(g["goodput_rate"]) >= 4
+        assert int(g["level_requests"]) >= 29 and float(g["attainment_low"]) >= 0.9
+        assert "goodput_rps_high" not in g or float(g["goodput_rps_high"]) > float(g["goodput_rps_low"])
+        r.stdout.fnmatch_lines(["*(goodput goodput_rps)*pass [[]*, *)*"])  # the interval, on the terminal
     else:  # a busy one: said so, never a number judged
         assert g["outcome"] == "inconclusive" and g["category"] == "client-behind", g
     base = props(cs["test_speculation_crossover[m:baseline]"])
@@ -64,7 +71,8 @@ def test_update_baselines_writes_the_goodput_floor_and_refuses_a_crossover_that_
     floors = tomllib.loads(path.read_text())["floors"]
     if g["outcome"] == "skip":  # no floor yet: this run's goodput becomes it, with the machine it came from
         assert floors["baseline"]["goodput_rps"] == round(float(g["goodput_rps"]), 2) > 0
-        assert floors["baseline"]["measured"]["n"] == 3 and floors["baseline"]["measured"]["machine"]
+        assert floors["baseline"]["measured"]["n"] == int(g["level_requests"]) >= 29  # the requests at that level
+        assert floors["baseline"]["measured"]["machine"]
     else:  # a busy machine: the sender fell behind, so nothing is written and the summary says why
         assert g["outcome"] == "inconclusive" and "goodput_rps" not in floors["baseline"]
         r.stdout.fnmatch_lines(["*NOT updated*[[]floors.baseline[]] goodput_rps*"])

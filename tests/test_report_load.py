@@ -24,8 +24,8 @@ LEVELS = [{"load": c, "base_tok_s": b, "spec_tok_s": s, "ratio": s / b, "base_it
 def _load_report(tmp_path: Path) -> Path:
     cases = seed_cases() + [
         perf_case("baseline", outcome="pass", classname="perftests.test_goodput", test="test_goodput_under_slo",
-                  kind="goodput", extra={"goodput_rps": "5.2", "goodput_rps_ci_low": "5.0",
-                                         "goodput_rps_ci_high": "5.4", "n": "5", "metric": "goodput_rps"}),
+                  kind="goodput", extra={"goodput_rps": "5.2", "goodput_rps_low": "5.2",
+                                         "goodput_rps_high": "6.1", "n": "5", "metric": "goodput_rps"}),
         perf_case("eagle3", outcome="inconclusive", category="client-behind", classname="perftests.test_goodput",
                   test="test_goodput_under_slo", kind="goodput", extra={"goodput_rps": "3.1"}),
         perf_case("baseline", classname="perftests.test_crossover", test="test_speculation_crossover",
@@ -46,7 +46,8 @@ def test_the_pareto_front_keeps_the_points_nothing_beats():
 
 def test_load_data_reads_goodput_levels_and_crossovers(tmp_path):
     d = load_data(read_report(_load_report(tmp_path)))
-    assert [(m, v, ci) for m, v, ci, _ in d.goodput] == [("baseline", 5.2, (5.0, 5.4)), ("eagle3", 3.1, None)]
+    # the interval: highest level passed to lowest failed (a report before it: the trials' CI, none here)
+    assert [(m, v, ci) for m, v, ci, _ in d.goodput] == [("baseline", 5.2, (5.2, 6.1)), ("eagle3", 3.1, None)]
     assert set(d.levels) == {"baseline", "eagle3"} and len(d.levels["eagle3"]) == 4
     assert [r.mode for r in d.crossovers] == ["eagle3"]
     assert load_data(read_report(write_report(tmp_path / "none.xml", seed_cases()))).empty

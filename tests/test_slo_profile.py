@@ -25,9 +25,13 @@ attainment = 0.95
 rate_start = 2
 max_new_tokens = 32
 trials = 3
+warmup_requests = 8
+confidence = 0.9
+max_requests = 600
 [slo.eagle3]
 itl_ms_p99 = 80
 e2e_ms_p99_9 = 9000
+max_requests = 3000
 """
 
 
@@ -39,6 +43,16 @@ def test_slo_per_mode_with_overrides(project):
     assert [b.percentile for b in spec.bounds if b.metric == "e2e_ms"] == [99.9]
     assert base.attainment == spec.attainment == 0.95 and base.rate_start == 2.0 and base.arrival == "poisson"
     assert base.crossover_levels == (1, 2, 4, 8, 16, 32, 64) and base.max_new_tokens == 32 and base.trials == 3
+    assert base.warmup_requests == 8 and base.confidence == 0.9 and base.max_requests == base.budget == 600
+    # the sizing rule: a p99 at 90 % one-sided needs 230 requests (1 - 0.99^230 >= 0.9); eagle3's p99.9, 2302
+    assert base.min_requests == 230 and spec.min_requests == 2302 and spec.budget == 3000
+
+
+def test_the_defaults_of_a_level(project):
+    p = load_profile(write(project, GOOD + "[slo]\nttft_ms_p99 = 500\n"))
+    slo = p.slo["baseline"]
+    assert (slo.warmup_requests, slo.confidence, slo.max_requests) == (32, 0.95, None)
+    assert slo.min_requests == 299 and slo.budget == 897  # three times the level minimum
 
 
 def test_no_slo_table_means_no_slos(project):
@@ -62,6 +76,9 @@ def test_a_floor_on_goodput_and_crossover_is_read(project):
     ("[slo]\nttft_ms_p99 = 5\ncrossover_levels = [4, 2]\n", "slo.crossover_levels", "increasing"),
     ("[slo]\nttft_ms_p99 = 5\nrate_start = 8\nrate_max = 4\n", "slo.rate_max", "rate_start"),
     ("[slo]\nttft_ms_p99 = 5\n[slo.eagle]\nitl_ms_p99 = 5\n", "slo.eagle", "did you mean 'eagle3'"),
+    ("[slo]\nttft_ms_p99 = 5\nmax_requests = 200\n", "slo.max_requests", "write max_requests = 299 or more"),
+    ("[slo]\nttft_ms_p99 = 5\nconfidence = 1.0\n", "slo.confidence", "a fraction in"),
+    ("[slo]\nttft_ms_p99 = 5\nwarmup_requests = -1\n", "slo.warmup_requests", "an integer >= 0"),
     ("[slo]\nttft_ms_p99 = 5\n[slo.eagle3]\nitl_ms_p99 = \"fast\"\n", "slo.eagle3.itl_ms_p99", "a limit in ms"),
 ])
 def test_bad_slo_tables_name_file_key_and_fix(project, text, key, match):

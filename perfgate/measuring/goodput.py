@@ -1,5 +1,5 @@
-"""Goodput under SLOs: pure functions from open-loop request outputs to rates, attainment and a verdict
-per load level, and the bounded search for the highest rate meeting the SLOs.
+"""Goodput under SLOs: pure functions from open-loop request outputs to rates, attainment and a decision
+per load level, the bounded search for the highest rate meeting the SLOs, and its floor's verdict.
 
 Nothing here touches a clock, a socket or a file (as :mod:`perfgate.measuring.metrics`). The SLOs are bounds on
 per-request metrics (:data:`REQUEST_METRICS`), each at a percentile: ``ttft_ms_p99 = 500`` says 99 % of a
@@ -7,20 +7,27 @@ level's requests get their first token within 500 ms. A request is *good* when i
 values are within every bound (its own ``q``-th percentile inter-token latency for ``itl_ms``);
 *attainment* is the share of sent requests that are good; *goodput* is good requests per second of the
 schedule (attainment x the rate achieved, the send times' span: the tail after the last send is not part of
-the rate served). A level
-meets the SLOs when every bound holds at its percentile over the level's requests and the attainment
-reaches the required one (vLLM's ``--goodput``, GuideLLM's SLO objectives).
+the rate served).
+
+A level is a binomial question asked of its requests, pooled over its trials (docs/load.md, "Deciding a
+level"): it **passes** when the Clopper-Pearson lower bound of its attainment reaches the required one and the
+order-statistic (distribution-free) upper bound of every bound's percentile is within its limit; it **fails**
+when the Clopper-Pearson upper bound of its attainment is below the required one or the order-statistic lower bound of
+a percentile is over its limit; otherwise it is **unresolved**, and the search gives it more requests (another
+trial of the same rate) up to ``max_requests``. Each bound is one-sided at ``[slo] confidence``. Goodput is an
+interval: the highest level passed and the lowest failed, with the unresolved levels between them.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from perfgate.client import RequestOutput
-from perfgate.measuring.metrics import MIN_TRIALS, Stat, percentile, stat
+from perfgate.measuring.metrics import percentile
+from perfgate.measuring.verdict import Verdict
 
 #: per-request metrics an SLO can bound (all in ms; lower is better)
 REQUEST_METRICS: dict[str, str] = {
@@ -29,6 +36,9 @@ REQUEST_METRICS: dict[str, str] = {
     "tpot_ms": "time per output token after the first, per request",
     "e2e_ms": "end-to-end latency, per request",
 }
+
+#: a level's decisions (``LoadLevel.decision``)
+PASS, FAIL, UNRESOLVED, BEHIND = "pass", "fail", "unresolved", "behind"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,19 +66,193 @@ class Slo:
     max_send_lag_ms: float = 10.0
     max_send_lag_gap: float = 0.1
     arrival: str = "poisson"
-    requests: int = 32  # per trial of a level (each trial replays the same seeded schedule)
-    duration_s: float | None = None  # and no send after this many seconds of a trial
+    requests: int = 32  # measured requests per trial of a level (trial i of a rate: schedule seed + 2i)
+    duration_s: float | None = None  # and no measured send after this many seconds of a trial's window
+    warmup_requests: int = 32  # sent at the level's rate before each trial's measured window, not counted
     seed: int = 0
     rate_start: float = 1.0  # requests per second: the search doubles from here...
     rate_max: float = 64.0  # ...up to here
     resolution: float = 0.1  # ...then bisects until the bracket is this narrow (relative)
     max_levels: int = 12
+    confidence: float = 0.95  # one-sided, of each bound a level is decided on
+    max_requests: int | None = None  # per level: an unresolved level gets trials up to this (None: default_budget)
     crossover_levels: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # closed-loop streams of the crossover record
     max_new_tokens: int | None = None  # tokens per request under load (default: the most any mode's workload asks)
-    trials: int | None = None  # trials per level (default: the workload's)
+    trials: int | None = None  # trials per level before any top-up (default: the workload's)
 
     def describe(self) -> str:
         return ", ".join(f"{b.key} <= {b.limit_ms:g}" for b in self.bounds) + f", attainment >= {self.attainment:g}"
+
+    @property
+    def min_requests(self) -> int:
+        """The fewest requests a level needs to pass: :func:`level_min_requests`."""
+        return level_min_requests(self)
+
+    @property
+    def budget(self) -> int:
+        """Requests per level, at most (``max_requests``, else :func:`default_budget`)."""
+        return self.max_requests if self.max_requests is not None else default_budget(self)
+
+
+# -- sizing: how many requests a level needs before it can pass ------------------------------------------------
+
+
+def min_requests(q: float, confidence: float = 0.95) -> int | None:
+    """The fewest requests whose ``q``-th percentile has a distribution-free one-sided upper confidence bound at
+    ``confidence``: the smallest n with ``1 - (q/100)^n >= confidence`` (the largest of n values is then that
+    bound: it lies above the percentile unless all n fell below it, probability ``(q/100)^n``). A p99 at 95 %
+    needs 299, a p90 29, a p50 5. ``None`` for q = 100: no sample bounds the largest value."""
+    p = q / 100.0
+    if p >= 1.0:
+        return None
+    if p <= 0.0:
+        return 1
+    n = max(1, math.ceil(math.log(1.0 - confidence) / math.log(p)))
+    while 1.0 - p ** n < confidence:  # the float log can land one short or one over
+        n += 1
+    while n > 1 and 1.0 - p ** (n - 1) >= confidence:
+        n -= 1
+    return n
+
+
+def attainment_min_requests(attainment: float, confidence: float = 0.95) -> int | None:
+    """The fewest requests, all good, whose Clopper-Pearson lower bound (one-sided at ``confidence``) reaches
+    ``attainment``: the smallest n with ``(1 - confidence)^(1/n) >= attainment``, the same rule as
+    :func:`min_requests` (299 for 0.99 at 95 %). ``None`` for an attainment of 1: a sample never bounds it."""
+    return min_requests(attainment * 100.0, confidence)
+
+
+def level_min_requests(slo: Slo) -> int:
+    """The fewest requests, pooled over a level's trials, with which a level can pass: the largest of
+    :func:`min_requests` for each bound's percentile and :func:`attainment_min_requests` for the attainment
+    (a p99 bound at 95 %: 299). A bound on every request (no ``_p``) or an attainment of 1 adds nothing: those
+    are judged on the requests seen (docs/load.md)."""
+    ns = [min_requests(b.percentile, slo.confidence) for b in slo.bounds]
+    ns.append(attainment_min_requests(slo.attainment, slo.confidence))
+    return max([n for n in ns if n is not None], default=1)
+
+
+def default_budget(slo: Slo) -> int:
+    """``max_requests`` when the profile sets none: three times the level minimum (at least 300)."""
+    return max(300, 3 * level_min_requests(slo))
+
+
+# -- the intervals ---------------------------------------------------------------------------------------------
+
+
+def clopper_pearson(good: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson (exact binomial) bounds of a proportion ``good / n``, each one-sided at
+    ``confidence``: the lower is the ``p`` with ``P(Binomial(n, p) >= good) = 1 - confidence``, the upper the
+    ``p`` with ``P(Binomial(n, p) <= good) = 1 - confidence``. Each covers the true share with probability at
+    least ``confidence`` at every ``p`` and ``n`` (Wilson's score bounds do not near 1: its upper bound covered
+    0.99 in 91.7 % of draws of 300, docs/load.md). ``(0, 1)`` for no requests."""
+    if n <= 0:
+        return 0.0, 1.0
+    alpha = 1.0 - confidence
+    if good >= n:
+        lo = alpha ** (1.0 / n)
+    elif good <= 0:
+        lo = 0.0
+    else:
+        lo = _solve(lambda p: 1.0 - _binom_le(good - 1, n, p), alpha, rising=True)
+    if good <= 0:
+        hi = 1.0 - alpha ** (1.0 / n)
+    elif good >= n:
+        hi = 1.0
+    else:
+        hi = _solve(lambda p: _binom_le(good, n, p), alpha, rising=False)
+    return lo, hi
+
+
+def _solve(f: Callable[[float], float], target: float, *, rising: bool) -> float:
+    """The ``p`` in (0, 1) with ``f(p) = target`` for a monotone ``f`` (bisection to 1e-12)."""
+    a, b = 0.0, 1.0
+    while b - a > 1e-12:
+        m = (a + b) / 2
+        if (f(m) < target) == rising:
+            a = m
+        else:
+            b = m
+    return (a + b) / 2
+
+
+def _binom_le(k: int, n: int, p: float) -> float:
+    """``P(Binomial(n, p) <= k) = 1 - I_p(k + 1, n - k)`` (the regularized incomplete beta function)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return 1.0 - _betainc(k + 1.0, float(n - k), p)
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)``: its continued fraction (modified Lentz), on the
+    side where it converges fast (Numerical Recipes, 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def _binom_cdf(n: int, p: float) -> list[float]:
+    """``P(Binomial(n, p) <= k)`` for k = 0..n (log-space terms: no underflow at n in the thousands)."""
+    if p <= 0.0:
+        return [1.0] * (n + 1)
+    if p >= 1.0:
+        return [0.0] * n + [1.0]
+    lp, lq, lf = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    out, acc = [], 0.0
+    for k in range(n + 1):
+        acc += math.exp(lf - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lp + (n - k) * lq)
+        out.append(min(1.0, acc))
+    return out
+
+
+def percentile_bounds(xs: Sequence[float], q: float, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Distribution-free one-sided confidence bounds, each at ``confidence``, of the ``q``-th percentile of the
+    population ``xs`` was drawn from: order statistics of the sorted sample. The upper bound is ``x_(r)``, the
+    smallest rank with ``P(Binomial(n, q) <= r - 1) >= confidence``; the lower ``x_(s)``, the largest with
+    ``P(Binomial(n, q) >= s) >= confidence``. ``None`` where n is too small for the bound to exist (an upper
+    bound of a p99 needs n >= :func:`min_requests`). For q = 100 the sample's largest value is the lower bound
+    (the population's largest is at least that) and there is no upper one."""
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        return None, None
+    p = q / 100.0
+    if p >= 1.0:
+        return s[-1], None
+    cdf = _binom_cdf(n, p)
+    upper = next((s[r - 1] for r in range(1, n + 1) if cdf[r - 1] >= confidence), None)
+    # P(Bin >= s) = 1 - P(Bin <= s - 1) >= confidence, the largest such s
+    lower = next((s[k - 1] for k in range(n, 0, -1) if 1.0 - cdf[k - 1] >= confidence), None)
+    return lower, upper
+
+
+# -- requests and trials ---------------------------------------------------------------------------------------
 
 
 def request_values(o: RequestOutput) -> dict[str, list[float]]:
@@ -87,6 +271,16 @@ def request_values(o: RequestOutput) -> dict[str, list[float]]:
     return out
 
 
+def judged_value(o: RequestOutput, b: Bound) -> float:
+    """The one value of a request a bound is judged on: its own ``percentile`` of ``b.metric`` (the value itself
+    for the per-request metrics; its own p<q> gap for ``itl_ms``); ``inf`` for a failed request or one without
+    the metric (it met no bound)."""
+    if not o.success:
+        return math.inf
+    xs = request_values(o).get(b.metric)
+    return percentile(xs, b.percentile) if xs else math.inf
+
+
 def misses(o: RequestOutput, slo: Slo) -> tuple[str, ...]:
     """The bounds (keys) one request misses; a failed request misses ``errors``."""
     if not o.success:
@@ -102,7 +296,7 @@ def misses(o: RequestOutput, slo: Slo) -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadTrial:
-    """One open-loop trial: what was offered, what was served, and how well."""
+    """One open-loop trial's measured window: what was offered, what was served, and how well."""
 
     offered_rps: float  # the schedule's rate
     achieved_rps: float | None  # requests sent / the span of their send times
@@ -117,10 +311,14 @@ class LoadTrial:
     missed: dict[str, int]  # per bound key (and "errors"): requests that missed it
     wall_s: float
     p99: dict[str, float] = field(default_factory=dict)  # <metric>_p99 of every REQUEST_METRICS, bound or not
+    #: per metric, every value of the trial's successful requests (pooled over a level's trials)
+    samples: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    #: per bound key, each request's :func:`judged_value` (the order-statistic bounds pool these)
+    judged: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 def load_trial(outputs: Sequence[RequestOutput], wall_s: float, slo: Slo, offered_rps: float) -> LoadTrial:
-    """Turn one open-loop trial's outputs into a :class:`LoadTrial`."""
+    """Turn one open-loop trial's measured outputs into a :class:`LoadTrial`."""
     ok = [o for o in outputs if o.success]
     pooled: dict[str, list[float]] = {}
     for o in ok:
@@ -154,23 +352,48 @@ def load_trial(outputs: Sequence[RequestOutput], wall_s: float, slo: Slo, offere
         missed=missed,
         wall_s=wall_s,
         p99={f"{k}_p99": percentile(xs, 99) for k, xs in sorted(pooled.items())},
+        samples={k: tuple(xs) for k, xs in sorted(pooled.items())},
+        judged={b.key: tuple(judged_value(o, b) for o in outputs) for b in slo.bounds},
     )
+
+
+# -- a level ---------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
 class LoadLevel:
-    """The trials of one rate, judged: ``meets`` True / False, or None (inconclusive: ``why`` says)."""
+    """The trials of one rate, their requests pooled and decided: ``meets`` True (passed), False (failed) or None
+    (unresolved, or the sender fell behind: ``behind``); ``why`` says which and on what."""
 
     rate: float
     trials: tuple[LoadTrial, ...]
     meets: bool | None
     limiting: str  # the bound most requests missed ("" when none was missed)
     why: str
-    attainment: float  # median over trials
-    goodput: Stat | None  # good requests per second across trials
+    attainment: float  # good / requests, pooled over the trials
+    goodput_rps: float | None  # the pooled attainment x the achieved rate (median over trials)
     send_lag_ms_p99: float | None  # the worst trial's
-    values: dict[str, float] = field(default_factory=dict)  # per bound key: median over trials
-    p99: dict[str, float] = field(default_factory=dict)  # every metric's p99, median over trials
+    values: dict[str, float] = field(default_factory=dict)  # per bound key: its percentile over the level's requests
+    p99: dict[str, float] = field(default_factory=dict)  # every metric's p99 over the level's requests
+    point: bool = False  # the point estimates meet the SLOs: what steers the search past an unresolved level
+    behind: bool = False  # the sender fell behind its schedule: no decision, the search stops here
+    requests: int = 0
+    good: int = 0
+    attainment_low: float = 0.0  # the Clopper-Pearson bounds of the attainment, each one-sided at [slo] confidence
+    attainment_high: float = 1.0
+    #: per bound key: the order-statistic (lower, upper) bounds of its percentile (None: too few requests)
+    bounds: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    achieved_rps: float | None = None  # requests sent per second of the schedule (median over trials)
+
+    @property
+    def decision(self) -> str:
+        """``pass``, ``fail``, ``unresolved`` or ``behind``."""
+        return BEHIND if self.behind else UNRESOLVED if self.meets is None else PASS if self.meets else FAIL
+
+    @property
+    def steer(self) -> bool:
+        """Whether the search treats the level as meeting the SLOs: its decision, else its point estimates."""
+        return self.meets if self.meets is not None else self.point
 
 
 def max_lag_ms(slo: Slo, rate: float) -> float:
@@ -179,97 +402,304 @@ def max_lag_ms(slo: Slo, rate: float) -> float:
     return max(slo.max_send_lag_ms, slo.max_send_lag_gap * 1000.0 / rate if rate > 0 else 0.0)
 
 
+def decide(good: int, n: int, judged: Mapping[str, Sequence[float]], slo: Slo) -> tuple[bool | None, str]:
+    """A level's decision from its pooled requests: ``good`` of ``n`` good, and per bound key each request's
+    :func:`judged_value`. True (passed), False (failed) or None (unresolved), with the reason.
+
+    - fails when the Clopper-Pearson upper bound of the attainment is below ``slo.attainment``, or a bound's
+      order-statistic lower bound is over its limit (for a bound on every request: a request over it);
+    - passes when the Clopper-Pearson lower bound reaches ``slo.attainment`` (an attainment of 1: every request
+      good) and every bound's order-statistic upper bound is within its limit (a bound on every request: no
+      request over);
+    - else unresolved (the reason names what is short, and the requests that could settle it).
+    """
+    if n <= 0:
+        return None, "no requests measured"
+    lo, hi = clopper_pearson(good, n, slo.confidence)
+    conf = f"{slo.confidence:g}"
+    failed, short = [], []
+    if hi < slo.attainment:
+        failed.append(f"attainment {good}/{n} = {good / n:.3f}, upper bound {hi:.4f} < {slo.attainment:g}")
+    elif slo.attainment >= 1.0:
+        if good < n:
+            failed.append(f"attainment {good}/{n} < 1")
+    elif lo < slo.attainment:
+        short.append(f"attainment {good}/{n} = {good / n:.3f}, lower bound {lo:.4f} < {slo.attainment:g}")
+    for b in slo.bounds:
+        low, up = percentile_bounds(judged.get(b.key, ()), b.percentile, slo.confidence)
+        if low is not None and low > b.limit_ms:
+            failed.append(f"{b.key} lower bound {_ms(low)} > {b.limit_ms:g}")
+        elif b.percentile < 100 and (up is None or up > b.limit_ms):
+            short.append(f"{b.key} upper bound {_ms(up) if up is not None else 'none'}"
+                         + (f" > {b.limit_ms:g}" if up is not None else
+                            f" (it needs {min_requests(b.percentile, slo.confidence)} requests)"))
+    if failed:
+        return False, f"misses the SLOs at {conf} confidence: " + "; ".join(failed)
+    if short:
+        return None, (f"unresolved after {n} requests at {conf} confidence: " + "; ".join(short)
+                      + f" (a level passes from {level_min_requests(slo)} requests)")
+    return True, f"meets the SLOs at {conf} confidence (attainment {good}/{n}, lower bound {lo:.4f})"
+
+
+def _ms(x: float) -> str:
+    return "a failed request" if math.isinf(x) else f"{x:.4g} ms"
+
+
 def judge_level(rate: float, trials: Sequence[LoadTrial], slo: Slo) -> LoadLevel:
-    """One level against the SLOs: medians over trials; a sender that fell behind is inconclusive."""
+    """One level against the SLOs (:func:`decide` on the requests of all its trials); a sender that fell behind
+    gives no decision (``behind``)."""
     lags = [t.send_lag_ms_p99 for t in trials if t.send_lag_ms_p99 is not None]
     lag = max(lags) if lags else None
-    att = statistics.median([t.attainment for t in trials]) if trials else 0.0
-    values = {b.key: statistics.median(xs) for b in slo.bounds
-              if (xs := [t.values[b.key] for t in trials if b.key in t.values])}
+    n = sum(t.requests for t in trials)
+    good = sum(t.good for t in trials)
+    att = good / n if n else 0.0
+    pooled: dict[str, list[float]] = {}
+    for t in trials:
+        for k, xs in t.samples.items():
+            pooled.setdefault(k, []).extend(xs)
+    if pooled:
+        values = {b.key: percentile(pooled[b.metric], b.percentile) for b in slo.bounds if pooled.get(b.metric)}
+        p99 = {f"{k}_p99": percentile(xs, 99) for k, xs in sorted(pooled.items()) if xs}
+    else:  # trials without their samples (scripted): the medians of their own figures
+        values = {b.key: statistics.median(ys) for b in slo.bounds
+                  if (ys := [t.values[b.key] for t in trials if b.key in t.values])}
+        p99 = {k: statistics.median(zs) for k in sorted({k for t in trials for k in t.p99})
+               if (zs := [t.p99[k] for t in trials if k in t.p99])}
+    judged = {b.key: [x for t in trials for x in t.judged.get(b.key, ())] for b in slo.bounds}
     missed: dict[str, int] = {}
     for t in trials:
         for k, c in t.missed.items():
             missed[k] = missed.get(k, 0) + c
     limiting = max(missed, key=lambda k: (missed[k], k)) if missed else ""
-    good = stat([t.goodput_rps for t in trials if t.goodput_rps is not None])
-    p99 = {k: statistics.median(xs) for k in sorted({k for t in trials for k in t.p99})
-           if (xs := [t.p99[k] for t in trials if k in t.p99])}
+    rates = [t.achieved_rps for t in trials if t.achieved_rps is not None]
+    achieved = statistics.median(rates) if rates else None
+    lo, hi = clopper_pearson(good, n, slo.confidence)
+    point = n > 0 and att >= slo.attainment and all(
+        sum(x <= b.limit_ms for x in judged[b.key]) >= b.percentile / 100 * len(judged[b.key])
+        for b in slo.bounds if judged[b.key])
+    bounds = {b.key: percentile_bounds(judged[b.key], b.percentile, slo.confidence) for b in slo.bounds}
 
-    def level(meets: bool | None, why: str) -> LoadLevel:
+    def level(meets: bool | None, why: str, behind: bool = False) -> LoadLevel:
         return LoadLevel(rate=rate, trials=tuple(trials), meets=meets, limiting=limiting, why=why, attainment=att,
-                         goodput=good, send_lag_ms_p99=lag, values=values, p99=p99)
+                         goodput_rps=att * achieved if achieved is not None else None, send_lag_ms_p99=lag,
+                         values=values, p99=p99, point=point, behind=behind, requests=n, good=good,
+                         attainment_low=lo, attainment_high=hi, bounds=bounds, achieved_rps=achieved)
 
     bound = max_lag_ms(slo, rate)
     if lag is not None and lag > bound:
         return level(None, f"the sender fell behind its schedule at {rate:g} req/s: send lag p99 {lag:.1f} ms > "
-                           f"{bound:.3g} ms (the client's limit on this machine, not the server's)")
-    if len(trials) < MIN_TRIALS:
-        return level(None, f"noise unknown: {len(trials)} trial(s) at {rate:g} req/s (it needs at least {MIN_TRIALS})")
-    over = [f"{k} {values[k]:.4g} ms > {b.limit_ms:g}" for b in slo.bounds if (k := b.key) in values
-            and values[k] > b.limit_ms]
-    if over or att < slo.attainment:
-        what = "; ".join(over + ([f"attainment {att:.3f} < {slo.attainment:g}"] if att < slo.attainment else []))
-        return level(False, f"{rate:g} req/s misses the SLOs: {what}")
-    return level(True, f"{rate:g} req/s meets the SLOs (attainment {att:.3f})")
+                           f"{bound:.3g} ms (the client's limit on this machine, not the server's)", behind=True)
+    meets, why = decide(good, n, judged, slo)
+    return level(meets, f"{rate:g} req/s {why}")
+
+
+# -- the search ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
 class Search:
-    """The bounded search's answer: the highest rate meeting the SLOs and every level it measured."""
+    """The bounded search's answer: goodput as an interval, and every level it measured (in order)."""
 
     levels: tuple[LoadLevel, ...]
-    best: LoadLevel | None  # the highest rate that met the SLOs
-    next_rate: float | None  # the lowest rate that missed them (None: rate_max met them)
-    inconclusive: LoadLevel | None  # a level that gave no verdict: the search stopped there
+    best: LoadLevel | None  # the highest level passed (below the lowest failed)
+    failed: LoadLevel | None  # the lowest level failed (None: none failed)
+    unresolved: tuple[LoadLevel, ...] = ()  # levels between the two ends left unresolved within the budget
+    inconclusive: LoadLevel | None = None  # a level whose sender fell behind: the search stopped there
+
+    @property
+    def next_rate(self) -> float | None:
+        """The lowest rate that failed (None: none did)."""
+        return self.failed.rate if self.failed is not None else None
 
     @property
     def resolution(self) -> float | None:
         """The bracket's relative width (``None`` without both ends)."""
-        if self.best is None or self.next_rate is None:
+        if self.best is None or self.failed is None:
             return None
-        return (self.next_rate - self.best.rate) / self.best.rate
+        return (self.failed.rate - self.best.rate) / self.best.rate
+
+    @property
+    def low(self) -> float:
+        """The interval's low end: good requests per second at the highest level passed (0: none passed)."""
+        if self.best is None:
+            return 0.0
+        return self.best.goodput_rps if self.best.goodput_rps is not None else self.best.rate
+
+    @property
+    def high(self) -> float | None:
+        """The interval's high end: the request rate achieved at the lowest level failed, which the server did
+        not serve within the SLOs (None: no level failed)."""
+        if self.failed is None:
+            return None
+        return self.failed.achieved_rps if self.failed.achieved_rps is not None else self.failed.rate
 
 
-def search(measure_level: Callable[[float], LoadLevel], slo: Slo) -> Search:
-    """Bracket by doubling from ``slo.rate_start`` (up to ``slo.rate_max``), then bisect until the bracket is
-    narrower than ``slo.resolution`` (relative), at most ``slo.max_levels`` levels; an inconclusive level ends
-    the search (its answer would rest on the client, not the server)."""
-    levels: list[LoadLevel] = []
-    lo: LoadLevel | None = None
-    hi: float | None = None
+#: measures ``trials`` more trials of one rate: on the profile's schedule (``[slo] requests``, ``duration_s``) when
+#: the third argument is None, else each of that many requests (a top-up sized by request count)
+Measure = Callable[[float, int, "int | None"], Sequence[LoadTrial]]
 
-    def run(rate: float) -> LoadLevel | None:
-        lv = measure_level(_round(rate))
-        levels.append(lv)
-        return lv
 
-    rate = slo.rate_start
-    while len(levels) < slo.max_levels:
-        lv = run(rate)
-        assert lv is not None
-        if lv.meets is None:
-            return Search(levels=tuple(levels), best=lo, next_rate=hi, inconclusive=lv)
-        if not lv.meets:
-            hi = lv.rate
+def top_up_size(slo: Slo, requests: int, trials: int) -> int:
+    """The requests of a top-up trial of a level that has ``requests`` over ``trials`` trials: the larger of its
+    own trials' mean size, what it is still short of the level minimum, and a third of that minimum; at most
+    what the budget leaves (at least 1). One such trial brings a level to the minimum."""
+    mean = math.ceil(requests / trials) if trials else 1
+    want = max(mean, slo.min_requests - requests, math.ceil(slo.min_requests / 3))
+    return max(1, min(want, slo.budget - requests))
+
+
+def search(measure: Measure, slo: Slo, *, trials: int = 3) -> Search:
+    """Goodput as an interval, within ``slo.max_levels`` distinct levels.
+
+    1. Bracket by doubling from ``slo.rate_start`` (up to ``slo.rate_max``), then bisect geometrically until the
+       bracket is narrower than ``slo.resolution`` (relative); each level first gets ``trials`` trials, and the
+       search steers by its decision, or by its point estimates where it is unresolved.
+    2. The bracket's ends decide it: the lowest level that steered down and the highest below it that steered up
+       each get one more trial at a time while unresolved (of :func:`top_up_size` requests), up to
+       ``slo.budget``; an end that resolves the other way moves the bracket, and the search goes on from the new
+       ends (doubling or bisecting, within ``max_levels``), their ends topped up the same way; an end still
+       unresolved at the budget stays so (it is listed), and the next level inward is topped up in its place.
+
+    A level whose sender fell behind ends the search (its answer would rest on the client, not the server).
+    """
+    trials_of: dict[float, list[LoadTrial]] = {}
+    judged: dict[float, LoadLevel] = {}
+    order: list[float] = []
+    budget = slo.budget
+
+    def run(rate: float) -> LoadLevel:
+        r = _round(rate)
+        if r not in trials_of:
+            order.append(r)
+            trials_of[r] = list(measure(r, trials, None))
+            judged[r] = judge_level(r, trials_of[r], slo)
+        return judged[r]
+
+    def top_up(r: float) -> None:
+        lv = judged[r]
+        while lv.meets is None and not lv.behind and lv.requests < budget:
+            more = list(measure(r, 1, top_up_size(slo, lv.requests, len(trials_of[r]))))
+            if not more or sum(t.requests for t in more) == 0:
+                break
+            trials_of[r].extend(more)
+            lv = judged[r] = judge_level(r, trials_of[r], slo)
+
+    def answer() -> Search:
+        levels = tuple(judged[r] for r in order)
+        behind = next((lv for lv in levels if lv.behind), None)
+        fails = [lv for lv in levels if lv.meets is False]
+        failed = min(fails, key=lambda lv: lv.rate) if fails else None
+        passes = [lv for lv in levels if lv.meets is True and (failed is None or lv.rate < failed.rate)]
+        best = max(passes, key=lambda lv: lv.rate) if passes else None
+        lo = best.rate if best is not None else 0.0
+        hi = failed.rate if failed is not None else math.inf
+        unresolved = tuple(sorted((lv for lv in levels if lv.meets is None and not lv.behind and lo < lv.rate < hi),
+                                  key=lambda lv: lv.rate))
+        return Search(levels=levels, best=best, failed=failed, unresolved=unresolved, inconclusive=behind)
+
+    def ends() -> tuple[float | None, float | None]:
+        """The interval's ends as the search steers: the lowest level steering down, the highest below it up."""
+        down = sorted(r for r in order if not judged[r].steer)
+        hi = down[0] if down else None
+        up = [r for r in order if judged[r].steer and (hi is None or r < hi)]
+        return (max(up) if up else None), hi
+
+    def navigate() -> bool:
+        """Double, then bisect, from the current ends; False when a sender fell behind."""
+        while len(order) < slo.max_levels:
+            lo, hi = ends()
+            if hi is None:  # nothing steered down yet: double from the highest level up
+                if lo is not None and lo >= slo.rate_max:
+                    return True
+                rate = slo.rate_start if lo is None else min(lo * 2, slo.rate_max)
+            elif lo is None:  # rate_start itself steered down
+                return True
+            else:
+                rate = _round(math.sqrt(lo * hi))  # the geometric middle: the log of the bracket halves
+                if (hi - lo) / lo <= slo.resolution or rate <= lo or rate >= hi:
+                    return True
+            if _round(rate) in trials_of:
+                return True
+            if run(rate).behind:
+                return False
+        return True
+
+    done: set[float] = set()
+
+    def to_decide() -> list[float]:
+        """The levels that would be the interval's ends and are unresolved, not yet topped up: the lowest steering
+        down and the highest below it steering up, passing over those already topped up that stayed unresolved
+        (the next one in is then the end that can decide)."""
+        spent = {r for r in done if judged[r].meets is None}
+        down = sorted(r for r in order if not judged[r].steer and r not in spent)
+        hi = down[0] if down else None
+        up = sorted((r for r in order if judged[r].steer and r not in spent and (hi is None or r < hi)), reverse=True)
+        return [r for r in (hi, up[0] if up else None) if r is not None and r not in done and judged[r].meets is None]
+
+    # steer to a bracket, then give its unresolved ends more requests; an end that turns moves the bracket, and the
+    # search goes on from there (each level is topped up once: the loop ends)
+    while navigate():
+        todo = to_decide()
+        if not todo:
             break
-        lo = lv
-        if rate >= slo.rate_max:
-            break
-        rate = min(rate * 2, slo.rate_max)
-    while lo is not None and hi is not None and (hi - lo.rate) / lo.rate > slo.resolution \
-            and len(levels) < slo.max_levels:
-        mid = _round(math.sqrt(lo.rate * hi))  # the geometric middle: the log of the bracket halves
-        if mid <= lo.rate or mid >= hi:
-            break
-        lv = run(mid)
-        assert lv is not None
-        if lv.meets is None:
-            return Search(levels=tuple(levels), best=lo, next_rate=hi, inconclusive=lv)
-        if lv.meets:
-            lo = lv
-        else:
-            hi = lv.rate
-    return Search(levels=tuple(levels), best=lo, next_rate=hi, inconclusive=None)
+        for r in todo:
+            done.add(r)
+            top_up(r)
+            if judged[r].behind:
+                return answer()
+    return answer()
+
+
+# -- the floor -------------------------------------------------------------------------------------------------
+
+
+def interval_text(s: Search) -> str:
+    """The interval as the record's message and the terminal show it: ``[low, high) req/s``, the unresolved
+    levels after it."""
+    hi = f"{s.high:.4g}" if s.high is not None else "-"
+    out = f"[{s.low:.4g}, {hi}) req/s"
+    if s.unresolved:
+        out += f", unresolved at {', '.join(f'{lv.rate:g}' for lv in s.unresolved)} req/s"
+    return out
+
+
+def floor_verdict(s: Search, floor: float | None, tolerance: float, *, where: str, update_hint: str,
+                  what: str) -> Verdict:
+    """The goodput interval against ``[floors.<mode>] goodput_rps`` (higher is better), through the one limit
+    judge (:func:`perfgate.measuring.verdict.judge_limit`) at each end; the bound is ``floor x (1 - tolerance)``:
+
+    - **pass** when the low end (good requests per second at the highest level passed) clears the bound: the
+      server was shown to serve that within the SLOs;
+    - **fail** when the high end (the rate of the lowest level failed) is below the bound: the server was shown
+      to miss the SLOs at a rate below it, so its goodput is below the floor;
+    - else **inconclusive** (category ``unresolved``): the interval straddles the bound; more requests at its
+      unresolved levels (``[slo] max_requests``) or a finer ``resolution`` decide it.
+
+    No floor: a skip saying how to record one. The value carries its own interval (the levels' binomial
+    decisions), so no noise over trials is asked of it.
+    """
+    from perfgate.categories import Category, Outcome
+    from perfgate.measuring.verdict import judge_limit
+
+    v = judge_limit("goodput_rps", s.low, floor, tolerance, noise=None, max_cv=None, where=where,
+                    update_hint=update_hint, what=what)
+    if v.outcome in (Outcome.PASS, Outcome.SKIP) or floor is None:
+        return v
+    if s.high is not None:
+        top = judge_limit("goodput_rps", s.high, floor, tolerance, noise=None, max_cv=None, where=where,
+                          update_hint=update_hint, what=f"{what}: the SLOs were missed at {s.high:.4g} req/s")
+        if top.outcome == Outcome.FAIL:
+            return top
+    bound = floor * (1 - tolerance)
+    if s.high is None:
+        more = "raise [slo] rate_max to find where the SLOs break"
+    elif s.unresolved:
+        more = "raise [slo] max_requests to resolve the levels between"
+    else:
+        more = "lower [slo] resolution to measure between"
+    return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.UNRESOLVED,
+                   message=f"inconclusive: {what} straddles the floor {floor:g} x (1 - {tolerance:g}) = "
+                           f"{bound:.4g} req/s [{where}]; {more}")
 
 
 def _round(rate: float) -> float:

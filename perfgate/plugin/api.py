@@ -179,14 +179,16 @@ class Measure:
 
     def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
         """One open-loop ``rate`` (requests per second) on the server, on the schedule of the mode's ``[slo]``,
-        with the workload's trials: a :class:`perfgate.measuring.goodput.LoadLevel` judged against the SLOs."""
+        with the workload's trials (one more at a time while unresolved, up to ``[slo] max_requests``): a
+        :class:`perfgate.measuring.goodput.LoadLevel` decided on its pooled requests."""
         from perfgate.plugin.loadrun import measure_rate
 
         return measure_rate(self._perf, server.case, rate, workload=self._workload(server, overrides))
 
     def goodput(self, server: PerfServer, **overrides: Any) -> Goodput:
-        """The highest open-loop rate meeting the mode's ``[slo]``: bracketed by doubling from ``rate_start``,
-        then bisected to ``resolution``; ``perf_check(g, "goodput_rps")`` concludes the record on it. Every mode
+        """Goodput under the mode's ``[slo]`` as an interval (the highest level passed, the lowest failed): bracketed
+        by doubling from ``rate_start``, bisected to ``resolution``, its two ends topped up while unresolved;
+        ``perf_check(g, "goodput_rps")`` concludes the record on it. Every mode
         is measured with the same tokens per request (the most any mode's workload asks) unless overridden."""
         from perfgate.plugin.loadrun import measure_goodput
 

@@ -14,25 +14,32 @@ from perfgate.measuring.metrics import Measurement, Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
+from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
     from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
 
-# goodput records (kind "goodput")
-GOODPUT = "goodput_rps"  # good requests per second at the highest rate meeting the SLOs (+ _ci_low/_ci_high/_cv)
-GOODPUT_RATE = "goodput_rate"  # that rate (offered, req/s)
-GOODPUT_RATE_NEXT = "goodput_rate_next"  # the lowest rate that missed the SLOs (absent: rate_max met them)
+# goodput records (kind "goodput"): goodput as an interval (perfgate.measuring.goodput.search)
+GOODPUT = "goodput_rps"  # the interval's low end: good requests per second at the highest level passed
+GOODPUT_LOW = "goodput_rps_low"  # the same figure, under the interval's name (0: no level passed)
+GOODPUT_HIGH = "goodput_rps_high"  # the interval's high end: the rate achieved at the lowest level failed
+GOODPUT_RATE = "goodput_rate"  # the highest level passed (offered, req/s)
+GOODPUT_RATE_NEXT = "goodput_rate_next"  # the lowest level failed (absent: none failed)
 GOODPUT_RESOLUTION = "goodput_resolution"  # (next - rate) / rate
+GOODPUT_UNRESOLVED = "goodput_unresolved"  # the levels between the two left unresolved, comma-separated (req/s)
+GOODPUT_MIN_REQUESTS = "goodput_min_requests"  # the fewest requests with which a level can pass (the sizing rule)
 SLO = "slo"  # the SLOs, as text
 SLO_ATTAINMENT = "slo_attainment"  # the required attainment
-ATTAINMENT = "attainment"  # the attainment at goodput_rate
+SLO_CONFIDENCE = "slo_confidence"  # the one-sided confidence of each bound a level is decided on
+ATTAINMENT = "attainment"  # the attainment at goodput_rate, pooled over its requests
+ATTAINMENT_LOW = "attainment_low"  # its Clopper-Pearson lower bound
+LEVEL_REQUESTS = "level_requests"  # the requests at goodput_rate, pooled over its trials
 LIMITING_METRIC = "limiting_metric"  # the bound most requests missed at goodput_rate_next
 SEND_LAG_MS_P99 = "send_lag_ms_p99"  # the worst level's send lag p99 (ms, server time)
 ARRIVAL = "arrival"
-LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, meets, attainment, goodput, lag, values)
+LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, decision, requests, attainment, ...)
 # crossover records (kind "crossover")
 CROSSOVER = "crossover"  # the load (streams) where speculation stops beating the baseline (+ _ci_low/_ci_high)
 CROSSOVER_RESULT = "crossover_result"  # at | never | always
@@ -63,16 +70,23 @@ def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str
         perf.record(TOLERANCE, tol)
     v = judge_limit(metric, got, lim, tol, noise=noise, max_cv=max_cv, where=where, what=what, highest=ceiling,
                     update_hint=perf.update_command())
-    why = ""
+    _note(perf, case, metric, lim, v, got if new_floor is None else new_floor, n=noise.n if noise is not None else 0,
+          cv=noise.cv if noise is not None else None,
+          why=f"no {metric} above zero to make a floor of" if got <= 0 else "")
+    return v
+
+
+def _note(perf: PerfRun, case: Case, metric: str, lim: float | None, v: Verdict, new: float, *, n: int,
+          cv: float | None = None, why: str = "") -> None:
+    """Under ``--perfgate-update-baselines``: ``new`` is the floor written, unless the verdict is inconclusive,
+    the record failed for another reason than being slower, or ``why`` says it cannot be one."""
     if v.outcome == Outcome.INCONCLUSIVE:
         why = v.message.removeprefix("inconclusive: ")
     elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
         why = f"the record failed ({v.category})"
-    elif got <= 0:
+    elif new <= 0 and not why:
         why = f"no {metric} above zero to make a floor of"
-    note_value(perf.state, case.mode, metric, lim, got if new_floor is None else new_floor,
-               n=noise.n if noise is not None else 0, cv=noise.cv if noise is not None else None, why=why)
-    return v
+    note_value(perf.state, case.mode, metric, lim, new, n=n, cv=cv, why=why)
 
 
 def _metric(perf: PerfRun, metric: str) -> None:
@@ -82,56 +96,63 @@ def _metric(perf: PerfRun, metric: str) -> None:
 
 
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
-    """Record a goodput search and conclude the record on ``goodput_rps`` against its floor."""
-    s = g.search
+    """Record a goodput search (its interval, every level) and conclude the record on its floor
+    (:func:`perfgate.measuring.goodput.floor_verdict`)."""
+    from perfgate.measuring.goodput import floor_verdict, interval_text
+
+    s, slo = g.search, g.slo
     _metric(perf, GOODPUT)
-    perf.record(SLO, g.slo.describe())
-    perf.record(SLO_ATTAINMENT, g.slo.attainment)
-    perf.record(ARRIVAL, f"{g.slo.arrival}, {g.slo.requests} requests a trial, seed {g.slo.seed}")
+    perf.record(SLO, slo.describe())
+    perf.record(SLO_ATTAINMENT, slo.attainment)
+    perf.record(SLO_CONFIDENCE, slo.confidence)
+    perf.record(GOODPUT_MIN_REQUESTS, slo.min_requests)
+    perf.record(ARRIVAL, f"{slo.arrival}, {slo.requests} requests a trial after {slo.warmup_requests} of warm-up, "
+                         f"seed {slo.seed}")
     perf.record("n", g.trials)
     lags = [lv.send_lag_ms_p99 for lv in s.levels if lv.send_lag_ms_p99 is not None]
     if lags:
         perf.record(SEND_LAG_MS_P99, max(lags))
     perf.record(LOAD_LEVELS, json.dumps([_level_json(lv) for lv in s.levels], separators=(",", ":")))
-    if s.next_rate is not None:
-        perf.record(GOODPUT_RATE_NEXT, s.next_rate)
-        nxt = next((lv for lv in s.levels if lv.rate == s.next_rate), None)
-        if nxt is not None and nxt.limiting:
-            perf.record(LIMITING_METRIC, nxt.limiting)
+    if s.inconclusive is not None:
+        perf.conclude(case, Verdict(outcome="inconclusive", category=Category.CLIENT_BEHIND,
+                                    message=f"inconclusive: {s.inconclusive.why}"))
+        return
+    perf.record(GOODPUT, s.low)
+    perf.record(GOODPUT_LOW, s.low)
+    if s.high is not None:
+        perf.record(GOODPUT_HIGH, s.high)
+    if s.failed is not None:
+        perf.record(GOODPUT_RATE_NEXT, s.failed.rate)
+        if s.failed.limiting:
+            perf.record(LIMITING_METRIC, s.failed.limiting)
     if s.resolution is not None:
         perf.record(GOODPUT_RESOLUTION, s.resolution)
-    if s.best is None:
-        if s.inconclusive is not None:
-            v = Verdict(outcome="inconclusive", category="client-behind" if "behind" in s.inconclusive.why
-                        else "noise-unknown", message=f"inconclusive: {s.inconclusive.why}")
-            perf.conclude(case, v)
-            return
-        first = s.levels[0] if s.levels else None
-        perf.record(GOODPUT, 0.0)  # no rate from rate_start up meets the SLOs: no goodput at all in the range
-        what = (f"no rate meets the SLOs ({g.slo.describe()}): {first.why if first else 'nothing measured'} "
-                f"(lower [slo] rate_start to find the rate that does)")
-        perf.conclude(case, _against_floor(perf, case, GOODPUT, 0.0, what))
-        return
-    best = s.best
-    perf.record(GOODPUT_RATE, best.rate)
-    perf.record(ATTAINMENT, best.attainment)
-    st = best.goodput
-    got = st.median if st is not None else 0.0
-    perf.record(GOODPUT, got)
-    if st is not None and st.ci_low is not None and st.ci_high is not None:
-        perf.record(f"{GOODPUT}_ci_low", st.ci_low)
-        perf.record(f"{GOODPUT}_ci_high", st.ci_high)
-    if st is not None and st.cv is not None:
-        perf.record(cv_name(GOODPUT), st.cv)
-    bracket = (f"between {best.rate:g} and {s.next_rate:g} req/s" if s.next_rate is not None
-               else f"at rate_max {best.rate:g} req/s or above")
-    what = f"goodput {got:.4g} req/s (the SLOs break {bracket})"
-    if s.inconclusive is not None:
-        what += f"; the search stopped at {s.inconclusive.rate:g} req/s: {s.inconclusive.why}"
-        perf.conclude(case, Verdict(outcome="inconclusive", category="client-behind", message=f"inconclusive: {what}"))
-        return
-    max_cv = perf.state.profile.workload_for(case.mode).max_cv
-    perf.conclude(case, _against_floor(perf, case, GOODPUT, got, what, noise=st, max_cv=max_cv))
+    perf.record(GOODPUT_UNRESOLVED, ",".join(f"{lv.rate:g}" for lv in s.unresolved))
+    if s.best is not None:
+        perf.record(GOODPUT_RATE, s.best.rate)
+        perf.record(ATTAINMENT, s.best.attainment)
+        perf.record(ATTAINMENT_LOW, s.best.attainment_low)
+        perf.record(LEVEL_REQUESTS, s.best.requests)
+    if s.best is not None and s.failed is not None:
+        where = f"the SLOs hold at {s.best.rate:g} and break at {s.failed.rate:g} req/s"
+    elif s.best is not None:
+        where = f"the SLOs hold up to {s.best.rate:g} req/s, and no level above failed"
+    else:
+        first = min(s.levels, key=lambda lv: lv.rate) if s.levels else None
+        hint = ("lower [slo] rate_start to find one that does" if first is None or first.meets is False else
+                "raise [slo] max_requests to resolve the levels below")
+        where = f"no level passed ({first.why if first else 'nothing measured'}; {hint})"
+    what = f"goodput {interval_text(s)} ({where})"
+    lim, tol, src = _limit(perf, case, GOODPUT)
+    if lim is not None:
+        perf.record(LIMIT, lim)
+        perf.record(TOLERANCE, tol)
+    v = floor_verdict(s, lim, tol, where=src, update_hint=perf.update_command(), what=what)
+    # a floor written from this run is the interval's low end (shown met within the SLOs), as the crossover's is
+    # its CI's low end: a level passed or failed at the knee is the levels' noise, not a change of the server
+    _note(perf, case, GOODPUT, lim, v, s.low, n=s.best.requests if s.best is not None else 0,
+          why="" if s.best is not None else "no level passed the SLOs: no goodput to make a floor of")
+    perf.conclude(case, v)
 
 
 def _level_json(lv: object) -> dict[str, object]:
@@ -139,11 +160,16 @@ def _level_json(lv: object) -> dict[str, object]:
 
     assert isinstance(lv, LoadLevel)
     tok = [t.output_tok_s for t in lv.trials if t.output_tok_s is not None]
-    return {"rate": lv.rate, "meets": lv.meets, "attainment": round(lv.attainment, 4),
-            "goodput_rps": round(lv.goodput.median, 4) if lv.goodput else None,
+    bounds = {f"{k}_bounds": [_r(x, 3) if x is not None and x != float("inf") else None for x in b]
+              for k, b in lv.bounds.items()}
+    return {"rate": lv.rate, "meets": lv.meets, "decision": lv.decision, "requests": lv.requests,
+            "trials": len(lv.trials), "good": lv.good, "attainment": round(lv.attainment, 4),
+            "attainment_ci": [round(lv.attainment_low, 4), round(lv.attainment_high, 4)],
+            "goodput_rps": round(lv.goodput_rps, 4) if lv.goodput_rps is not None else None,
+            "achieved_rps": round(lv.achieved_rps, 4) if lv.achieved_rps is not None else None,
             "output_tok_s": round(statistics.median(tok), 2) if tok else None,
             "send_lag_ms_p99": round(lv.send_lag_ms_p99, 3) if lv.send_lag_ms_p99 is not None else None,
-            "limiting": lv.limiting, **{k: round(v, 3) for k, v in {**lv.p99, **lv.values}.items()}}
+            "limiting": lv.limiting, **{k: round(v, 3) for k, v in {**lv.p99, **lv.values}.items()}, **bounds}
 
 
 def _point(c: int, b: Measurement, s: Measurement) -> Point:

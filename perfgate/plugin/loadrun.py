@@ -1,10 +1,15 @@
 """Measuring under load on a record's server: one open-loop rate with the workload's trials, the goodput
 search over rates, and the closed-loop levels of the crossover record (both modes).
 
-Each trial of a level replays the same seeded schedule on fresh prompts, with SGLang's prefix cache
-flushed before it, as the closed-loop trials are. The open-loop client sends in the server's time: a
-simulated server run with ``--sim-speedup s`` (its ``/server_info`` says so) gets the schedule ``s`` times
-sooner, and every duration comes back in simulated time.
+Each trial of a level follows its own seeded schedule (seed + 2i for the rate's i-th trial) on fresh
+prompts, with SGLang's prefix cache flushed before it, as the closed-loop trials are. Each trial's measured
+window follows ``[slo] warmup_requests`` sent at the level's rate on the same open loop (the first trial after
+a server start included), so the window starts on a server already at that load; the warm-up's requests are
+not counted. A top-up trial (a level the search gives more requests) is sized by request count instead of
+``[slo] requests`` and ``duration_s`` (:func:`perfgate.measuring.goodput.top_up_size`).
+The open-loop client sends in the server's time: a simulated server run with ``--sim-speedup s`` (its
+``/server_info`` says so) gets the schedule ``s`` times sooner, and every duration comes back in simulated
+time.
 """
 
 from __future__ import annotations
@@ -14,7 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.goodput import LoadLevel, LoadTrial, Search, Slo, judge_level, load_trial, search
+from perfgate.measuring.goodput import (
+    LoadLevel,
+    LoadTrial,
+    Search,
+    Slo,
+    judge_level,
+    load_trial,
+    search,
+    top_up_size,
+)
 from perfgate.measuring.metrics import Measurement
 
 if TYPE_CHECKING:
@@ -112,8 +126,19 @@ def time_scale(url: str) -> float:
     return s if s > 0 else 1.0
 
 
+def warmed_offsets(warmup: tuple[float, ...], measured: tuple[float, ...], rate: float) -> tuple[tuple[float, ...],
+                                                                                              float]:
+    """One open loop of a trial: the warm-up's send times, then the measured schedule shifted to start one mean
+    gap (``1 / rate``) after the warm-up's last send; and that shift (the measured window's start)."""
+    if not warmup:
+        return measured, 0.0
+    shift = warmup[-1] + 1.0 / rate
+    return warmup + tuple(shift + x for x in measured), shift
+
+
 class _Rates:
-    """Measures rates on one server: warm-up once, then each level's trials on unseen prompts."""
+    """Measures rates on one server: the closed-loop warm-up once, then trials of a rate on unseen prompts, each
+    measured window after a warm-up at that rate."""
 
     def __init__(self, perf: PerfRun, case: Case, slo: Slo, workload: Workload) -> None:
         from perfgate.measuring.workload import load_prompts
@@ -124,10 +149,12 @@ class _Rates:
         self.prompts = load_prompts(workload.prompts)
         self.offset = PROMPT_BASE
         self.trials = perf.state.opt("perfgate_trials") or workload.trials
+        self.done: dict[float, int] = {}  # trials measured per rate on this server
         self._warm = False
 
-    def __call__(self, rate: float) -> LoadLevel:
+    def __call__(self, rate: float, trials: int, requests: int | None = None) -> list[LoadTrial]:
         from perfgate.client import Schedule, flush_cache, run_batch, run_open_loop
+        from perfgate.client.schedule import arrival_offsets
         from perfgate.measuring.workload import requests_for
 
         w, slo = self.w, self.slo
@@ -136,20 +163,39 @@ class _Rates:
                       timeout_s=w.request_timeout_s)
             self.offset += w.warmup
         self._warm = True
-        sched = Schedule(rate=rate, requests=slo.requests, arrival=slo.arrival, duration_s=slo.duration_s,
-                         seed=slo.seed)
-        offsets = sched.offsets()
-        trials: list[LoadTrial] = []
-        for _ in range(self.trials):
+        out: list[LoadTrial] = []
+        for _ in range(trials):
+            # trial i of a rate follows schedule seed + 2i (its warm-up seed + 2i + 1): the level's requests sample
+            # the arrival process, not one draw of it, and the same rate's trials follow the same seeds every start
+            i = self.done.get(rate, 0)
+            self.done[rate] = i + 1
+            sched = Schedule(rate=rate, requests=requests or slo.requests, arrival=slo.arrival,
+                             duration_s=slo.duration_s if requests is None else None, seed=slo.seed + 2 * i)
+            warm = arrival_offsets(slo.arrival, rate, slo.warmup_requests, seed=slo.seed + 2 * i + 1)
+            offsets, shift = warmed_offsets(warm, sched.offsets(), rate)
+            nw = len(warm)
             flush_cache(self.url)
             reqs = requests_for(w, self.prompts, len(offsets), offset=self.offset)
             self.offset += len(offsets)
             with real_time(self.url, self.scale):  # the simulator at speed-up 1 while the schedule runs
                 outs, wall = run_open_loop(self.url, reqs, offsets, timeout_s=w.request_timeout_s)
-            trials.append(load_trial(outs, wall, slo, rate))
+            out.append(load_trial(outs[nw:], max(wall - shift, 0.0), slo, rate))
             if any(not o.success for o in outs) and not self.perf.servers.alive(self.config):
                 self._died(outs)
-        return judge_level(rate, trials, slo)
+        return out
+
+    def level(self, rate: float) -> LoadLevel:
+        """One rate judged as the search decides a bracket's end: the trials, then one more at a time while it
+        is unresolved, up to ``[slo] max_requests``."""
+        trials = self(rate, self.trials)
+        lv = judge_level(rate, trials, self.slo)
+        while lv.meets is None and not lv.behind and lv.requests < self.slo.budget:
+            more = self(rate, 1, top_up_size(self.slo, lv.requests, len(trials)))
+            if not any(t.requests for t in more):
+                break
+            trials += more
+            lv = judge_level(rate, trials, self.slo)
+        return lv
 
     def _died(self, outs: Any) -> None:
         from perfgate.measuring.verdict import Verdict
@@ -166,19 +212,20 @@ class _Rates:
 
 def measure_rate(perf: PerfRun, case: Case, rate: float, *, slo: Slo | None = None,
                  workload: Workload | None = None) -> LoadLevel:
-    """One open-loop rate on the case's server, with the workload's trials, judged against the SLOs."""
+    """One open-loop rate on the case's server, with the workload's trials (more while unresolved, up to
+    ``[slo] max_requests``), judged against the SLOs."""
     slo = slo or slo_of(perf, case.mode)
     w = workload or perf.state.profile.workload_for(case.mode)
-    return _Rates(perf, case, slo, w)(rate)
+    return _Rates(perf, case, slo, w).level(rate)
 
 
 def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
                     workload: Workload | None = None) -> Goodput:
-    """The highest rate the case's server serves within its SLOs (:func:`perfgate.measuring.goodput.search`)."""
+    """Goodput as an interval on the case's server (:func:`perfgate.measuring.goodput.search`)."""
     slo = slo or slo_of(perf, case.mode)
     w = workload or perf.state.profile.workload_for(case.mode)
     rates = _Rates(perf, case, slo, w)
-    found = search(rates, slo)
+    found = search(rates, slo, trials=rates.trials)
     return Goodput(mode=case.mode, slo=slo, search=found, trials=rates.trials, time_scale=rates.scale)
 
 

@@ -102,7 +102,9 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
             text = props["outcome"]
             if props.get("category"):
                 text += f" {props['category']}"
-            if metric and props.get(metric):
+            if metric and props.get(f"{metric}_low") is not None:  # an interval (goodput): [low, high)
+                text += " " + interval_cell(props, metric)
+            elif metric and props.get(metric):
                 text += f" {float(props[metric]):.4g}"
             elif props.get("tok_s"):
                 text += f" {float(props['tok_s']):.1f}"
@@ -121,6 +123,18 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
            "  " + " " * w0 + "  " + "  ".join(m.ljust(widths[m]) for m in modes)]
     for r in rows:
         out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, m), "-").ljust(widths[m]) for m in modes))
+    return out
+
+
+def interval_cell(props: dict[str, Any], metric: str) -> str:
+    """A record judged on an interval (goodput: ``<metric>_low``, ``<metric>_high``): ``[low, high)``, ``-`` for
+    no high end, then the levels left unresolved (``?3.6,4``)."""
+    from perfgate.plugin.loadcheck import GOODPUT_UNRESOLVED
+
+    hi = props.get(f"{metric}_high")
+    out = f"[{float(props[f'{metric}_low']):.4g}, {f'{float(hi):.4g}' if hi is not None else '-'})"
+    if props.get(GOODPUT_UNRESOLVED):
+        out += f" ?{props[GOODPUT_UNRESOLVED]}"
     return out
 
 
@@ -167,7 +181,10 @@ def record_detail(props: dict[str, str]) -> str:
     if value is not None:
         unit = unit_of(figure)
         text = f"{figure} {_fig(value)}" + (f" {unit}" if unit else "")
-        text += _interval(props, f"{figure}_ci_low", f"{figure}_ci_high", _fig)
+        if props.get(f"{figure}_low") is not None:  # an interval of its own (goodput: [low, high))
+            text += " " + interval_cell(props, figure)
+        else:
+            text += _interval(props, f"{figure}_ci_low", f"{figure}_ci_high", _fig)
         limit = _num(props.get(LIMIT))
         if limit is not None:
             word = "ceiling" if props.get(DIRECTION) == "lower" else "floor"

@@ -25,7 +25,7 @@ _BOUND = re.compile(r"^(?P<metric>[a-z0-9]+_ms)(?:_p(?P<q>\d+(?:_\d+)?))?$")
 #: the keys of ``[slo]`` that are not bounds
 SETTINGS = frozenset({"attainment", "max_send_lag_ms", "max_send_lag_gap", "arrival", "requests", "duration_s",
                       "seed", "rate_start", "rate_max", "resolution", "max_levels", "crossover_levels",
-                      "max_new_tokens", "trials"})
+                      "max_new_tokens", "trials", "warmup_requests", "confidence", "max_requests"})
 
 
 def slo(r: TableReader, modes: Mapping[str, Mode]) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
     start = float(t.num("rate_start", "requests per second > 0", 1.0, lo=1e-6))
     top = float(t.num("rate_max", "requests per second >= rate_start", 64.0, lo=start))
     dur = t.num("duration_s", "seconds > 0 (no send after this many seconds of a trial)", None, lo=1e-6)
-    return Slo(
+    slo = Slo(
         bounds=tuple(bounds),
         attainment=float(t.num("attainment", "a fraction in (0, 1]", 0.99, lo=1e-6, hi=1.0)),
         max_send_lag_ms=float(t.num("max_send_lag_ms", "milliseconds > 0", 10.0, lo=1e-6)),
@@ -110,4 +110,15 @@ def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
         crossover_levels=tuple(levels),
         max_new_tokens=t.int_("max_new_tokens", "an integer >= 2 (tokens per request under load)", None, lo=2),
         trials=t.int_("trials", "an integer >= 1 (trials per level)", None, lo=1),
+        warmup_requests=t.int_("warmup_requests", "an integer >= 0 (requests at the level's rate before each "
+                                                  "trial's measured window)", 32, lo=0),
+        confidence=float(t.num("confidence", "a fraction in [0.5, 1) (one-sided, of each bound a level is decided "
+                                             "on)", 0.95, lo=0.5, hi=0.9999)),
+        max_requests=t.int_("max_requests", "an integer >= 1 (requests per level at most, its trials pooled)", None,
+                            lo=1),
     )
+    if slo.max_requests is not None and slo.max_requests < slo.min_requests:
+        raise t.err("max_requests", f"at least {slo.min_requests}, the fewest requests with which a level of these "
+                                    f"SLOs can pass (docs/load.md, \"Sizing a level\")", slo.max_requests,
+                    fix=f"write max_requests = {slo.min_requests} or more, or judge a lower percentile")
+    return slo
