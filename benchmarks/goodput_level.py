@@ -28,7 +28,7 @@ from perfgate.measuring.goodput import judge_level, load_trial  # noqa: E402
 from perfgate.measuring.workload import load_prompts, requests_for  # noqa: E402
 from perfgate.plugin.loadrun import PROMPT_BASE, real_time, warmed_offsets  # noqa: E402
 from perfgate.profiles.load import load_profile  # noqa: E402
-from perfgate.sim.testing import SimProcess  # noqa: E402
+from perfgate.serving.simprocess import SimProcess  # noqa: E402
 
 PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
 

@@ -8,7 +8,7 @@ these are the names to import beside them. The plugin itself is registered by ``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -33,8 +33,10 @@ __all__ = [
     "load_variants",
     # what step_profile hands out
     "StepProfile",
-    # verdicts
+    # verdicts and their words (str enums: Outcome.PASS == "pass")
     "Verdict",
+    "Outcome",
+    "Category",
     # errors (each names the file, the key and the fix)
     "PerfgateError",
     "ProfileSchemaError",
@@ -62,11 +64,27 @@ _HOME = {
     "load_variants": "perfgate.profiles.variants",
     "StepProfile": "perfgate.measuring.trace",
     "Verdict": "perfgate.measuring.verdict",
+    "Outcome": "perfgate.categories",
+    "Category": "perfgate.categories",
     "PerfgateError": "perfgate.errors",
     "ProfileSchemaError": "perfgate.errors",
     "ProfileNotFound": "perfgate.errors",
     "ServerError": "perfgate.errors",
 }
+
+if TYPE_CHECKING:  # the same names, typed, for a user's type checker (the package ships py.typed)
+    from perfgate.categories import Category, Outcome
+    from perfgate.errors import PerfgateError, ProfileNotFound, ProfileSchemaError, ServerError
+    from perfgate.measuring.metrics import METRICS, Measurement, Metric, Stat
+    from perfgate.measuring.trace import StepProfile
+    from perfgate.measuring.verdict import Verdict
+    from perfgate.plugin.api import PerfServer
+    from perfgate.plugin.compare import BaselineServer
+    from perfgate.plugin.microcheck import MicroCase
+    from perfgate.plugin.stackpair import CandidateServer
+    from perfgate.profiles import Floor, Profile, Workload
+    from perfgate.profiles.load import load_profile
+    from perfgate.profiles.variants import Variant, VariantSet, load_variants
 
 
 def __getattr__(name: str) -> Any:

@@ -121,6 +121,7 @@ def test_an_end_that_stays_unresolved_is_topped_up_to_the_budget_and_listed():
     # every request good up to 2 req/s, 90 % at 4 (on the required share: no interval leaves it), none at 8
     f, asked = scripted(0, share=lambda r: 1.0 if r <= 2 else 0.9 if r <= 4 else 0.0, slo=slo)
     s = search(f, slo, trials=3)
+    assert s.best is not None and s.failed is not None
     assert [lv.rate for lv in s.unresolved] == [4.0] and s.best.rate == 2.0 and s.failed.rate == 5.66
     four = next(lv for lv in s.levels if lv.rate == 4.0)
     # a p90 passes from 29 requests: each top-up is one trial of the level's own size, up to the budget

@@ -2,6 +2,7 @@
 
 import pytest
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import Trial, summarize
 from perfgate.measuring.verdict import Verdict, apply_expectation, compare_verdict, warm_cache, within_noise_or_faster
 from perfgate.profiles import Expectation
@@ -47,20 +48,20 @@ def test_too_noisy_is_inconclusive_never_pass():
     assert v.outcome == "inconclusive" and v.category == "noisy"
 
 
-XF = Expectation(expect="xfail", category="cuda-graph-capture", reason="Tree in graph capture",
+XF = Expectation(expect=Outcome.XFAIL, category=Category.CUDA_GRAPH_CAPTURE, reason="Tree in graph capture",
                  key="expectations.nccl-tree.*", line=42)
 
 
 @pytest.mark.parametrize("verdict, exp, outcome", [
-    (Verdict(outcome="pass"), None, "pass"),
-    (Verdict(outcome="fail", category="oom"), None, "fail"),
-    (Verdict(outcome="fail", category="cuda-graph-capture"), XF, "xfail"),
-    (Verdict(outcome="fail", category="oom"), XF, "fail"),
-    (Verdict(outcome="pass"), XF, "xpass"),
-    (Verdict(outcome="inconclusive", category="confounded"), XF, "inconclusive"),
-    (Verdict(outcome="inconclusive", category="within-noise", message="x: the CI straddles 1"), None, "pass"),
-    (Verdict(outcome="inconclusive", category="within-noise"), XF, "inconclusive"),
-    (Verdict(outcome="fail", category="missing-dependency"), XF, "skip"),
+    (Verdict(outcome=Outcome.PASS), None, "pass"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.OOM), None, "fail"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.CUDA_GRAPH_CAPTURE), XF, "xfail"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.OOM), XF, "fail"),
+    (Verdict(outcome=Outcome.PASS), XF, "xpass"),
+    (Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CONFOUNDED), XF, "inconclusive"),
+    (Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.WITHIN_NOISE, message="x: the CI straddles 1"), None, "pass"),
+    (Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.WITHIN_NOISE), XF, "inconclusive"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.MISSING_DEPENDENCY), XF, "skip"),
 ])
 def test_expectations(verdict, exp, outcome):
     final = apply_expectation(verdict, exp, profile_path="baselines/x.toml")
@@ -78,10 +79,10 @@ def _trials_with_cache(hits: int) -> list[Trial]:
 
 
 @pytest.mark.parametrize("verdict, becomes", [
-    (Verdict(outcome="pass", message="ok"), "warm-cache"),
-    (Verdict(outcome="fail", category="slower-than-baseline", message="slow"), "warm-cache"),
-    (Verdict(outcome="fail", category="crash", message="died"), "crash"),  # not a number: stays
-    (Verdict(outcome="inconclusive", category="noisy", message="cv"), "noisy"),
+    (Verdict(outcome=Outcome.PASS, message="ok"), "warm-cache"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message="slow"), "warm-cache"),
+    (Verdict(outcome=Outcome.FAIL, category=Category.CRASH, message="died"), "crash"),  # not a number: stays
+    (Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY, message="cv"), "noisy"),
 ])
 def test_a_number_from_the_prefix_cache_is_no_verdict(verdict, becomes):
     warm = summarize(config_key="k", config_name="baseline", trials=_trials_with_cache(2))
@@ -178,13 +179,13 @@ def test_one_final_path_lost_verdict_warm_cache_expectation_and_missing_dependen
     """perfgate.measuring.verdict.final_verdict, the one path from a check's verdict to the record's outcome."""
     from perfgate.measuring.verdict import Verdict, final_verdict
 
-    noisy = Verdict(outcome="inconclusive", category="noisy", message="inconclusive: too noisy")
+    noisy = Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY, message="inconclusive: too noisy")
     lost = final_verdict(noisy, measurement=None, expectation=None, profile_path="p.toml", optional=False,
                          stored_floor="the baseline floor (89.5 tok/s)")
     assert lost.outcome == "fail" and lost.category == "noisy" and "lost verdict" in lost.message
     assert final_verdict(noisy, measurement=None, expectation=None, profile_path="p.toml",
                          optional=False).outcome == "inconclusive"  # no stored floor: nothing was lost
-    missing = Verdict(outcome="fail", category="missing-dependency", message="mscclpp is not installed")
+    missing = Verdict(outcome=Outcome.FAIL, category=Category.MISSING_DEPENDENCY, message="mscclpp is not installed")
     assert final_verdict(missing, measurement=None, expectation=None, profile_path="p.toml",
                          optional=True).outcome == "skip"  # a variant: an optional attempt
     own = final_verdict(missing, measurement=None, expectation=None, profile_path="p.toml", optional=False)

@@ -26,8 +26,8 @@ from perfgate.profiles import Expectation
 class Verdict:
     """Outcome of one check before expectations: pass, fail (with category) or inconclusive."""
 
-    outcome: str  # "pass" | "fail" | "inconclusive" | "skip"
-    category: str | None = None
+    outcome: Outcome  # PASS | FAIL | INCONCLUSIVE | SKIP
+    category: Category | None = None
     message: str = ""
     properties: dict[str, object] = field(default_factory=dict)
     # a comparison that could not tell the two apart (CI straddles 1, or a difference below min_effect):
@@ -42,8 +42,8 @@ class Verdict:
 class Final:
     """A verdict after its expectation: what pytest should do and what the record says."""
 
-    outcome: str  # "pass" | "fail" | "xfail" | "xpass" | "inconclusive" | "skip"
-    category: str | None
+    outcome: Outcome  # PASS | FAIL | XFAIL | XPASS | INCONCLUSIVE | SKIP
+    category: Category | None
     message: str
     expected: str  # "pass" | "xfail:<category>"
 
@@ -59,12 +59,12 @@ def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
     if m.tok_s is None:
         return None
     if not m.tok_s.noise_known:
-        return Verdict(outcome="inconclusive", category="noise-unknown",
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
                        message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no "
                                 f"confidence interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} "
                                 f"tok/s is recorded without a verdict; raise [workload] trials or --perfgate-trials"))
     if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
-        return Verdict(outcome="inconclusive", category="noisy",
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
                        message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials")
     return None
@@ -157,14 +157,14 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     ``min_effect``: with very quiet trials a 0.05 % drift is significant but means nothing.
     """
     if candidate.tok_s is None:
-        return Verdict(outcome="fail", category="crash",
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
     if baseline.tok_s is None:
-        return Verdict(outcome="inconclusive", message=f"{what}: the baseline has no measurement to compare with")
+        return Verdict(outcome=Outcome.INCONCLUSIVE, message=f"{what}: the baseline has no measurement to compare with")
     for m in (candidate, baseline):
         noisy = _noisy(m, max_cv)
         if noisy:
-            return Verdict(outcome="inconclusive", category=noisy.category,
+            return Verdict(outcome=Outcome.INCONCLUSIVE, category=noisy.category,
                            message=f"{what} ({m.config_name}): {noisy.message}")
     from perfgate.measuring.metrics import paired_ratios
 
@@ -192,7 +192,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     n = min(candidate.tok_s.n, baseline.tok_s.n)
     need = trials_to_resolve(n, ratio, lo, hi)
     more = f"; about {need} trials per side would resolve it" if need else "; the two are indistinguishable"
-    return Verdict(outcome="inconclusive", message=desc + ": the CI straddles 1" + more, properties=props,
+    return Verdict(outcome=Outcome.INCONCLUSIVE, message=desc + ": the CI straddles 1" + more, properties=props,
                    indistinct=True)
 
 
@@ -231,7 +231,7 @@ def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
     """
     if floor is None or v.outcome != "inconclusive":
         return v
-    return Verdict(outcome="fail", category=v.category, properties=v.properties,
+    return Verdict(outcome=Outcome.FAIL, category=v.category, properties=v.properties,
                    message=f"lost verdict: {floor} was not checked: {v.message.removeprefix('inconclusive: ')}")
 
 
@@ -245,7 +245,7 @@ def warm_cache(v: Verdict, m: Measurement) -> Verdict:
     numeric = v.outcome == "pass" or v.category in ("slower-than-baseline", "wrong-output")
     if not m.cache_hits or not numeric:
         return v
-    return Verdict(outcome="inconclusive", category="warm-cache", properties=v.properties,
+    return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.WARM_CACHE, properties=v.properties,
                    message=(f"inconclusive: warm cache: {m.cache_hits} measured request(s) of {m.config_name} were "
                             f"served partly from SGLang's prefix cache ({m.cached_tokens} cached prompt tokens), so "
                             f"TTFT and throughput measure the cache, not the model; check that the server accepts "
@@ -258,7 +258,8 @@ def within_noise_or_faster(v: Verdict) -> Verdict:
     Expected to pass, that is a pass; expected to be slower, it is inconclusive (see apply_expectation).
     """
     if v.outcome == "inconclusive" and v.indistinct:
-        return Verdict(outcome="inconclusive", category="within-noise", message=v.message, properties=v.properties)
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.WITHIN_NOISE,
+                       message=v.message, properties=v.properties)
     return v
 
 
@@ -267,31 +268,32 @@ def apply_expectation(v: Verdict, exp: Expectation | None, *, profile_path: str)
     if exp is None or exp.expect == "pass":
         expected = "pass"
         if v.outcome == "inconclusive" and v.category == "within-noise":
-            return Final(outcome="pass", category=None, expected=expected,
+            return Final(outcome=Outcome.PASS, category=None, expected=expected,
                          message=v.message.replace(": the CI straddles 1", ": within noise of the baseline"))
         if v.outcome == "pass":
-            return Final(outcome="pass", category=None, message=v.message, expected=expected)
+            return Final(outcome=Outcome.PASS, category=None, message=v.message, expected=expected)
         if v.outcome in ("inconclusive", "skip"):
             return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
         if v.category == "missing-dependency":
-            return Final(outcome="skip", category=v.category, message=f"skipped [missing-dependency]: {v.message}",
-                         expected=expected)
-        return Final(outcome="fail", category=v.category, message=f"[{v.category}] {v.message}", expected=expected)
+            return Final(outcome=Outcome.SKIP, category=v.category,
+                         message=f"skipped [missing-dependency]: {v.message}", expected=expected)
+        return Final(outcome=Outcome.FAIL, category=v.category, message=f"[{v.category}] {v.message}",
+                     expected=expected)
     expected = f"xfail:{exp.category}"
     where = f"{profile_path}" + (f":{exp.line}" if exp.line else "") + f" ({exp.key})"
     if v.outcome == "pass":
-        return Final(outcome="xpass", category=None, expected=expected,
+        return Final(outcome=Outcome.XPASS, category=None, expected=expected,
                      message=(f"[XPASS(strict)] UNBLOCKED: expected to fail with {exp.category} ({exp.reason}) but it "
                               f"passed: {v.message}. Update the expectation at {where} to expect = \"pass\"."))
     if v.outcome in ("inconclusive", "skip"):
         return Final(outcome=v.outcome, category=v.category, message=v.message, expected=expected)
     if v.category == exp.category:
-        return Final(outcome="xfail", category=v.category, expected=expected,
+        return Final(outcome=Outcome.XFAIL, category=v.category, expected=expected,
                      message=f"[{v.category}] {exp.reason} — observed: {v.message}")
     if v.category == "missing-dependency":
-        return Final(outcome="skip", category=v.category, expected=expected,
+        return Final(outcome=Outcome.SKIP, category=v.category, expected=expected,
                      message=f"skipped [missing-dependency]: {v.message}")
-    return Final(outcome="fail", category=v.category, expected=expected,
+    return Final(outcome=Outcome.FAIL, category=v.category, expected=expected,
                  message=(f"expected to fail with {exp.category} ({exp.reason}) but failed with {v.category}: "
                           f"{v.message} [{where}]"))
 

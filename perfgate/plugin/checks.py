@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import Measurement, token_match
 from perfgate.measuring.verdict import (
     Verdict,
@@ -61,7 +62,7 @@ class Checks:
         if tm is not None:
             self.record("token_match", tm)
             if tm < w.token_match_min:
-                return Verdict(outcome="fail", category="wrong-output",
+                return Verdict(outcome=Outcome.FAIL, category=Category.WRONG_OUTPUT,
                                message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
                                        f"{w.token_match_min:.0%}): the output changed")
         # the session's sequential plan: a paired comparison judged again as start pairs are added keeps its
@@ -80,14 +81,15 @@ class Checks:
                 if value is not None:
                     self.record(f"c{pt.concurrency}_{name}", value)
         if not m.sweep:
-            return Verdict(outcome="fail", category="crash", message="the concurrency sweep produced no points")
+            return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
+                           message="the concurrency sweep produced no points")
         failed = {pt.concurrency: pt.failures for pt in m.sweep if pt.failures}
         if failed:
-            return Verdict(outcome="fail", category="crash",
+            return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                            message="requests failed in the concurrency sweep: " + ", ".join(
                                f"{n} at concurrency {c}" for c, n in failed.items()))
         levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
-        return Verdict(outcome="pass", message=f"output tok/s by concurrency {levels}")
+        return Verdict(outcome=Outcome.PASS, message=f"output tok/s by concurrency {levels}")
 
     def explain_speculation(self, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
         """Attach the cost model's breakdown; a slower speculation says what it would take."""
@@ -133,7 +135,7 @@ class Checks:
         why = not_exercised(variant.backend, read_evidence(m.log_path))
         if why is None:
             return v
-        return Verdict(outcome="inconclusive", category="not-exercised", properties=v.properties,
+        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED, properties=v.properties,
                        message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
                                f"but {why}; measured: {v.message}")
 
@@ -156,7 +158,7 @@ class Checks:
         if bad:
             self._identity(case, cand)
             self.conclude(case, Verdict(
-                outcome="inconclusive", category="confounded",
+                outcome=Outcome.INCONCLUSIVE, category=Category.CONFOUNDED,
                 message=(f"inconclusive: confounded: {case.variant} differs from the {_baseline_of(case.mode)} in "
                          f"{', '.join(sorted(bad))}, which the variant does not declare "
                          f"({_diffs(cand, ref, bad)}); make the runs differ only in the variant's keys")))

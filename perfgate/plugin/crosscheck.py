@@ -386,7 +386,7 @@ class Crosscheck:
             v = Verdict(outcome=Outcome.FAIL, category=Category.MEASUREMENT_MISMATCH,
                         message=f"{ag.message()}; see {log}")
         else:
-            v = Verdict(outcome=ag.outcome, message=ag.message())
+            v = Verdict(outcome=Outcome(ag.outcome), message=ag.message())
         perf.conclude(case, v)
 
 

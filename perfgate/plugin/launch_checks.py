@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from perfgate.categories import Category, Outcome
+
 if TYPE_CHECKING:
     from perfgate.measuring.verdict import Verdict
     from perfgate.profiles import Profile
@@ -55,7 +57,7 @@ def missing_module(st: Launching, config: ServerConfig) -> Verdict | None:
     from perfgate.measuring.verdict import Verdict
 
     names = ", ".join(missing)
-    return Verdict(outcome="fail", category="missing-dependency",
+    return Verdict(outcome=Outcome.FAIL, category=Category.MISSING_DEPENDENCY,
                    message=(f"{config.variant}: Python module {names} not importable by {python}: the server "
                             f"would start without the {variant.backend or config.variant} backend and measure "
                             f"the default all-reduce instead; install it next to SGLang to run this attempt "
@@ -80,7 +82,7 @@ def flag_problem(st: Launching, config: ServerConfig) -> Verdict | None:
         return None
     from perfgate.measuring.verdict import Verdict
 
-    return Verdict(outcome="fail", category="bad-flag",
+    return Verdict(outcome=Outcome.FAIL, category=Category.BAD_FLAG,
                    message=(f"SGLang {res.sglang_version}'s own parser rejects the flags of {config.name}, found "
                             f"before launching: {res.message()}"))
 

@@ -114,7 +114,7 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         perf.record(SEND_LAG_MS_P99, max(lags))
     perf.record(LOAD_LEVELS, json.dumps([_level_json(lv) for lv in s.levels], separators=(",", ":")))
     if s.inconclusive is not None:
-        perf.conclude(case, Verdict(outcome="inconclusive", category=Category.CLIENT_BEHIND,
+        perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
                                     message=f"inconclusive: {s.inconclusive.why}"))
         return
     perf.record(GOODPUT, s.low)
@@ -227,7 +227,8 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
              "itl_ms": _r(m.itl_ms.median if m.itl_ms else None),
              "ttft_ms": _r(m.ttft_ms.median if m.ttft_ms else None)}
             for c, m in zip(base.loads, base.measurements)], separators=(",", ":")))
-        perf.conclude(case, Verdict(outcome="pass", message=f"the baseline's output tok/s at {len(base.loads)} loads "
+        perf.conclude(case, Verdict(outcome=Outcome.PASS,
+                                    message=f"the baseline's output tok/s at {len(base.loads)} loads "
                                                             f"({', '.join(map(str, base.loads))} streams), recorded"))
         return
     x, (presult, pload) = crossover_of(base, spec)

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.goodput import (
     LoadLevel,
     LoadTrial,
@@ -204,7 +205,8 @@ class _Rates:
         servers = self.perf.servers
         err = servers.exit_error(self.config)
         msg = str(err) if err is not None else "; ".join(dict.fromkeys(o.error for o in outs if not o.success))
-        v = Verdict(outcome="fail", category=(err.category if err is not None else None) or "crash",
+        v = Verdict(outcome=Outcome.FAIL,
+                    category=Category((err.category if err is not None else None) or Category.CRASH),
                     message=f"the server of {self.config.name} died under load: {msg}")
         servers.fail(self.config, ServerFailed(v, servers.log_of(self.config)))
         self.perf.conclude(self.case, v)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.kinds import ALLREDUCE
 from perfgate.plugin.runner import PerfRun
@@ -261,7 +262,7 @@ def _default(v: Verdict) -> Expectation | None:
 
     if v.outcome != "fail" or v.category is None or v.category not in CANNOT_RUN:
         return None
-    return Expectation(expect="xfail", category=v.category, reason=CANNOT_RUN[v.category],
+    return Expectation(expect=Outcome.XFAIL, category=v.category, reason=CANNOT_RUN[v.category],
                        key=f"perfgate.plugin.microcheck.CANNOT_RUN[{v.category!r}]")
 
 
@@ -302,14 +303,15 @@ def _check(run: MicroRun, case: MicroCase) -> None:
         e = launch.error
         cat = getattr(e, "category", None) or "crash"
         unavailable = isinstance(e, BackendUnavailable)
-        v = Verdict(outcome="fail", category=cat, message=getattr(e, "short", str(e)) if unavailable else str(e))
+        v = Verdict(outcome=Outcome.FAIL, category=Category(cat),
+                    message=getattr(e, "short", str(e)) if unavailable else str(e))
         run.conclude(case, v, decides=DECIDES, default=_default(v) if unavailable else None)
 
     assert launch.results is not None
     want_numel = max(1, case.nbytes // 2)
     match = [r for r in launch.results if r.numel == want_numel and r.graph == case.graph]
     if not match:
-        run.conclude(case, Verdict(outcome="fail", category="crash",
+        run.conclude(case, Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                                    message=f"no result for {case.nbytes} B (graph={case.graph}) in the launch's "
                                            f"results"), decides=DECIDES)
     r = match[0]
@@ -325,8 +327,8 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
     if not r.ok:
         cat = r.category or "crash"
         if cat in CANNOT_RUN:
-            return Verdict(outcome="fail", category=cat, message=r.reason)
-        return Verdict(outcome="fail", category=cat,
+            return Verdict(outcome=Outcome.FAIL, category=Category(cat), message=r.reason)
+        return Verdict(outcome=Outcome.FAIL, category=Category(cat),
                        message=(f"{case.backend} at world size {case.world_size}, {r.bytes} B ({r.dtype}): {r.reason} "
                                 f"[rank logs: {log_dir}]"))
     props: dict[str, object] = {}
@@ -334,7 +336,7 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
     if floor is not None:  # a ceiling on the median latency measured on this box (the profile's [micro.floors])
         props = {"floor_latency_us": floor.latency_us, "tolerance": floor.tolerance}
         if r.latency_us is not None and r.latency_us > floor.ceiling_us:
-            return Verdict(outcome="fail", category="slower-than-baseline", properties=props, message=(
+            return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, properties=props, message=(
                 f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × "
                 f"(1 + {floor.tolerance:g}) = {floor.ceiling_us:.2f} µs [{case.backend}, {case.mode}, {r.bytes} B "
                 f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; "
@@ -343,13 +345,13 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
                 f"`python scripts/micro_floors.py run.xml --update {plan.profile_path or 'PROFILE'}`"))
     bad = _implausible(r)
     if bad:
-        return Verdict(outcome="fail", category="crash", properties=props,
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, properties=props,
                        message=f"{case.backend}, {r.bytes} B: implausible measurement: {bad}")
     msg = (f"{case.backend}, {case.mode}, {r.bytes} B {r.dtype}, world size {case.world_size}: median "
            f"{r.latency_us:.2f} µs, p99 {r.latency_p99_us:.2f} µs, busbw {r.busbw_gbps:.3g} GB/s")
     if floor is not None:
         msg += f" (<= floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
-    return Verdict(outcome="pass", message=msg + (f"; {r.note}" if r.note else ""), properties=props)
+    return Verdict(outcome=Outcome.PASS, message=msg + (f"; {r.note}" if r.note else ""), properties=props)
 
 
 def _implausible(r: AllReduceResult) -> str:

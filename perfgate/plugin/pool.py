@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.settings import CANDIDATE_ARM
 from perfgate.stack.probes import UNKNOWN
@@ -87,7 +88,7 @@ def fallback_verdict(state: Any, config: ServerConfig, log_path: str | Path | No
     cls = classify(None, Path(log_path).read_text(errors="replace"))
     for fb in cls.fallbacks:
         if fb.backend == variant.backend:
-            return Verdict(outcome="fail", category=fb.category,
+            return Verdict(outcome=Outcome.FAIL, category=Category(fb.category),
                            message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: "
                                    f"{fb.line.strip()}")
     return None
@@ -286,7 +287,8 @@ class Launcher(Pool):
         if failed is not None:  # raised outside the except block: no "during handling" chain in the report
             err = failed
             hint = bad_flag_hint(self, config, getattr(err, "log_path", None)) if err.category == "bad-flag" else ""
-            raise self._raise(config, Verdict(outcome="fail", category=err.category or "crash",
+            raise self._raise(config, Verdict(outcome=Outcome.FAIL,
+                                              category=Category(err.category or Category.CRASH),
                                               message=hint + str(err)), self.log_of(config))
         if on_log is not None:
             on_log(str(server.log_path))
@@ -338,15 +340,17 @@ class Attacher(Pool):
             if self.info is None:
                 self.info = attach.server_info(self.url)
             if self.info is None:
-                v = Verdict(outcome="fail", message=f"perfgate: cannot read {self.url}/server_info (--perfgate-url); "
-                                                    f"is a server running there?")
+                v = Verdict(outcome=Outcome.FAIL,
+                            message=f"perfgate: cannot read {self.url}/server_info (--perfgate-url); "
+                                    f"is a server running there?")
                 self.fail(config, ServerFailed(v, ""))
                 return Admission(verdict=v)
             chk = self.checks[config.key] = attach.check(self.info, config, self.state.session_configs())
         props = {"attached": self.url}
         if chk.unverified:
             props["attach_unverified"] = ", ".join(chk.unverified)
-        return Admission(properties=props, verdict=None if chk.runs else Verdict(outcome="skip", message=chk.reason))
+        return Admission(properties=props,
+                         verdict=None if chk.runs else Verdict(outcome=Outcome.SKIP, message=chk.reason))
 
     def endpoint(self, config: ServerConfig, *, on_log: Callable[[str], None] | None = None) -> Endpoint:
         known = self.failure(config)

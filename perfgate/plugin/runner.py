@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.judge import Sequential
 from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
 from perfgate.measuring.verdict import Verdict, final_verdict
@@ -271,7 +272,7 @@ class PerfRun(Checks):
         self.conclude(primary, adm.verdict)
 
     def _fail_dependency(self, case: Case, config: ServerConfig, v: Verdict) -> NoReturn:
-        self.conclude(case, Verdict(outcome="fail", category=v.category,
+        self.conclude(case, Verdict(outcome=Outcome.FAIL, category=v.category,
                                     message=f"the {config.name} server this record compares against failed: "
                                             f"{v.message}"))
         raise AssertionError("unreachable")  # pragma: no cover
@@ -318,7 +319,8 @@ class PerfRun(Checks):
             # a server that died while serving is classified from its log
             err = self.servers.exit_error(config)
             if err is not None:
-                raise ServerFailed(Verdict(outcome="fail", category=err.category or "crash", message=str(err)),
+                raise ServerFailed(Verdict(outcome=Outcome.FAIL, category=Category(err.category or Category.CRASH),
+                                           message=str(err)),
                                    log_path)
             from perfgate.host.procs import tail
 
@@ -328,7 +330,7 @@ class PerfRun(Checks):
             if log_path:
                 msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
                     "    | " + ln for ln in tail(log_path, 15).splitlines())
-            raise ServerFailed(Verdict(outcome="fail", category="crash", message=msg), log_path)
+            raise ServerFailed(Verdict(outcome=Outcome.FAIL, category=Category.CRASH, message=msg), log_path)
         return m
 
     def _sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict, pct
 from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
@@ -96,7 +97,7 @@ def candidate_of(perf: PerfRun) -> CandidateServer:
                "bin/python, env.NAME=VALUE, sim-stack=KEY=VER;...) and --perfgate-starts 3 to measure this config "
                "under both stacks on this box, starts interleaved (docs/gate.md)") if cand is None else \
             "stack-pair: an attached server (--perfgate-url) has one stack; launch the servers to compare two"
-        perf.conclude(case, Verdict(outcome="skip", message=why), decides=DECIDES)
+        perf.conclude(case, Verdict(outcome=Outcome.SKIP, message=why), decides=DECIDES)
         raise AssertionError("unreachable: conclude() ends the test")
     perf.record(CANDIDATE, cand.spec)
     arm = case.on_candidate()
@@ -182,7 +183,8 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
                         f"measure(perf_server)); got {candidate.config_name} and {current.config_name}")
     if current.tok_s is None or candidate.tok_s is None:
         arm = "candidate" if candidate.tok_s is None else "current"
-        return Verdict(outcome="fail", category="crash", message=f"stack-pair: no successful request on the {arm} arm")
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
+                       message=f"stack-pair: no successful request on the {arm} arm")
     tm = token_match(candidate.outputs, current.outputs)
     if tm is not None:
         perf.record("token_match", tm)
@@ -210,12 +212,12 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     worse = [m for m, x in js.items() if x.decision is Decision.REGRESSED]
     if worse:
         what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
-        return Verdict(outcome="fail", category="slower-than-baseline", decision=Decision.REGRESSED,
+        return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
                        message=f"{desc}: the candidate stack is worse on {what}{tail}")
     if j.decision in (Decision.SAME, Decision.IMPROVED):
-        return Verdict(outcome="pass", message=f"{desc}: {j.decision}{tail}", decision=j.decision)
+        return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision)
     more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
-    return Verdict(outcome="inconclusive", decision=j.decision,
+    return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision,
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from perfgate.categories import EXPECTABLE
+from perfgate.categories import EXPECTABLE, Category, Outcome
 from perfgate.errors import ProfileSchemaError
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.reader import _close
@@ -184,8 +184,8 @@ class Floor:
 class Expectation:
     """What a check or variant is expected to do in one mode."""
 
-    expect: str  # "pass" | "xfail"
-    category: str | None = None
+    expect: Outcome  # PASS | XFAIL
+    category: Category | None = None
     reason: str = ""
     when: str = ""  # stack condition; "" = always
     key: str = ""  # "expectations.<name>.<mode>" for messages

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from perfgate.categories import Category, Outcome
 from perfgate.profiles import (
     CATEGORIES,
     ENGINES,
@@ -223,7 +224,8 @@ def expectations(r: TableReader, modes: Mapping[str, Mode], text: str) -> dict[s
                         problem = problem.removeprefix(f"stack condition {when!r}").lstrip(": ")
                         raise sr.err("when", 'a stack condition such as "flashinfer < 0.8 and sm == 12.0"', when,
                                      fix=f"{problem}: {how}" if problem and how else how or problem) from None
-                out.append(Expectation(expect=exp, category=cat, reason=sr.get("reason", str, "a string", ""),
+                out.append(Expectation(expect=Outcome(exp), category=Category(cat) if cat else None,
+                                       reason=sr.get("reason", str, "a string", ""),
                                        when=when, key=f"expectations.{ename_}.{mname}",
                                        line=line_of(text, f"[expectations.{ename_}", mname) or line_of(text, ename_)))
             per_mode[mname] = tuple(out)
