@@ -19,7 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from perfgate import __version__
+from perfgate._version import __version__
 from perfgate.cli import compare, configs, floors, present, project
 from perfgate.cli.registry import EXIT_USAGE, SUBCOMMANDS
 from perfgate.errors import PerfgateError

@@ -208,11 +208,11 @@ def add_suite_properties(config: pytest.Config) -> None:
 
 
 def suite_properties(st: PerfgateState) -> dict[str, str]:
-    import perfgate
+    from perfgate._version import __version__
 
     p = st.profile
     props = {
-        "perfgate.version": perfgate.__version__,
+        "perfgate.version": __version__,
         "perfgate.engine": p.engine.name,
         "perfgate.profile": p.name,
         "perfgate.profile_path": str(p.path),

@@ -8,18 +8,124 @@
     [slo.eagle3]                  # one mode: its keys replace the shared ones
     itl_ms_p99 = 80
 
-The metrics are :data:`perfgate.measuring.goodput.REQUEST_METRICS`; the search and schedule keys are
-:class:`perfgate.measuring.goodput.Slo`'s (docs/profiles.md lists them).
+The metrics are :data:`REQUEST_METRICS`; the search and schedule keys are
+:class:`Slo`'s (docs/profiles.md lists them).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from perfgate.profiles import Mode
 from perfgate.profiles.reader import TableReader, _close
+
+#: per-request metrics an SLO can bound (all in ms; lower is better)
+REQUEST_METRICS: dict[str, str] = {
+    "ttft_ms": "time to first token",
+    "itl_ms": "inter-token latency (every gap of every request)",
+    "tpot_ms": "time per output token after the first, per request",
+    "e2e_ms": "end-to-end latency, per request",
+}
+
+@dataclass(frozen=True, kw_only=True)
+class Bound:
+    """One SLO: ``metric`` at its ``percentile`` over a level's requests within ``limit_ms``."""
+
+    metric: str
+    percentile: float
+    limit_ms: float
+
+    @property
+    def key(self) -> str:
+        q = f"{self.percentile:g}".replace(".", "_")
+        return self.metric if self.percentile == 100 else f"{self.metric}_p{q}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    """A mode's SLOs and how its goodput is searched (``[slo]`` / ``[slo.<mode>]`` of a profile)."""
+
+    bounds: tuple[Bound, ...]
+    attainment: float = 0.99  # the share of requests that must be good
+    # a sender later at p99 than both of these fell behind its schedule (inconclusive): ms, and a share of the
+    # schedule's mean gap between requests (jitter well inside a gap does not change the load offered)
+    max_send_lag_ms: float = 10.0
+    max_send_lag_gap: float = 0.1
+    arrival: str = "poisson"
+    requests: int = 32  # measured requests per trial of a level (trial i of a rate: schedule seed + 2i)
+    duration_s: float | None = None  # and no measured send after this many seconds of a trial's window
+    warmup_requests: int = 32  # sent at the level's rate before each trial's measured window, not counted
+    seed: int = 0
+    rate_start: float = 1.0  # requests per second: the search doubles from here...
+    rate_max: float = 64.0  # ...up to here
+    resolution: float = 0.1  # ...then bisects until the bracket is this narrow (relative)
+    max_levels: int = 12
+    confidence: float = 0.95  # one-sided, of each bound a level is decided on
+    max_requests: int | None = None  # per level: an unresolved level gets trials up to this (None: default_budget)
+    crossover_levels: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # closed-loop streams of the crossover record
+    max_new_tokens: int | None = None  # tokens per request under load (default: the most any mode's workload asks)
+    trials: int | None = None  # trials per level before any top-up (default: the workload's)
+
+    def describe(self) -> str:
+        return ", ".join(f"{b.key} <= {b.limit_ms:g}" for b in self.bounds) + f", attainment >= {self.attainment:g}"
+
+    @property
+    def min_requests(self) -> int:
+        """The fewest requests a level needs to pass: :func:`level_min_requests`."""
+        return level_min_requests(self)
+
+    @property
+    def budget(self) -> int:
+        """Requests per level, at most (``max_requests``, else :func:`default_budget`)."""
+        return self.max_requests if self.max_requests is not None else default_budget(self)
+
+
+# -- sizing: how many requests a level needs before it can pass ------------------------------------------------
+
+
+def min_requests(q: float, confidence: float = 0.95) -> int | None:
+    """The fewest requests whose ``q``-th percentile has a distribution-free one-sided upper confidence bound at
+    ``confidence``: the smallest n with ``1 - (q/100)^n >= confidence`` (the largest of n values is then that
+    bound: it lies above the percentile unless all n fell below it, probability ``(q/100)^n``). A p99 at 95 %
+    needs 299, a p90 29, a p50 5. ``None`` for q = 100: no sample bounds the largest value."""
+    p = q / 100.0
+    if p >= 1.0:
+        return None
+    if p <= 0.0:
+        return 1
+    n = max(1, math.ceil(math.log(1.0 - confidence) / math.log(p)))
+    while 1.0 - p ** n < confidence:  # the float log can land one short or one over
+        n += 1
+    while n > 1 and 1.0 - p ** (n - 1) >= confidence:
+        n -= 1
+    return n
+
+
+def attainment_min_requests(attainment: float, confidence: float = 0.95) -> int | None:
+    """The fewest requests, all good, whose Clopper-Pearson lower bound (one-sided at ``confidence``) reaches
+    ``attainment``: the smallest n with ``(1 - confidence)^(1/n) >= attainment``, the same rule as
+    :func:`min_requests` (299 for 0.99 at 95 %). ``None`` for an attainment of 1: a sample never bounds it."""
+    return min_requests(attainment * 100.0, confidence)
+
+
+def level_min_requests(slo: Slo) -> int:
+    """The fewest requests, pooled over a level's trials, with which a level can pass: the largest of
+    :func:`min_requests` for each bound's percentile and :func:`attainment_min_requests` for the attainment
+    (a p99 bound at 95 %: 299). A bound on every request (no ``_p``) or an attainment of 1 adds nothing: those
+    are judged on the requests seen (docs/load.md)."""
+    ns = [min_requests(b.percentile, slo.confidence) for b in slo.bounds]
+    ns.append(attainment_min_requests(slo.attainment, slo.confidence))
+    return max([n for n in ns if n is not None], default=1)
+
+
+def default_budget(slo: Slo) -> int:
+    """``max_requests`` when the profile sets none: three times the level minimum (at least 300)."""
+    return max(300, 3 * level_min_requests(slo))
+
 
 _BOUND = re.compile(r"^(?P<metric>[a-z0-9]+_ms)(?:_p(?P<q>\d+(?:_\d+)?))?$")
 #: the keys of ``[slo]`` that are not bounds
@@ -60,7 +166,6 @@ class _Merged(TableReader):
 
 def _one(t: TableReader, mode: str, own: Mapping[str, Any]) -> Any:
     from perfgate.client.schedule import ARRIVALS
-    from perfgate.measuring.goodput import REQUEST_METRICS, Bound, Slo
 
     where = f"[slo.{mode}]" if own else "[slo]"
     bounds = []

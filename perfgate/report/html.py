@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 
-from perfgate import __version__
+from perfgate._version import __version__
 from perfgate.errors import ReportError
 from perfgate.report.diff import diff
 from perfgate.report.history import History, build_history, order_reports
