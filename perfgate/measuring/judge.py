@@ -103,42 +103,12 @@ def default_min_effect(metric: str, *, higher_is_better: bool | None = None) -> 
 # ------------------------------------------------------------------------------------------ statistics
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (Lentz's method)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(c) > tiny else 1.0 + aa / tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(c) > tiny else 1.0 + aa / tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-14:
-            break
-    return h
-
-
 def _t_cdf(t: float, df: float) -> float:
-    x = df / (df + t * t)
-    lbeta = math.lgamma(df / 2) + math.lgamma(0.5) - math.lgamma(df / 2 + 0.5)
-    front = math.exp(math.log(x) * df / 2 + math.log1p(-x) * 0.5 - lbeta) if 0 < x < 1 else 0.0
-    if x <= 0:
-        tail = 0.0
-    elif x < (df / 2 + 1) / (df / 2 + 0.5 + 2):
-        tail = front * _betacf(df / 2, 0.5, x) / (df / 2)
-    else:
-        tail = 1.0 - front * _betacf(0.5, df / 2, 1 - x) / 0.5
-    p = 0.5 * tail  # P(T > |t|)
+    """P(T <= t) for Student's t with ``df`` degrees of freedom: ``P(T > |t|) = I_x(df/2, 1/2) / 2`` with
+    ``x = df / (df + t^2)`` (the regularized incomplete beta, perfgate.measuring.special)."""
+    from perfgate.measuring.special import betainc
+
+    p = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))  # P(T > |t|)
     return 1.0 - p if t >= 0 else p
 
 

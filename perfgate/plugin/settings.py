@@ -190,23 +190,21 @@ option_starts = _whole_number("--perfgate-starts", "server starts", 3)
 option_max_starts = _whole_number("--perfgate-max-starts", "server starts per config", 6)
 
 
-def option_budget_seconds(text: str) -> float:
-    """--perfgate-max-time: seconds > 0 (the time the starts added to undecided comparisons may take)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise pytest.UsageError(f"perfgate: --perfgate-max-time {text!r}: expected seconds > 0, e.g. 1800")
-    return value
+def _seconds(option: str, example: int) -> Callable[[str], float]:
+    """The parser of an option whose value is seconds > 0, else a usage error with an example."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected seconds > 0, e.g. {example}")
+        return value
+
+    return parse
 
 
-def option_seconds(text: str) -> float:
-    """--perfgate-progress-interval: seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise pytest.UsageError(f"perfgate: --perfgate-progress-interval {text!r}: expected seconds > 0, e.g. 15")
-    return value
+#: --perfgate-progress-interval S
+option_seconds = _seconds("--perfgate-progress-interval", 15)
+#: --perfgate-max-time S: the time the starts added to undecided comparisons may take
+option_budget_seconds = _seconds("--perfgate-max-time", 1800)
