@@ -42,6 +42,7 @@ from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.allreduce.results import AllReduceResult
+    from perfgate.measuring.metrics import Measurement
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles import Expectation
 
@@ -249,8 +250,8 @@ class MicroRun(PerfRun):
     """:class:`~perfgate.plugin.runner.PerfRun` for a record with no server: no prefix cache to suspect, no server
     log to read NCCL's evidence from."""
 
-    def _warm_cache(self, case: Case, v: Verdict) -> Verdict:
-        return v
+    def _served(self, case: Case) -> Measurement | None:
+        return None
 
     def _record_evidence(self, case: Case) -> None:
         return None

@@ -364,6 +364,11 @@ class PerfRun(Checks):
 
     # ------------------------------------------------------------------ conclude
 
+    def _served(self, case: Case) -> Measurement | None:
+        """The measurement of the record's server, whose prefix-cache hits the final verdict checks (a record
+        with no server, the micro tier's, has none)."""
+        return self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
+
     def _quiet(self, message: str) -> str:
         """An expected failure in one line (category and evidence) and its log; the log tail only with -v."""
         if self.item.config.getoption("verbose") > 0:
@@ -404,9 +409,9 @@ class PerfRun(Checks):
         exp = self.state.profile.expectation(case.expectation_key, case.mode, self.state.stack) or default
         if exp is not None and decides is not None and exp.category not in decides:
             exp = None
-        m = self._measured or self.state.ledger.measurement(self.state.config_for(case).key)
-        final = final_verdict(v, measurement=m, expectation=exp, profile_path=str(self.state.profile.path),
-                              optional=bool(case.variant), stored_floor=stored_floor)
+        final = final_verdict(v, measurement=self._served(case), expectation=exp,
+                              profile_path=str(self.state.profile.path), optional=bool(case.variant),
+                              stored_floor=stored_floor)
         self.record("outcome", final.outcome)
         self.record("category", final.category or "")
         self.record("expected", final.expected)
