@@ -11,7 +11,9 @@ from junitparser.xunit2 import JUnitXml
 
 from perfgate.plugin.kinds import KINDS, figure_of
 from perfgate.plugin.terminal import COMPARISONS, record_detail, record_lines
-from tests.simproject import PROMPTS, SEED_BOX_HEAD, make_project
+from tests.simproject import make_project
+from tests.test_starts import PROFILE as STARTS_PROFILE
+from tests.test_starts import VARIANTS
 
 
 def _stats(*records: dict[str, str]) -> dict[str, list[SimpleNamespace]]:
@@ -63,37 +65,8 @@ def test_a_record_names_its_metric_limit_comparisons_and_decision():
                          "  and 2 skipped records that measured nothing (-rs says why)"]
 
 
-PROFILE = f"""
-{SEED_BOX_HEAD}sim_startup_s = 0.1
-startup_timeout_s = 30
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-warmup = 0
-trials = 3
-max_cv = 0.5
-request_timeout_s = 30
-[floors.baseline]
-tok_s = 89.5
-tolerance = 0.05
-[variants]
-modes = ["baseline"]
-"""
-VARIANTS = """schema_version = 1
-[variants.quiet-logs]
-description = "NCCL logs warnings only"
-env = { NCCL_DEBUG = "WARN" }
-"""
+#: the simulated seed box of tests/test_starts.py, three trials (one home for the test project's profile)
+PROFILE = STARTS_PROFILE.replace("TRIALS", "3")
 USER_TEST = '''
 import pytest
 
