@@ -22,7 +22,7 @@ from statistics import NormalDist
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfgate.measuring.goodput import _binom_cdf, clopper_pearson  # noqa: E402
+from perfgate.measuring.bounds import binom_cdf, clopper_pearson  # noqa: E402
 
 
 def wilson(good: int, n: int, confidence: float) -> tuple[float, float]:
@@ -34,7 +34,7 @@ def wilson(good: int, n: int, confidence: float) -> tuple[float, float]:
 
 
 def coverage(bounds: list[tuple[float, float]], n: int, p: float) -> tuple[float, float]:
-    cdf = _binom_cdf(n, p)
+    cdf = binom_cdf(n, p)
     pmf = [cdf[0]] + [cdf[k] - cdf[k - 1] for k in range(1, n + 1)]
     return (sum(w for w, (lo, _) in zip(pmf, bounds) if lo <= p), sum(w for w, (_, hi) in zip(pmf, bounds) if hi >= p))
 

@@ -10,19 +10,17 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfgate.measuring.bounds import binom_cdf, clopper_pearson, percentile_bounds
 from perfgate.measuring.goodput import (
     Bound,
     LoadLevel,
     Search,
     Slo,
-    _binom_cdf,
     attainment_min_requests,
-    clopper_pearson,
     decide,
     floor_verdict,
     level_min_requests,
     min_requests,
-    percentile_bounds,
 )
 
 P99 = Slo(bounds=(Bound(metric="ttft_ms", percentile=99, limit_ms=500.0),), attainment=0.99)
@@ -72,7 +70,7 @@ def test_a_level_whose_requests_are_all_good_passes_once_n_is_large_enough(n, sl
        conf=st.sampled_from([0.9, 0.95, 0.99]))
 def test_clopper_pearson_covers_the_true_share_at_least_at_its_confidence_exactly(n, p, conf):
     """Summed over every outcome k of Binomial(n, p): the probability that each one-sided bound holds."""
-    cdf = _binom_cdf(n, p)
+    cdf = binom_cdf(n, p)
     pmf = [cdf[0]] + [cdf[k] - cdf[k - 1] for k in range(1, n + 1)]
     bounds = [clopper_pearson(k, n, conf) for k in range(n + 1)]
     assert sum(w for w, (lo, _) in zip(pmf, bounds) if lo <= p) >= conf - 1e-9
