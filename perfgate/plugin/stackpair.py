@@ -130,10 +130,10 @@ PRIMARY = "tok_s"
 
 
 def _start_values(m: Measurement, metric: str) -> list[float]:
-    starts = m.starts or (m,)
+    """The per-start values of ``metric`` (:meth:`Measurement.start_values`; the acceptance length is no Stat)."""
     if metric == "accept_len":
-        return [x.accept_len for x in starts if x.accept_len]
-    return [st.median for x in starts if (st := x.stat(metric)) is not None and st.median > 0]
+        return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
+    return [v for v in m.start_values(metric) if v > 0]
 
 
 def pair_judgements(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> dict[str, Judgement]:
