@@ -118,12 +118,11 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         base, m = more
         say(perf.item.config, f"perfgate: {perf.item.name}: undecided after {n} start pair(s); added pair {n + 1} "
                               f"({base.config_name}, then {m.config_name})")
-        if candidate:
+        if candidate:  # the record's own numbers are the current arm's, the candidate's under candidate.
             perf._record_measurement(base)
             perf._record_measurement(m, prefix=CANDIDATE_PREFIX)
-            v = judge(m, base)
-            continue
-        perf._record_measurement(m)
+        else:
+            perf._record_measurement(m)
         v = judge(m, base)
     if candidate and len(m.starts) >= 2:
         from perfgate.plugin.starts import start_properties
