@@ -36,6 +36,16 @@ class Verdict:
     # the judge's decision where a paired comparison made this verdict (perfgate.measuring.judge): UNDECIDED asks
     # for more start pairs (perfgate.plugin.compare collects them while the budget lasts)
     decision: Decision | None = None
+    # that comparison's figures in a few words (``×0.9952 [0.9901, 1.0003]``): the terminal's line while more start
+    # pairs are collected (perfgate.plugin.compare.until_decided)
+    judged: str = ""
+
+
+def judged_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    """A ratio and its interval as :attr:`Verdict.judged` carries them."""
+    if ratio is None or ci is None:
+        return ""
+    return f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,14 +223,16 @@ def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[f
             f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
     if j.decision is Decision.REGRESSED:
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message=desc + ": slower",
-                       properties=props, decision=j.decision)
+                       properties=props, decision=j.decision, judged=judged_text(j.ratio, j.ci))
     if j.decision is Decision.IMPROVED:
-        return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props, decision=j.decision)
+        return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props, decision=j.decision,
+                       judged=judged_text(j.ratio, j.ci))
     if j.decision is Decision.SAME:
         return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, decision=j.decision,
+                       judged=judged_text(j.ratio, j.ci),
                        message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
     return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, decision=j.decision,
-                   message=desc + f": undecided; {j.needs}")
+                   judged=judged_text(j.ratio, j.ci), message=desc + f": undecided; {j.needs}")
 
 
 def lost_verdict(v: Verdict, floor: str | None) -> Verdict:

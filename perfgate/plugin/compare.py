@@ -116,8 +116,9 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         if more is None:
             break
         base, m = more
-        say(perf.item.config, f"perfgate: {perf.item.name}: undecided after {n} start pair(s); added pair {n + 1} "
-                              f"({base.config_name}, then {m.config_name})")
+        at = f" at {v.judged}" if v.judged else ""
+        say(perf.item.config, f"perfgate: {perf.item.name}: undecided after {n} start pair(s){at}; added pair "
+                              f"{n + 1} ({base.config_name}, then {m.config_name})")
         if candidate:  # the record's own numbers are the current arm's, the candidate's under candidate.
             perf._record_measurement(base)
             perf._record_measurement(m, prefix=CANDIDATE_PREFIX)

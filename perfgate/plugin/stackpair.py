@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.verdict import Verdict, pct
+from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
 from perfgate.record import (
@@ -213,11 +213,13 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     if worse:
         what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
+                       judged=judged_text(j.ratio, j.ci),
                        message=f"{desc}: the candidate stack is worse on {what}{tail}")
     if j.decision in (Decision.SAME, Decision.IMPROVED):
-        return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision)
+        return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
+                       judged=judged_text(j.ratio, j.ci))
     more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
-    return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision,
+    return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 

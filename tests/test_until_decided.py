@@ -1,0 +1,102 @@
+"""perfgate.plugin.compare.until_decided: while the judge is undecided, one more start pair at a time, each look said
+on the terminal with the figures it was undecided at, until it decides or the budget is spent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfgate.categories import Outcome
+from perfgate.measuring.judge import Decision
+from perfgate.measuring.verdict import Verdict, judged_text
+from perfgate.plugin.compare import until_decided
+
+
+class _Terminal:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write_line(self, msg: str) -> None:
+        self.lines.append(msg)
+
+
+@dataclass
+class _Config:
+    tr: _Terminal
+
+    @property
+    def pluginmanager(self) -> Any:
+        tr = self.tr
+
+        class _PM:
+            @staticmethod
+            def get_plugin(name: str) -> Any:
+                return tr if name == "terminalreporter" else None
+
+        return _PM()
+
+
+@dataclass
+class _Item:
+    config: _Config
+    name: str = "test_variant[m:baseline:v]"
+
+
+@dataclass
+class _M:
+    config_name: str
+    starts: tuple[object, ...] = ()
+
+
+@dataclass
+class _Perf:
+    item: _Item
+    budget: int  # pairs more_starts may add
+    added: int = 0
+    recorded: list[str] = field(default_factory=list)
+
+    def more_starts(self, base: _M, m: _M) -> tuple[_M, _M] | None:
+        if self.added >= self.budget:
+            return None
+        self.added += 1
+        n = len(m.starts) or 1
+        return _M(base.config_name, starts=(None,) * (n + 1)), _M(m.config_name, starts=(None,) * (n + 1))
+
+    def _record_measurement(self, m: _M, prefix: str = "") -> None:
+        self.recorded.append(prefix + m.config_name)
+
+
+def _judge(decisions: list[Decision]) -> Any:
+    looks = iter(decisions)
+
+    def judge(m: _M, base: _M) -> Verdict:
+        d = next(looks)
+        outcome = Outcome.INCONCLUSIVE if d is not Decision.REGRESSED else Outcome.FAIL
+        return Verdict(outcome=outcome, decision=d, judged=judged_text(0.99 - 0.001 * len(m.starts), (0.98, 1.001)))
+
+    return judge
+
+
+def _run(decisions: list[Decision], budget: int) -> tuple[Verdict, _Perf]:
+    perf = _Perf(item=_Item(_Config(_Terminal())), budget=budget)
+    v = until_decided(perf, _judge(decisions), _M("v"), _M("baseline"))  # type: ignore[arg-type]
+    return v, perf
+
+
+def test_each_added_pair_is_said_with_the_figures_it_was_undecided_at():
+    v, perf = _run([Decision.UNDECIDED, Decision.UNDECIDED, Decision.REGRESSED], budget=5)
+    assert v.decision is Decision.REGRESSED and perf.added == 2
+    assert perf.item.config.tr.lines == [
+        "perfgate: test_variant[m:baseline:v]: undecided after 1 start pair(s) at ×0.9900 [0.9800, 1.0010]; "
+        "added pair 2 (baseline, then v)",
+        "perfgate: test_variant[m:baseline:v]: undecided after 2 start pair(s) at ×0.9880 [0.9800, 1.0010]; "
+        "added pair 3 (baseline, then v)",
+    ]
+    assert perf.recorded == ["v", "v"]  # the record's numbers again from the pooled starts, at each look
+
+
+def test_the_budget_ends_it_undecided_and_a_decision_ends_it_at_once():
+    v, perf = _run([Decision.UNDECIDED, Decision.UNDECIDED], budget=1)
+    assert v.decision is Decision.UNDECIDED and perf.added == 1 and len(perf.item.config.tr.lines) == 1
+    v, perf = _run([Decision.SAME], budget=5)
+    assert v.decision is Decision.SAME and perf.added == 0 and perf.item.config.tr.lines == []
