@@ -374,10 +374,13 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
         note_tolerance(st, table, key, m)
 
 
-def note_tolerance(state: Session, table: str, key: str, m: Measurement) -> None:
+def note_tolerance(state: Session, table: str, key: str, m: Measurement | None = None, *,
+                   starts: Sequence[float] | None = None) -> None:
     """Write ``<key>_tolerance`` beside the limit ``key`` just noted, from the metric's own noise
     (:func:`perfgate.profiles.noise.limit_tolerance`: the next identical run on this machine passes it with 99 %),
-    unless the profile gives that limit its own; the stamp records the noise it came from (``<key>_noise``)."""
+    unless the profile gives that limit its own; the stamp records the noise it came from (``<key>_noise``).
+    The noise between starts is the measurement's (``m``) or the per-start values given (``starts``: a goodput
+    record's), the prior of the metric's class where none or fewer than two."""
     from perfgate.measuring.metrics import METRICS
     from perfgate.profiles.noise import limit_tolerance, prior_cv
 
@@ -385,8 +388,9 @@ def note_tolerance(state: Session, table: str, key: str, m: Measurement) -> None
     fl = st.profile.floors.get(table.split(".c")[0] if table not in st.profile.modes else table)
     if fl is not None and key in fl.tolerances:
         return
-    stat = m.stat(key) if key in METRICS else None
-    starts = m.start_values(key) if key in METRICS else ()
+    stat = m.stat(key) if m is not None and key in METRICS else None
+    if starts is None:
+        starts = m.start_values(key) if m is not None and key in METRICS else ()
     start_cv = None
     if len(starts) >= 2:
         import statistics

@@ -17,6 +17,7 @@ from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
+    from perfgate.measuring.goodput import AcrossStarts
     from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
@@ -40,6 +41,7 @@ LIMITING_METRIC = "limiting_metric"  # the bound most requests missed at goodput
 SEND_LAG_MS_P99 = "send_lag_ms_p99"  # the worst level's send lag p99 (ms, server time)
 ARRIVAL = "arrival"
 LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, decision, requests, attainment, ...)
+GOODPUT_STARTS = "goodput_starts"  # JSON, with --perfgate-starts N: per start, its interval, levels and requests
 # crossover records (kind "crossover")
 CROSSOVER = "crossover"  # the load (streams) where speculation stops beating the baseline (+ _ci_low/_ci_high)
 CROSSOVER_RESULT = "crossover_result"  # at | never | always
@@ -51,10 +53,17 @@ CROSSOVER_BASELINE = "crossover_baseline"  # the mode compared against
 
 
 def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float, str]:
+    """The mode's limit of ``metric``, its tolerance (the limit's own, ``Floor.tolerance_for``: never the decode
+    floor's for goodput) and where it is written."""
     p = perf.state.profile
     fl = p.floors.get(case.mode)
     lim = fl.limit(metric) if fl is not None else None
-    tol = fl.tolerance if fl is not None else DEFAULT_TOLERANCE
+    if fl is None:
+        tol = DEFAULT_TOLERANCE
+    elif metric == GOODPUT:
+        tol = fl.tolerance_for(metric)
+    else:
+        tol = fl.tolerance
     return lim, tol, f"{p.path}, [floors.{case.mode}] {metric}"
 
 
@@ -112,6 +121,8 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     lags = [lv.send_lag_ms_p99 for lv in s.levels if lv.send_lag_ms_p99 is not None]
     if lags:
         perf.record(SEND_LAG_MS_P99, max(lags))
+    if g.across is not None:
+        return _conclude_starts(perf, case, g.across, what_slo=slo.describe())
     perf.record(LOAD_LEVELS, json.dumps([_level_json(lv) for lv in s.levels], separators=(",", ":")))
     if s.inconclusive is not None:
         perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
@@ -152,6 +163,68 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     # its CI's low end: a level passed or failed at the knee is the levels' noise, not a change of the server
     _note(perf, case, GOODPUT, lim, v, s.low, n=s.best.requests if s.best is not None else 0,
           why="" if s.best is not None else "no level passed the SLOs: no goodput to make a floor of")
+    _note_tolerance(perf, case, v, written=s.best is not None, starts=())
+    perf.conclude(case, v)
+
+
+def _note_tolerance(perf: PerfRun, case: Case, v: Verdict, *, written: bool, starts: tuple[float, ...]) -> None:
+    """Beside a goodput floor just written, its tolerance from the goodput noise between starts (the starts'
+    spread where two or more were measured and wider than the prior; else the prior of its class)."""
+    from perfgate.plugin.ledger import note_tolerance
+
+    if written and perf.state.opt("perfgate_update_baselines") and v.outcome != Outcome.INCONCLUSIVE \
+            and not (v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE):
+        note_tolerance(perf.state, case.mode, GOODPUT, starts=starts)
+
+
+def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: str) -> None:
+    """A goodput record over N server starts: every start's interval and levels, the starts' means as the
+    interval the floor is judged on (:func:`perfgate.measuring.goodput.floor_verdict`), their spread as the
+    goodput noise between starts; a floor written from it is the mean of the starts' low ends, with the
+    tolerance that noise gives (``goodput_rps_tolerance``)."""
+    from perfgate.measuring.goodput import floor_verdict, interval_text
+    from perfgate.plugin.starts import start_stats
+    from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
+
+    levels = [{"start": k, **_level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]
+    perf.record(LOAD_LEVELS, json.dumps(levels, separators=(",", ":")))
+    per = [{"start": k, "low": round(s.low, 4), "high": _r(s.high, 4),
+            "rate": s.best.rate if s.best is not None else None,
+            "rate_next": s.failed.rate if s.failed is not None else None,
+            "requests": s.best.requests if s.best is not None else 0,
+            "unresolved": [lv.rate for lv in s.unresolved]} for k, s in enumerate(a.searches, 1)]
+    perf.record(GOODPUT_STARTS, json.dumps(per, separators=(",", ":")))
+    perf.record(N_STARTS, len(a.searches))
+    perf.record(START_VALUES, ",".join(f"{x:.6g}" for x in a.lows))
+    perf.record(f"{START_VALUES}.{GOODPUT}", ",".join(f"{x:.6g}" for x in a.lows))
+    perf.record(f"{START_VALUES}.{GOODPUT_HIGH}", ",".join("-" if x is None else f"{x:.6g}" for x in a.highs))
+    if a.inconclusive is not None:
+        perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
+                                    message=f"inconclusive: {a.inconclusive.why}"))
+        return
+    cv, lo, hi = start_stats(a.lows)
+    if cv is not None:
+        perf.record(START_CV, cv)
+    if lo is not None and hi is not None:
+        perf.record(START_CI_LOW, lo)
+        perf.record(START_CI_HIGH, hi)
+    perf.record(GOODPUT, a.low)
+    perf.record(GOODPUT_LOW, a.low)
+    if a.high is not None:
+        perf.record(GOODPUT_HIGH, a.high)
+    perf.record(GOODPUT_UNRESOLVED, ",".join(f"{r:g}" for r in sorted({lv.rate for lv in a.unresolved})))
+    spread = f", between-start CV {cv:.1%}" if cv is not None else ""
+    what = (f"goodput {interval_text(a)} (the mean of {len(a.searches)} server starts' intervals: "
+            + "; ".join(interval_text(s) for s in a.searches) + f"{spread}; SLOs {what_slo})")
+    lim, tol, src = _limit(perf, case, GOODPUT)
+    if lim is not None:
+        perf.record(LIMIT, lim)
+        perf.record(TOLERANCE, tol)
+    v = floor_verdict(a, lim, tol, where=src, update_hint=perf.update_command(), what=what)
+    passed = all(s.best is not None for s in a.searches)
+    _note(perf, case, GOODPUT, lim, v, a.low, n=len(a.searches), cv=cv,
+          why="" if passed else "a start passed no level of the SLOs: no goodput to make a floor of")
+    _note_tolerance(perf, case, v, written=passed, starts=a.lows)
     perf.conclude(case, v)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.goodput import (
+    AcrossStarts,
     LoadLevel,
     LoadTrial,
     Search,
@@ -48,9 +49,11 @@ class Goodput:
 
     mode: str
     slo: Slo
-    search: Search
+    search: Search  # the first start's (the only one's without --perfgate-starts)
     trials: int
     time_scale: float
+    #: with ``--perfgate-starts N`` (N >= 2, a launched server): every start's search, the floor judged on them
+    across: AcrossStarts | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,12 +226,39 @@ def measure_rate(perf: PerfRun, case: Case, rate: float, *, slo: Slo | None = No
 
 def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
                     workload: Workload | None = None) -> Goodput:
-    """Goodput as an interval on the case's server (:func:`perfgate.measuring.goodput.search`)."""
+    """Goodput as an interval on the case's server (:func:`perfgate.measuring.goodput.search`); with
+    ``--perfgate-starts N`` (N >= 2) on a launched server, the search on each of N server starts, each a new
+    process with its own warm-up (:class:`~perfgate.measuring.goodput.AcrossStarts`); a start whose sender fell
+    behind ends them (its answer rests on the client)."""
+    from perfgate.plugin.say import say
+    from perfgate.plugin.starts import fresh_start
+
     slo = slo or slo_of(perf, case.mode)
     w = workload or perf.state.profile.workload_for(case.mode)
+    st = perf.state
+    n = 1 if perf.servers.attached else max(1, st.settings.starts)
+    searches: list[Search] = []
     rates = _Rates(perf, case, slo, w)
-    found = search(rates, slo, trials=rates.trials)
-    return Goodput(mode=case.mode, slo=slo, search=found, trials=rates.trials, time_scale=rates.scale)
+    for k in range(n):
+        if k:
+            launched = perf.servers.launched
+            if launched is not None:  # the start just searched is measured: fresh_start stops it
+                st.ledger.note_measured_start(launched.starts)
+            fresh_start(st, rates.config)
+            rates = _Rates(perf, case, slo, w)  # a new server: its own warm-up, the same seeds per rate
+        found = search(rates, slo, trials=rates.trials)
+        searches.append(found)
+        if n > 1:
+            from perfgate.measuring.goodput import interval_text
+
+            say(perf.item.config, f"perfgate: {perf.item.name}: start {k + 1} of {n}: goodput {interval_text(found)}")
+        if found.inconclusive is not None:
+            break
+    launched = perf.servers.launched
+    if n > 1 and launched is not None:
+        st.ledger.note_measured_start(launched.starts)
+    return Goodput(mode=case.mode, slo=slo, search=searches[0], trials=rates.trials, time_scale=rates.scale,
+                   across=AcrossStarts(searches=tuple(searches)) if n > 1 else None)
 
 
 def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new_tokens: int | None = None,
