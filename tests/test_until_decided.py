@@ -55,9 +55,12 @@ class _Perf:
     added: int = 0
     recorded: list[str] = field(default_factory=list)
 
+    def no_more_starts(self, base: _M, m: _M) -> str:
+        return f"the budget of {self.budget + 1} start pairs (--perfgate-max-starts) is spent" \
+            if self.added >= self.budget else ""
+
     def more_starts(self, base: _M, m: _M) -> tuple[_M, _M] | None:
-        if self.added >= self.budget:
-            return None
+        assert not self.no_more_starts(base, m)
         self.added += 1
         n = len(m.starts) or 1
         return _M(base.config_name, starts=(None,) * (n + 1)), _M(m.config_name, starts=(None,) * (n + 1))
@@ -66,37 +69,52 @@ class _Perf:
         self.recorded.append(prefix + m.config_name)
 
 
-def _judge(decisions: list[Decision]) -> Any:
+def _judge(decisions: list[Decision | tuple[Decision, str]]) -> Any:
     looks = iter(decisions)
 
     def judge(m: _M, base: _M) -> Verdict:
         d = next(looks)
+        d, wants = d if isinstance(d, tuple) else (d, "")
         outcome = Outcome.INCONCLUSIVE if d is not Decision.REGRESSED else Outcome.FAIL
-        return Verdict(outcome=outcome, decision=d, judged=judged_text(0.99 - 0.001 * len(m.starts), (0.98, 1.001)))
+        return Verdict(outcome=outcome, decision=d, wants_more=wants,
+                       judged=judged_text(0.99 - 0.001 * len(m.starts), (0.98, 1.001)))
 
     return judge
 
 
-def _run(decisions: list[Decision], budget: int) -> tuple[Verdict, _Perf]:
+def _run(decisions: list[Decision | tuple[Decision, str]], budget: int) -> tuple[Verdict, _Perf]:
     perf = _Perf(item=_Item(_Config(_Terminal())), budget=budget)
     v = until_decided(perf, _judge(decisions), _M("v"), _M("baseline"))  # type: ignore[arg-type]
     return v, perf
 
 
-def test_each_added_pair_is_said_with_the_figures_it_was_undecided_at():
+def test_each_pair_is_said_before_it_is_added_with_the_figures_it_was_undecided_at():
     v, perf = _run([Decision.UNDECIDED, Decision.UNDECIDED, Decision.REGRESSED], budget=5)
     assert v.decision is Decision.REGRESSED and perf.added == 2
     assert perf.item.config.tr.lines == [
         "perfgate: test_variant[m:baseline:v]: undecided after 1 start pair(s) at ×0.9900 [0.9800, 1.0010]; "
-        "added pair 2 (baseline, then v)",
+        "adding pair 2 (baseline, then v)",
         "perfgate: test_variant[m:baseline:v]: undecided after 2 start pair(s) at ×0.9880 [0.9800, 1.0010]; "
-        "added pair 3 (baseline, then v)",
+        "adding pair 3 (baseline, then v)",
     ]
     assert perf.recorded == ["v", "v"]  # the record's numbers again from the pooled starts, at each look
 
 
-def test_the_budget_ends_it_undecided_and_a_decision_ends_it_at_once():
+def test_the_budget_ends_it_undecided_saying_so_and_a_decision_ends_it_at_once():
     v, perf = _run([Decision.UNDECIDED, Decision.UNDECIDED], budget=1)
-    assert v.decision is Decision.UNDECIDED and perf.added == 1 and len(perf.item.config.tr.lines) == 1
+    assert v.decision is Decision.UNDECIDED and perf.added == 1
+    assert perf.item.config.tr.lines[-1] == (
+        "perfgate: test_variant[m:baseline:v]: undecided after 2 start pair(s) at ×0.9880 [0.9800, 1.0010]; "
+        "no more: the budget of 2 start pairs (--perfgate-max-starts) is spent")
     v, perf = _run([Decision.SAME], budget=5)
     assert v.decision is Decision.SAME and perf.added == 0 and perf.item.config.tr.lines == []
+
+
+def test_a_metric_the_budget_would_decide_gets_its_pairs_after_the_primary_decided():
+    # decode tok/s "same" after one pair, TTFT undecided but decidable: pairs are added until TTFT decides
+    v, perf = _run([(Decision.SAME, "ttft_ms"), (Decision.SAME, "ttft_ms"), Decision.REGRESSED], budget=5)
+    assert v.decision is Decision.REGRESSED and perf.added == 2
+    assert perf.item.config.tr.lines[0].startswith(
+        "perfgate: test_variant[m:baseline:v]: same, ttft_ms undecided after 1 start pair(s) at ×0.9900")
+    v, perf = _run([(Decision.SAME, "ttft_ms"), (Decision.SAME, "ttft_ms")], budget=1)
+    assert v.decision is Decision.SAME and perf.added == 1  # the budget ends it: the primary's decision stands

@@ -28,7 +28,7 @@ import functools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfgate.categories import Word
 
@@ -87,6 +87,7 @@ class Judgement:
     n: int  # starts (or pairs) behind the figure, the smaller side
     detail: str  # one line: the numbers, the interval, the level and where its noise came from
     needs: str = ""  # what would decide an undecided comparison
+    pairs_needed: int | None = None  # an undecided paired comparison: the pairs in all that would decide it
 
     @property
     def blocks(self) -> bool:
@@ -267,6 +268,7 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
                             higher_is_better=higher_is_better, min_effect=min_effect,
                             limit=max(plan.max_pairs, n) * 4)
         budget = plan.max_pairs
+        j = replace(j, pairs_needed=need)
         if need is None:
             j = _with_needs(j, "the two arms are indistinguishable at this min effect")
         elif need <= budget or plan is ONE_LOOK:
@@ -350,6 +352,4 @@ def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher
 
 
 def _with_needs(j: Judgement, needs: str) -> Judgement:
-    from dataclasses import replace
-
     return replace(j, needs=needs)

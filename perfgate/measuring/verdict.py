@@ -39,6 +39,9 @@ class Verdict:
     # that comparison's figures in a few words (``×0.9952 [0.9901, 1.0003]``): the terminal's line while more start
     # pairs are collected (perfgate.plugin.compare.until_decided)
     judged: str = ""
+    # metrics still undecided that more start pairs would decide within the budget (comma-separated; empty: none):
+    # the comparison is concluded on its primary metric, but perfgate.plugin.compare collects those pairs
+    wants_more: str = ""
 
 
 def judged_text(ratio: float | None, ci: tuple[float, float] | None) -> str:

@@ -100,9 +100,11 @@ class Compare:
 
 def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Verdict], m: Measurement,
                   base: Measurement, *, candidate: bool = False) -> Verdict:
-    """``judge(m, base)``, and while the judge says *undecided* (:attr:`Verdict.decision`) one more interleaved
-    start pair of both configs (the baseline's first), judged again, until it decides or the budget runs out
-    (``--perfgate-max-starts``, ``--perfgate-max-time``: :meth:`PerfRun.more_starts`). The false-alarm rate
+    """``judge(m, base)``, and while the judge says *undecided* (:attr:`Verdict.decision`), or names metrics
+    still undecided that more pairs would decide within the budget (:attr:`Verdict.wants_more`), one more
+    interleaved start pair of both configs (the baseline's first), judged again, until it decides or the budget
+    runs out (``--perfgate-max-starts``, ``--perfgate-max-time``: :meth:`PerfRun.no_more_starts`); the terminal
+    says each look before its pair, and why it stops where it stops undecided. The false-alarm rate
     holds under these repeated looks (perfgate.measuring.judge.Sequential). The record's numbers are recorded
     again from the pooled starts."""
     from perfgate.measuring.judge import Decision
@@ -110,15 +112,20 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
     from perfgate.record import CANDIDATE_PREFIX
 
     v = judge(m, base)
-    while v.decision is Decision.UNDECIDED:
+    while v.decision is Decision.UNDECIDED or v.wants_more:
         n = len(m.starts) or 1
+        at = f" at {v.judged}" if v.judged else ""
+        what = "undecided" if v.decision is Decision.UNDECIDED else f"{v.decision}, {v.wants_more} undecided"
+        why = perf.no_more_starts(base, m)
+        if why:
+            say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; no more: {why}")
+            break
+        say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; adding pair "
+                              f"{n + 1} ({base.config_name}, then {m.config_name})")
         more = perf.more_starts(base, m)
-        if more is None:
+        if more is None:  # a start failed: the pool has its verdict
             break
         base, m = more
-        at = f" at {v.judged}" if v.judged else ""
-        say(perf.item.config, f"perfgate: {perf.item.name}: undecided after {n} start pair(s){at}; added pair "
-                              f"{n + 1} ({base.config_name}, then {m.config_name})")
         if candidate:  # the record's own numbers are the current arm's, the candidate's under candidate.
             perf._record_measurement(base)
             perf._record_measurement(m, prefix=CANDIDATE_PREFIX)

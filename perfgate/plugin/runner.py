@@ -191,26 +191,35 @@ class PerfRun(Checks):
         s = self.state.settings
         return Sequential(first_pairs=s.starts, max_pairs=s.max_starts, max_time_s=s.max_time_s)
 
+    def no_more_starts(self, *measured: Measurement) -> str:
+        """Why :meth:`more_starts` would add no start pair to these measurements (empty: it would): the budget
+        (``--perfgate-max-starts``, ``--perfgate-max-time``) is spent, the servers are attached, or a
+        measurement was not taken by this record."""
+        st = self.state
+        if self.servers.attached:
+            return "the servers are attached (--perfgate-url): none can be restarted"
+        if any(not any(h[0] is m for h in self._how) for m in measured):
+            return "a measurement was not taken by this record"
+        n = max(len(m.starts) or 1 for m in measured)
+        if n >= st.settings.max_starts:
+            return f"the budget of {st.settings.max_starts} start pairs (--perfgate-max-starts) is spent"
+        budget = st.settings.max_time_s
+        if budget is not None and st.added_start_s >= budget:
+            return f"the {budget:g} s of --perfgate-max-time for added start pairs are spent"
+        return ""
+
     def more_starts(self, *measured: Measurement) -> tuple[Measurement, ...] | None:
         """One more server start of each measured config, in the order given (current then candidate, baseline
         then variant: interleaved A B), each measured as before and pooled with its earlier starts in the ledger;
-        None when the budget (``--perfgate-max-starts``, ``--perfgate-max-time``) is spent, the servers are
-        attached, or a start failed."""
+        None when :meth:`no_more_starts` says why not, or a start failed."""
         import time
 
         from perfgate.plugin.starts import combine, fresh_start
 
         st = self.state
-        hows = []
-        for m in measured:
-            how = next((h for h in self._how if h[0] is m), None)
-            if how is None:
-                return None
-            hows.append(how)
-        n = max(len(m.starts) or 1 for m in measured)
-        budget = st.settings.max_time_s
-        if self.servers.attached or n >= st.settings.max_starts or (budget is not None and st.added_start_s >= budget):
+        if self.no_more_starts(*measured):
             return None
+        hows = [next(h for h in self._how if h[0] is m) for m in measured]
         launched = self.servers.launched
         if launched is not None and launched.current is not None:  # what runs now was measured: a new start each
             st.ledger.note_measured_start(launched.starts)

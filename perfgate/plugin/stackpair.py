@@ -19,8 +19,10 @@ Written with the public fixtures (``perftests/test_stack_pair.py``)::
 
 ``perf_candidate`` is :func:`candidate_of`, ``measure(perf_candidate)`` :func:`measure_candidate` and
 ``perf_compare`` of a candidate arm's measurement :func:`stack_pair_verdict`, the one judge of the paired run.
-pass: same or improved; fail (``slower-than-baseline``): regressed; inconclusive: undecided, saying how many
-interleaved start pairs would decide it. With one start per arm the pair's spread is the judge's prior.
+pass: same or improved; fail (``slower-than-baseline``): regressed (on any metric); inconclusive: undecided,
+saying how many interleaved start pairs would decide it. Pairs are added while decode tok/s is undecided, and
+while another metric is undecided that the budget's pairs would decide (a latency regression seen but not yet
+shown). With one start per arm the pair's spread is the judge's prior.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def on_candidate_arm(st: PerfgateState, case: Case, m: Measurement) -> bool:
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
 PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
-#: the metric more start pairs are collected for while it is undecided
+#: the metric the record concludes on; more start pairs are collected while it is undecided, and while another
+#: metric of PAIR_METRICS is undecided that the budget's pairs would decide at the spread seen (Verdict.wants_more)
 PRIMARY = "tok_s"
 
 
@@ -209,6 +212,10 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""
+    # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen
+    budget = perf.plan().max_pairs
+    wants = ",".join(m for m, x in js.items() if m != PRIMARY and x.decision is Decision.UNDECIDED
+                     and x.pairs_needed is not None and x.pairs_needed <= budget)
     worse = [m for m, x in js.items() if x.decision is Decision.REGRESSED]
     if worse:
         what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
@@ -217,10 +224,10 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
                        message=f"{desc}: the candidate stack is worse on {what}{tail}")
     if j.decision in (Decision.SAME, Decision.IMPROVED):
         return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
-                       judged=judged_text(j.ratio, j.ci))
+                       judged=judged_text(j.ratio, j.ci), wants_more=wants)
     more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
     return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
-                   message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
+                   wants_more=wants, message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 
 def candidate_stack_properties(st: PerfgateState, config: ServerConfig) -> dict[str, str]:
