@@ -7,7 +7,7 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=10
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.wheelenv"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -69,11 +69,7 @@ def test_the_extends_error_says_how_to_get_the_parent(tmp_path: Path) -> None:
 
 
 def test_the_readme_example_is_the_sample_test() -> None:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Writing your own test", 1)[1].split("    import pytest\n", 1)[1]
-    lines = ["import pytest"]
-    for line in block.splitlines():
-        if line and not line.startswith("    "):
-            break
-        lines.append(line[4:])
-    assert "\n".join(lines).strip() in SAMPLE_TEST
+    from tests.docblocks import blocks
+
+    (block,) = [b for b in blocks("README.md") if b.language == "python" and "def test_under_load" in b.source]
+    assert block.source.strip() in SAMPLE_TEST

@@ -94,3 +94,45 @@ def test_a_users_kind_and_a_marked_kind_get_one_case_per_named_mode():
     assert [c.mode for c in got] == [mode] and "t.py::test_g: modes ['nope']" in st.dropped_modes[0]
     with_variants = cases(st, "mine", modes=list(p.variant_modes), variants=True)  # type: ignore[arg-type]
     assert {c.variant for c in with_variants} - {None} == {c.variant for c in cases(st, "variant")}  # type: ignore[arg-type]
+
+
+USER_KINDS = '''
+import pytest
+
+
+@pytest.mark.perfgate(kind="latency", modes=["baseline"])
+def test_latency(perf_server, measure, perf_check):
+    perf_check(measure(perf_server, trials=3), "ttft_ms")
+
+
+@pytest.mark.perfgate(kind="skip", modes=["baseline"])  # named like pytest's own marker: that marker is not put on
+def test_named_skip(perf_server, measure, perf_check):
+    perf_check(measure(perf_server), "tok_s")
+
+
+@pytest.mark.perfgate(kind="floor")
+def test_floor(perf_server, measure, perf_check):
+    perf_check(measure(perf_server), "tok_s")
+'''
+
+
+def test_minus_m_a_users_kind_selects_its_records(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kinds_of_mine=USER_KINDS)
+    args = ("--collect-only", "-q", "-p", "no:cacheprovider", "--strict-markers", f"--perfgate-profile={SIM}")
+    r = pytester.runpytest_subprocess("-m", "latency", *args)
+    assert r.ret == pytest.ExitCode.OK, r.stdout.str() + r.stderr.str()
+    r.stdout.fnmatch_lines(["test_kinds_of_mine.py::test_latency[[]kimi-k2.5:baseline[]]", "1/3 tests collected (2 deselected)*"])
+    rest = pytester.runpytest_subprocess("-m", "not latency", *args)
+    rest.stdout.fnmatch_lines(["*::test_floor[[]kimi-k2.5:baseline[]]", "*::test_named_skip[[]kimi-k2.5:baseline[]]",
+                               "2/3 tests collected (1 deselected)*"])
+    # a kind named like a marker registered otherwise (pytest's skip) gets no marker of its name: -m skip selects none
+    none = pytester.runpytest_subprocess("-m", "skip", *args)
+    assert none.ret == pytest.ExitCode.NO_TESTS_COLLECTED, none.stdout.str()
+
+
+def test_the_update_command_a_users_record_prints_selects_its_kind(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kinds_of_mine=USER_KINDS)
+    r = pytester.runpytest_subprocess("-m", "latency", "-rs", "-p", "no:cacheprovider", f"--perfgate-profile={SIM}")
+    assert r.ret == pytest.ExitCode.OK, r.stdout.str() + r.stderr.str()
+    r.stdout.fnmatch_lines(["*1 skipped*"])
+    assert "-m latency --perfgate-profile" in r.stdout.str() and "--perfgate-update-baselines`" in r.stdout.str()

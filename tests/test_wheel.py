@@ -1,23 +1,19 @@
 """perfgate works outside a checkout: the wheel, installed into a fresh virtualenv, runs a test of the user's
 own in an empty directory on the simulated seed box (its boxes, prompt sets and default profile ship with
-it, perfgate/profiles/shipped.py), as the README's main job does in a checkout."""
+it, perfgate/profiles/shipped.py), as the README's main job does in a checkout. The wheel and its venv:
+tests/wheelenv.py, built once per session."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import textwrap
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from perfgate.profiles.shipped import SHIPPED
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.wheelenv import WheelEnv
 
 USER_TEST = '''
 import pytest
@@ -31,51 +27,13 @@ def test_decode_speed(perf_server, measure, perf_check):
 '''
 
 
-def _source_copy(dest: Path) -> Path:
-    """What the wheel is built from: the package, its build files, the shipped data, and every profile and the
-    run evidence of the checkout, which must stay out of the wheel (no stale build/)."""
-    shutil.copytree(ROOT / "perfgate", dest / "perfgate", ignore=shutil.ignore_patterns("__pycache__", "project"))
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        shutil.copy(ROOT / name, dest / name)
-    for tree in ("baselines", "evidence"):
-        shutil.copytree(ROOT / tree, dest / tree)
-    for pattern in SHIPPED:
-        for src in ROOT.glob(pattern):
-            out = dest / src.relative_to(ROOT)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, out)
-    return dest
-
-
-def _fresh_venv(path: Path) -> Path:
-    """A virtualenv that sees this environment's dependencies (no download), but not its perfgate: a path
-    line in a .pth file adds the site-packages directory without running its .pth files, so the editable
-    install's finder stays out."""
-    venv.create(path, with_pip=False)
-    py = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    deps = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
-    (Path(site) / "_perfgate_test_deps.pth").write_text("\n".join(deps) + "\n")
-    return py
-
-
 @pytest.mark.slow
-def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> None:
-    src = _source_copy(tmp_path / "src")
-    dist = tmp_path / "dist"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
-                           capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stdout + build.stderr
-    (wheel,) = dist.glob("perfgate-*.whl")
+def test_the_wheel_runs_a_users_test_in_an_empty_directory(wheel_env: WheelEnv, tmp_path: Path) -> None:
+    wheel, py = wheel_env.wheel, wheel_env.py
     data = [n.removeprefix("perfgate/data/project/") for n in zipfile.ZipFile(wheel).namelist()
             if n.startswith("perfgate/data/project/")]
     assert "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml" in data  # the profiles ship, the run evidence does not
     assert not [n for n in data if n.startswith("evidence/") or not n.endswith((".toml", ".jsonl"))], data
-    py = _fresh_venv(tmp_path / "venv")
-    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
-                           "-q", str(wheel)], capture_output=True, text=True, timeout=600)
-    assert inst.returncode == 0, inst.stdout + inst.stderr
 
     work = tmp_path / "empty"
     work.mkdir()
@@ -84,7 +42,7 @@ def test_the_wheel_runs_a_users_test_in_an_empty_directory(tmp_path: Path) -> No
     env["CUDA_VISIBLE_DEVICES"] = ""  # the simulated seed box, even on a GPU machine
     where = subprocess.run([str(py), "-c", "import perfgate; print(perfgate.__file__)"], cwd=work, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(where).is_relative_to(tmp_path / "venv"), where  # the wheel's perfgate, not the checkout's
+    assert Path(where).is_relative_to(wheel_env.venv), where  # the wheel's perfgate, not the checkout's
 
     run = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--junitxml=run.xml"],
                          cwd=work, env=env, capture_output=True, text=True, timeout=600)

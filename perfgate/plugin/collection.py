@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -49,7 +50,8 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
         st.kinds_collected.add(str(kw.get("kind", "custom")))
         cases = cases_of(st, str(kw.get("kind", "custom")), modes=kw.get("modes"),
                          variants=bool(kw.get("variants")), where=metafunc.definition.nodeid)
-        metafunc.parametrize("perf_server", _params(st, cases), ids=[c.id for c in cases], indirect=True)
+        metafunc.parametrize("perf_server", _params(st, cases, metafunc.config), ids=[c.id for c in cases],
+                             indirect=True)
         return
     if "perf_case" not in metafunc.fixturenames:
         return
@@ -62,18 +64,44 @@ def _parametrize(metafunc: pytest.Metafunc) -> None:
     st.kinds_collected.add(str(kind))
     cases = cases_of(st, kind, modes=mark.kwargs.get("modes"), variants=bool(mark.kwargs.get("variants")),
                      where=metafunc.definition.nodeid)
-    metafunc.parametrize("perf_case", _params(st, cases), ids=[c.id for c in cases])
+    metafunc.parametrize("perf_case", _params(st, cases, metafunc.config), ids=[c.id for c in cases])
 
 
-def _params(st: PerfgateState, cases: list[Case]) -> list[Any]:
+def _params(st: PerfgateState, cases: list[Case], config: pytest.Config) -> list[Any]:
     """The cases as parameters: a kind marked like the mode it checks (the cross-check) carries that mode's marker,
-    so -m baseline / -m speculative select it."""
+    so -m baseline / -m speculative select it; a user's kind carries a marker of its own name, so -m <kind> selects
+    its records as -m baseline, -m load, ... select the built-in ones."""
     k = kind_of(cases[0].kind) if cases else None
-    if k is None or not k.marked_as_mode:
+    if k is None:
+        mark = kind_marker(config, cases[0].kind) if cases else None
+        return [pytest.param(c, marks=[mark]) for c in cases] if mark is not None else list(cases)
+    if not k.marked_as_mode:
         return list(cases)
     p = st.profile
     return [pytest.param(c, marks=[pytest.mark.speculative if p.modes[c.mode].speculative else pytest.mark.baseline])
             for c in cases]
+
+
+#: a name that pytest's -m expression reads as one identifier (not one of its keywords), and pytest.mark accepts
+_MARK_NAME = re.compile(r"[A-Za-z][\w:+\-.]*")
+_MARK_KEYWORDS = {"and", "or", "not", "True", "False", "None"}
+
+
+def kind_marker(config: pytest.Config, kind: str) -> pytest.MarkDecorator | None:
+    """The marker a user's kind gives its records (``-m <kind>``), registered as perfgate's (so ``--strict-markers``
+    accepts it, and the update command a record prints selects with it). None where the name is no marker name, or
+    a marker of that name is registered by someone else (pytest's ``skip``, a plugin's, the user's own): that
+    marker keeps its meaning, and the user puts it on the tests where they want it."""
+    if not _MARK_NAME.fullmatch(kind) or kind in _MARK_KEYWORDS:
+        return None
+    lines = {str(line).split(":")[0].split("(")[0].strip(): str(line) for line in config.getini("markers")}
+    line = lines.get(kind)
+    if line is None:
+        config.addinivalue_line("markers", f"{kind}: the records of the test kind '{kind}' "
+                                           f"(@pytest.mark.perfgate(kind=...)) (perfgate)")
+    elif not line.endswith("(perfgate)"):
+        return None
+    return getattr(pytest.mark, kind)  # type: ignore[no-any-return]
 
 
 def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
