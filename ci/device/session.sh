@@ -14,7 +14,8 @@
 #           puts the older release's overlay ahead of it); PG_SESSION_DIR the session's folder (/tmp/pg-session);
 #           PG_UPDATE_BASELINES=0 runs without --perfgate-update-baselines
 #   STOP=1  at the end of the wait, interrupt the session (Ctrl-C: perfgate stops the server and
-#           writes the JUnit with every finished record; the running one becomes "interrupted")
+#           writes the JUnit with every finished record; the running one becomes "interrupted"). The records so
+#           far ship before the interrupt; give the call ~160 s beyond WAIT_S for pytest to stop and ship again
 # e.g.  ci/device/session.sh .device-bundle $OUT 540 h200-x2/llama-3.1-8b-dummy-tp2 \
 #         -m "baseline or speculative or backends" --perfgate-crosscheck off
 set -uo pipefail
@@ -67,8 +68,11 @@ while alive && [ $(( $(date +%s) - t_call )) -lt "$WAIT_S" ]; do
 done
 
 if alive && [ "${STOP:-0}" = 1 ]; then
-  echo "== STOP: interrupting the session (SIGINT to pytest)"
-  pkill -INT -f "python3 -m pytest perftests/" ; for _ in $(seq 60); do alive || break; sleep 2; done
+  # what the session has now ships first (the JUnit guard keeps it current record by record): a call that runs
+  # out of time while pytest stops its server (teardown, then the GPU's release: up to ~150 s) still returns it
+  cp "$S/out/junit.xml" "$OUT/" 2>/dev/null; cp "$S/out/pytest.log" "$OUT/" 2>/dev/null
+  echo "== STOP: interrupting the session (SIGINT to pytest); its records so far are in OUT already"
+  pkill -INT -f "python3 -m pytest perftests/" ; for _ in $(seq 75); do alive || break; sleep 2; done
 fi
 
 if alive; then

@@ -126,6 +126,9 @@ SGL_PATH=$OLD_PATH PG_SESSION_DIR=$S PG_UPDATE_BASELINES=0 \
   --perfgate-starts "$STARTS" --perfgate-max-starts "$MAX_STARTS" ${MAX_TIME:+--perfgate-max-time "$MAX_TIME"} \
   --perfgate-candidate "$CAND" --perfgate-crosscheck off "$@"
 rc=$?
+# a call brings back at most 8 files: the set-up's logs go in one archive
+( cd "$OUT" && files=$(ls install*.log arms.txt 2>/dev/null) && [ -n "$files" ] \
+  && tar czf setup-logs.tgz $files && rm -f $files )  # shellcheck disable=SC2086
 if [ -f "$OUT/junit.xml" ]; then
   python3 - "$OUT/junit.xml" <<'EOF' | tee "$OUT/upgrade-summary.txt"
 import re, sys, xml.etree.ElementTree as ET
