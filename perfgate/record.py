@@ -14,7 +14,7 @@ from typing import Any
 
 from perfgate.categories import RecordKind
 
-__all__ = ["Metric", "METRICS", "RECORD_METRICS", "unit_of",
+__all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec", "unit_of",
            "METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
@@ -191,6 +191,22 @@ RECORD_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("goodput_rps", True, "req/s", "requests per second meeting every SLO, at the highest rate that meets them"),
     Metric("crossover", True, "streams", "the load up to which the speculative mode beats the baseline"),
 )}
+
+#: the micro tier's judged number (perfgate.plugin.microcheck): its ceilings live in ``[micro.floors]``, not in a
+#: mode's ``[floors]``, but they are judged by the same limit judge (perfgate.measuring.verdict.judge_limit)
+MICRO_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("latency_us", False, "µs", "an all-reduce's median latency over its iterations"),
+)}
+
+
+def metric_spec(name: str) -> Metric:
+    """The :class:`Metric` of a judged number: a measurement's (:data:`METRICS`), a record's
+    (:data:`RECORD_METRICS`) or the micro tier's (:data:`MICRO_METRICS`)."""
+    spec = METRICS.get(name) or RECORD_METRICS.get(name) or MICRO_METRICS.get(name)
+    if spec is None:
+        known = sorted({**METRICS, **RECORD_METRICS, **MICRO_METRICS})
+        raise KeyError(f"no metric {name!r}: the judged numbers are {known}")
+    return spec
 
 #: units of the numbers records carry beyond METRICS and RECORD_METRICS, by the ending of their name (a sweep's
 #: ``c4_ttft_ms_p99``, the micro tier's ``latency_us`` and ``busbw_gbps``)

@@ -11,15 +11,14 @@ from dataclasses import dataclass, field, replace
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential
 from perfgate.measuring.metrics import (
-    METRICS,
     MIN_TRIALS,
-    RECORD_METRICS,
     Measurement,
     Stat,
     bootstrap_ratio_ci,
     trials_to_resolve,
 )
 from perfgate.profiles import Expectation
+from perfgate.record import metric_spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +109,7 @@ def judge_limit(metric: str, got: float, limit: float | None, tolerance: float, 
     crossover at the top load measured): a floor above it is undecided, not failed. ``what`` describes the
     value in the message (default: ``<metric> <value> <unit>``).
     """
-    spec = METRICS.get(metric) or RECORD_METRICS[metric]
+    spec = metric_spec(metric)
     what = what or f"{metric} {got:.4g} {spec.unit}"
     if noise is not None and not noise.noise_known:
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,

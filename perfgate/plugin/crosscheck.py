@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.judge import Decision, decide
 from perfgate.measuring.metrics import bootstrap_ratio_ci
 from perfgate.measuring.verdict import Verdict
 
@@ -133,8 +134,10 @@ class Agreement:
     """perfgate's figure against SGLang's, raw and (where both report acceptance) per decode cycle.
 
     The verdict is made on :attr:`judged` with its bootstrap CI (perfgate's trials against SGLang's
-    requests): ``pass`` within the tolerance; ``inconclusive`` when it is outside but the CI still
-    reaches the tolerance band (too few samples to say the tools disagree); else ``fail``.
+    requests) by the one rule of every comparison (:func:`perfgate.measuring.judge.decide`, ``min_effect`` the
+    tolerance): ``pass`` when the two agree (``same``: the CI inside the tolerance band), ``fail`` when they
+    differ (the CI off 1 and the ratio beyond the band, either way), else ``inconclusive`` (too few samples to
+    tell: raise [workload] trials).
     """
 
     perfgate_tok_s: float
@@ -168,15 +171,18 @@ class Agreement:
         return bootstrap_ratio_ci(self.samples[0], self.samples[1])
 
     @property
+    def decision(self) -> Decision:
+        """``same`` (the tools agree), ``regressed``/``improved`` (perfgate reads lower/higher), or ``undecided``."""
+        return decide(self.judged, self.ci, higher_is_better=True, min_effect=self.tolerance)
+
+    @property
     def agrees(self) -> bool:
-        return abs(self.judged - 1) <= self.tolerance
+        return self.decision is Decision.SAME
 
     @property
     def outcome(self) -> str:
-        if self.agrees:
-            return "pass"
-        lo, hi = self.ci
-        return "inconclusive" if lo <= 1 + self.tolerance and hi >= 1 - self.tolerance else "fail"
+        d = self.decision
+        return "pass" if d is Decision.SAME else "inconclusive" if d is Decision.UNDECIDED else "fail"
 
     def message(self) -> str:
         b = self.bench
@@ -194,7 +200,7 @@ class Agreement:
         if self.outcome == "fail":
             msg += f" differs by more than {self.tolerance:.0%}"
         elif self.outcome == "inconclusive":
-            msg += (f" is outside {self.tolerance:.0%} but its CI reaches it: too few samples to tell "
+            msg += (f" is not shown within {self.tolerance:.0%} nor beyond it: too few samples to tell "
                     f"(raise [workload] trials)")
         return msg
 

@@ -29,13 +29,13 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.verdict import Verdict
+from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.plugin.kinds import ALLREDUCE
 from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
@@ -336,14 +336,16 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
     floor = plan.micro.floor(case.backend, case.mode, r.bytes, case.world_size) if plan.micro is not None else None
     if floor is not None:  # a ceiling on the median latency measured on this box (the profile's [micro.floors])
         props = {"floor_latency_us": floor.latency_us, "tolerance": floor.tolerance}
-        if r.latency_us is not None and r.latency_us > floor.ceiling_us:
-            return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, properties=props, message=(
-                f"all-reduce latency {r.latency_us:.2f} µs > floor {floor.latency_us:g} µs × "
-                f"(1 + {floor.tolerance:g}) = {floor.ceiling_us:.2f} µs [{case.backend}, {case.mode}, {r.bytes} B "
-                f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs; "
-                f"{plan.profile_path}, {floor.key}]; if intended "
-                "(new stack or box), refresh the floors: `pytest perftests/ -m micro --junitxml=run.xml`, then "
-                f"`python scripts/micro_floors.py run.xml --update {plan.profile_path or 'PROFILE'}`"))
+        if r.latency_us is not None:  # the one judge of a limit, as every record's
+            v = judge_limit(
+                "latency_us", r.latency_us, floor.latency_us, floor.tolerance, noise=None, max_cv=None,
+                what=(f"all-reduce latency {r.latency_us:.2f} µs ({case.backend}, {case.mode}, {r.bytes} B "
+                      f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs)"),
+                where=f"{plan.profile_path}, {floor.key}",
+                update_hint=("`pytest perftests/ -m micro --junitxml=run.xml`, then `python scripts/micro_floors.py "
+                             f"run.xml --update {plan.profile_path or 'PROFILE'}` (a new stack or box)"))
+            if v.outcome is Outcome.FAIL:
+                return replace(v, properties=props)
     bad = _implausible(r)
     if bad:
         return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, properties=props,
@@ -351,7 +353,7 @@ def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str)
     msg = (f"{case.backend}, {case.mode}, {r.bytes} B {r.dtype}, world size {case.world_size}: median "
            f"{r.latency_us:.2f} µs, p99 {r.latency_p99_us:.2f} µs, busbw {r.busbw_gbps:.3g} GB/s")
     if floor is not None:
-        msg += f" (<= floor {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
+        msg += f" (<= ceiling {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
     return Verdict(outcome=Outcome.PASS, message=msg + (f"; {r.note}" if r.note else ""), properties=props)
 
 
