@@ -14,6 +14,9 @@
 #   MAX_TIME    seconds the added start pairs may take (--perfgate-max-time; default: no limit but MAX_STARTS)
 #   SELECT="-m stack_pair"  which records (e.g. SELECT='-m stack_pair -k baseline' for the baseline alone)
 #   STOP=1      interrupt the session at the end of this call's wait (ci/device/session.sh)
+#   GATE=reports  instead of the paired run: the matrix (SELECT, e.g. '-m "baseline or backends"') on the older
+#               release, then on the newer, each a session of its own, then `perfgate gate old.xml new.xml`
+#               (OUT/gate.txt; the call's exit is the gate's once both ran); not yet run on a GPU
 #
 # The two bundles do not fit one call together (64 MiB with the working tree): carry each in its own call,
 # chained on the same warm machine, with the same command line. A call installs the bundles it carries
@@ -99,7 +102,7 @@ case "$OLD_PATH$NEW_PATH$S" in *,*|*' '*)
   echo "upgrade: a path holds a comma or a space ($OLD_PATH, $NEW_PATH, $S): --perfgate-candidate cannot carry it"; exit 1;;
 esac
 
-if [ ! -f "$S/pid" ]; then
+if [ ! -f "$S/pid" ] && [ ! -f "$S-old/pid" ]; then
   # once, before the session starts: both arms' stacks as perfgate fingerprints them (perfgate.stack)
   echo "== the two arms' stacks, each probed in its own environment"
   for arm in "current:$OLD_PATH" "candidate:$NEW_PATH"; do
@@ -117,6 +120,31 @@ print(f'  {sys.argv[1]:9s} sglang {s.sglang}, kernel {s.sgl_kernel}, flashinfer 
     echo "upgrade: the arms import sglang $got_old / $got_new, expected $OLD_REL / $NEW_REL; fix: check the overlays' order"
     exit 1
   fi
+fi
+
+if [ "${GATE:-paired}" = reports ]; then
+  # the matrix on each release, one after the other on this GPU (the older first), then `perfgate gate` old -> new:
+  # which records regress, improve, unblock (xfail -> pass) or newly break. Each release's run is a session of its
+  # own (session.sh, its own folder), so it outlives a call; a call advances whichever is due and ships both.
+  for arm in old new; do
+    dir=$S-$arm; path=$([ $arm = old ] && echo "$OLD_PATH" || echo "$NEW_PATH")
+    left=$(( WAIT_S - ($(date +%s) - t_call) ))
+    if [ ! -f "$dir/rc" ] && [ "$left" -gt 30 ]; then
+      echo "== $arm release ($([ $arm = old ] && echo "$OLD_REL" || echo "$NEW_REL")): $PROFILE, $SELECT, session $dir"
+      mkdir -p "$OUT/$arm"
+      # shellcheck disable=SC2086
+      SGL_PATH=$path PG_SESSION_DIR=$dir PG_UPDATE_BASELINES=0 bash "$here/session.sh" "$NEW" "$OUT/$arm" "$left" \
+        "$PROFILE" $SELECT --perfgate-crosscheck off "$@" | grep -v "^-r\|^total\|^d"
+    fi
+    [ -f "$dir/rc" ] || { echo "== the $arm release's matrix is still running: call again"; exit 0; }
+    cp "$dir/out/junit.xml" "$OUT/$arm.xml" 2>/dev/null
+  done
+  rm -rf "$OUT/old" "$OUT/new"  # their files are in old.xml / new.xml and the sessions' folders (8 files a call)
+  PYTHONPATH=/tmp/pg:$S-new/repo python3 -m perfgate.cli gate "$OUT/old.xml" "$OUT/new.xml" > "$OUT/gate.txt" 2>&1
+  rc=$?
+  echo "== perfgate gate old.xml new.xml: exit $rc"; head -60 "$OUT/gate.txt"
+  tar czf "$OUT/logs.tgz" -C /tmp "$(basename "$S")-old/out/logs" "$(basename "$S")-new/out/logs" 2>/dev/null
+  exit $rc
 fi
 
 echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode (at most $MAX_STARTS while undecided$([ -n "${MAX_TIME:-}" ] && echo ", added ones within $MAX_TIME s")), candidate $CAND"
