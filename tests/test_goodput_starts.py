@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import statistics
-import tomllib
 
+import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
 
