@@ -174,7 +174,7 @@ class Measure:
         perf = self._perf
         m = self(server)
         if not m.sweep and perf.state.profile.workload.concurrency_sweep:
-            m = perf._sweep(server.case, server.config, m)
+            m = perf.sweep(server.case, server.config, m)
         return m
 
     def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
