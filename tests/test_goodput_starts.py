@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 
 import tomllib
 from hypothesis import given
@@ -66,7 +67,7 @@ def test_pass_and_fail_follow_the_means_of_both_ends(starts, floor):
     assert (v.outcome is Outcome.FAIL) == (mean_low < bound and mean_high < bound)
 
 
-def _project(pytester, floor: str) -> object:
+def _project(pytester, floor: str) -> Path:
     text = PROFILE.replace("FLOOR", "89.5").replace("tolerance = 0.05", f"tolerance = 0.05{floor}") + SLO
     path = make_project(pytester.path, text)
     (pytester.path / "conftest.py").write_text(CONFTEST)
