@@ -4,7 +4,9 @@ search over rates, and the closed-loop levels of the crossover record (both mode
 What is sent, and in which order, is the procedure's (perfgate.procedure.openloop.OpenLoop: each trial of a rate on
 its own seeded schedule after a warm-up at that rate, the prefix cache flushed before it, the simulator at speed-up
 1 while it runs); this module finds the record's server and its SLOs, says what a server that died under load
-means for the record, and runs the search once per server start.
+means for the record, and runs the search once per server start. The trials of every path are the workload's
+as the session resolves them (perfgate.plugin.settings): a test's own ``trials=`` > ``--perfgate-trials`` >
+``[slo] trials`` > ``[workload] trials``.
 """
 
 from __future__ import annotations
@@ -101,10 +103,10 @@ def _died(perf: PerfRun, case: Case, config: ServerConfig, outs: Sequence[Reques
 
 
 def _resolved(perf: PerfRun, case: Case, workload: Workload | None) -> Workload:
-    """The workload a load path measures (``workload``, else the mode's), its trials ``--perfgate-trials``'s where
-    given."""
-    w = workload or perf.state.profile.workload_for(case.mode)
-    return replace(w, trials=perf.state.opt("perfgate_trials") or w.trials)
+    """The workload a load path measures: ``workload`` as the caller resolved it, else the mode's with the
+    session's options (perfgate.plugin.settings)."""
+    st = perf.state
+    return workload or st.settings.workload(st.profile.workload_for(case.mode))
 
 
 def measure_rate(perf: PerfRun, case: Case, rate: float, *, slo: Slo | None = None,
@@ -157,11 +159,15 @@ def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new
                    trials: int | None = None) -> Levels:
     """Closed-loop measurements of the case's config at each of ``loads`` streams (2 x streams requests a
     trial, at least 4), each cached per workload like any ``measure(...)``; ``case`` may be another mode's
-    (the crossover record measures the baseline's levels, cached when the baseline's record measured them)."""
-    w0 = perf.state.profile.workload_for(case.mode)
+    (the crossover record measures the baseline's levels, cached when the baseline's record measured them).
+    ``max_new_tokens`` and ``trials`` are the profile's under load (``[slo]``; None: the mode's workload's), and
+    ``--perfgate-trials`` beats its trials (perfgate.plugin.settings)."""
+    st = perf.state
+    w0 = st.profile.workload_for(case.mode)
     ms = []
     for c in loads:
-        w = replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
-                    max_new_tokens=max_new_tokens or w0.max_new_tokens, trials=trials or w0.trials)
+        w = st.settings.workload(replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
+                                         max_new_tokens=max_new_tokens or w0.max_new_tokens,
+                                         trials=trials or w0.trials))
         ms.append(perf.measure(case, primary=False, workload=w))
     return Levels(mode=case.mode, loads=tuple(loads), measurements=tuple(ms))
