@@ -5,8 +5,9 @@ answer depend on which Poisson draw its trials follow?
     python benchmarks/goodput_level.py --rate 2.83 --requests 100 --trials 3
 
 Starts perfgate's simulated server for the seed box's baseline (``baselines/sim-rtxpro6000-x8/kimi-k2.5.toml``),
-then runs ``--trials`` open-loop trials at ``--rate`` as the record does (each on its own seed, seed + 2i, after
-the profile's warm-up at that rate, the simulator at speed-up 1 while the schedule runs), and prints per trial
+then runs ``--trials`` open-loop trials of ``--requests`` at ``--rate`` through the record's own procedure
+(:class:`perfgate.procedure.OpenLoop`: the workload's warm-up once, then each trial on its own seed, seed + 2i,
+after the profile's warm-up at that rate, the simulator at speed-up 1 while the schedule runs), and prints per trial
 the good requests and the misses, and the level's decision over the pooled requests
 (:func:`perfgate.measuring.goodput.judge_level`). Not a unit test: a few minutes in real time (docs/load.md).
 """
@@ -22,11 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfgate.client import flush_cache, run_open_loop  # noqa: E402
-from perfgate.client.schedule import arrival_offsets  # noqa: E402
-from perfgate.measuring.goodput import judge_level, load_trial  # noqa: E402
-from perfgate.measuring.workload import load_prompts, requests_for  # noqa: E402
-from perfgate.plugin.loadrun import PROMPT_BASE, real_time, warmed_offsets  # noqa: E402
+from perfgate.measuring.goodput import judge_level  # noqa: E402
+from perfgate.procedure import OpenLoop  # noqa: E402
 from perfgate.profiles.load import load_profile  # noqa: E402
 from perfgate.serving.simprocess import SimProcess  # noqa: E402
 
@@ -42,21 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     prof = load_profile(PROFILE)
     slo = prof.slo["baseline"]
     w = replace(prof.workload_for("baseline"), max_new_tokens=slo.max_new_tokens or 32)
-    prompts = load_prompts(w.prompts)
     trials = []
     with tempfile.TemporaryDirectory() as tmp:
         with SimProcess.for_mode(prof, "baseline", log_path=Path(tmp) / "sim.log", start_seed="goodput-level:1",
                                  speedup=4) as sim:
             sim.wait_ready()
+            level = OpenLoop(sim.url, w, slo)
             for i in range(a.trials):
-                flush_cache(sim.url)
-                warm = arrival_offsets(slo.arrival, a.rate, slo.warmup_requests, seed=slo.seed + 2 * i + 1)
-                offs, shift = warmed_offsets(warm, arrival_offsets(slo.arrival, a.rate, a.requests,
-                                                                   seed=slo.seed + 2 * i), a.rate)
-                reqs = requests_for(w, prompts, len(offs), offset=PROMPT_BASE + i * len(offs))
-                with real_time(sim.url, 4.0):
-                    outs, wall = run_open_loop(sim.url, reqs, offs, timeout_s=w.request_timeout_s)
-                t = load_trial(outs[len(warm):], max(wall - shift, 0.0), slo, a.rate)
+                (t,) = level(a.rate, 1, a.requests)
                 trials.append(t)
                 print(f"trial {i} (seed {slo.seed + 2 * i}): {t.good}/{t.requests} good, missed {t.missed}, "
                       f"TPOT p99 {t.p99.get('tpot_ms_p99', 0):.1f} ms, TTFT p99 {t.p99.get('ttft_ms_p99', 0):.1f} ms")

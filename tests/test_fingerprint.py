@@ -10,6 +10,7 @@ import pytest
 from junitparser.xunit2 import JUnitXml
 
 from perfgate.plugin.fingerprint import session_fingerprint
+from perfgate.plugin.settings import Settings
 from perfgate.record import MACHINE_PROPERTIES, fmt
 from perfgate.report import compare_machines, diff, read_report
 from perfgate.report.render import render_diff
@@ -79,12 +80,12 @@ class _Terminal:
 
 def _state(*, calibrate: str = "auto", url: str | None = None, collect_only: bool = False) -> Any:
     tr = _Terminal()
-    opts = {"perfgate_calibrate": calibrate, "perfgate_url": url}
     config = SimpleNamespace(getoption=lambda name, default=None: collect_only if name == "collectonly" else default,
                              pluginmanager=SimpleNamespace(get_plugin=lambda name: tr if name == "terminalreporter"
                                                            else None))
     profile = SimpleNamespace(simulated=False, engine=SimpleNamespace(name="sglang", python="/venv/bin/python"))
-    return SimpleNamespace(profile=profile, config=config, opt=opts.get, terminal=tr)
+    return SimpleNamespace(profile=profile, config=config, settings=Settings(calibrate=calibrate, url=url or ""),
+                           terminal=tr)
 
 
 BOX = Machine(host_id="abc", gpus=(GpuFacts(uuid="GPU-1"),))

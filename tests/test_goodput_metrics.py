@@ -195,7 +195,7 @@ def test_the_lag_bound_is_the_larger_of_ms_and_a_share_of_the_gap():
 
 def test_the_warm_up_comes_first_and_the_measured_schedule_is_kept():
     from perfgate.client.schedule import arrival_offsets
-    from perfgate.plugin.loadrun import warmed_offsets
+    from perfgate.procedure import warmed_offsets
 
     measured = arrival_offsets("poisson", 4.0, 20, seed=0)
     warm = arrival_offsets("poisson", 4.0, 8, seed=1)

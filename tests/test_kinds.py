@@ -59,8 +59,9 @@ def test_what_a_kind_decides():
 
 def _session(crosscheck: str = "auto", url: str = "", variants: str = "") -> SimpleNamespace:
     return SimpleNamespace(profile=load_profile(SIM), variants=load_variants(ROOT / "baselines" / "variants.toml"),
-                           settings=SimpleNamespace(crosscheck=crosscheck, url=url),
-                           opt=lambda name: variants if name == "perfgate_variants" else None, dropped_modes=[])
+                           settings=SimpleNamespace(crosscheck=crosscheck, url=url,
+                                                    variants=tuple(variants.split(",")) if variants else ()),
+                           dropped_modes=[])
 
 
 def test_each_kind_gets_the_cases_its_registry_entry_says():

@@ -102,11 +102,11 @@ def test_open_loop_against_the_simulator_keeps_its_schedule_in_server_time(sim):
 
 
 def test_the_simulators_speed_up_is_set_only_while_idle_and_real_time_restores_it(sim):
-    """The load records' open-loop levels run the simulator at speed-up 1 (perfgate.plugin.loadrun.real_time):
+    """The load records' open-loop levels run the simulator at speed-up 1 (perfgate.procedure.real_time):
     the route takes a number > 0 while idle, and the block leaves the server at its own speed-up."""
     import requests
 
-    from perfgate.plugin.loadrun import real_time
+    from perfgate.procedure import real_time
 
     url = f"http://127.0.0.1:{sim.port}"
 

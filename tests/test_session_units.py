@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from perfgate.host.gpu import visible_entries
 from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
+from perfgate.plugin.settings import Settings
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
@@ -45,8 +46,9 @@ class _State:
         self._url = url
         self.attach_info = None  # --perfgate-url's /server_info, read at activation (none here)
 
-    def opt(self, name: str) -> object:
-        return self._url if name == "perfgate_url" else None
+    @property
+    def settings(self) -> Settings:
+        return Settings(url=self._url)
 
 
 def test_the_session_reaches_servers_by_launching_or_attaching():

@@ -229,7 +229,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from perfgate.plugin.ledger import WORKEROUTPUT_KEY
 
         config.workeroutput[WORKEROUTPUT_KEY] = st.ledger.to_workeroutput()
-    elif st is not None and st._profile is not None and st.opt("perfgate_update_baselines"):
+    elif st is not None and st._profile is not None and st.settings.update_baselines:
         _write_updates(session, st)
     if st is not None:
         _teardown_servers(session, st)

@@ -76,8 +76,7 @@ def validate_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError(
                 f"perfgate: {p.path}: [expectations.{n}] (line {expectation_line(p, n)}): the built-in kind '{n}' "
                 f"takes no expectations (its verdict comes from its own judge); fix: remove the table")
-    wanted = st.opt("perfgate_variants")
-    for n in (wanted.split(",") if wanted else []):
+    for n in st.settings.variants:
         if n not in vs.variants:
             from perfgate.profiles.reader import _close
 
@@ -88,6 +87,8 @@ def validate_inputs(config: pytest.Config) -> None:
                 f"perfgate: --perfgate-variants: '{n}' is a variant of {vs.path} but not in {p.path} [variants] "
                 f"include ({', '.join(p.variant_include) or 'empty'}), so no record would run; add it to include "
                 f"or pick one of those")
+    if st.settings.candidate_error:
+        raise pytest.UsageError(f"perfgate: {st.settings.candidate_error}")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
         from perfgate.plugin.fingerprint import sim_variation_problem
@@ -102,7 +103,7 @@ def validate_inputs(config: pytest.Config) -> None:
             st.check_hardware()
         except HardwareMismatch as e:
             raise pytest.UsageError(f"perfgate: {e}") from None
-    url = st.opt("perfgate_url")
+    url = st.settings.url
     if url:  # one usage error before any test, not a failure per record
         from perfgate.serving.attach import probe
 
@@ -126,7 +127,7 @@ def refuse_shipped_update(st: PerfgateState) -> None:
     from perfgate.profiles.shipped import is_shipped_copy
 
     p = st.profile
-    if st.opt("perfgate_update_baselines") and is_shipped_copy(p.path):
+    if st.settings.update_baselines and is_shipped_copy(p.path):
         raise pytest.UsageError(
             f"perfgate: --perfgate-update-baselines: {p.path} is the copy of the profile that perfgate ships, inside "
             f"the installation, which it never writes (nothing was measured); fix: `perfgate init --from {p.name}` "
@@ -138,7 +139,7 @@ def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
     """A selected config the box cannot hold (tp x pp x dp above the GPUs CUDA sees here, through NVML) is a usage
     error at collection, before any launch, not a config-error after a minute of start-up. Without NVML the count
     is unknown, and a simulated or attached server is not launched here: nothing is said."""
-    if st.profile.simulated or st.opt("perfgate_url"):
+    if st.profile.simulated or st.settings.url:
         return
     from perfgate.host.gpu import visible_entries
     from perfgate.plugin.workers import gpus_needed
@@ -185,9 +186,9 @@ def install_sigterm() -> None:
 
 def wants_perf(config: pytest.Config) -> bool:
     """Activated from the start: a profile named (option, environment, ini) or ``perfgate = true`` in the ini."""
-    if config.getoption("perfgate_profile") or os.environ.get("PERFGATE_PROFILE"):
-        return True
-    return bool(config.getini("perfgate_profile")) or bool(config.getini("perfgate"))
+    from perfgate.plugin.settings import profile_named
+
+    return bool(profile_named(config.getoption, os.environ, config.getini)) or bool(config.getini("perfgate"))
 
 
 def add_suite_properties(config: pytest.Config) -> None:

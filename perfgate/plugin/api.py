@@ -174,7 +174,7 @@ class Measure:
         perf = self._perf
         m = self(server)
         if not m.sweep and perf.state.profile.workload.concurrency_sweep:
-            m = perf._sweep(server.case, server.config, m)
+            m = perf.sweep(server.case, server.config, m)
         return m
 
     def rate(self, server: PerfServer, rate: float, **overrides: Any) -> LoadLevel:
@@ -211,12 +211,14 @@ class Measure:
             raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; "
                             f"known: {', '.join(MEASURE_KEYS)}")
         perf = self._perf
-        w = perf.state.profile.workload_for(server.mode)  # every mode with the same tokens: comparable
-        trials = perf.state.profile.slo.get(server.mode)
-        given = {"max_new_tokens": _shared_tokens(perf),
-                 **({"trials": trials.trials} if trials and trials.trials else {}),
-                 **{k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}}
-        return replace(w, **given)
+        st = perf.state
+        slo = st.profile.slo.get(server.mode)
+        # the profile's workload under load: every mode with the same tokens (comparable), [slo] trials if given
+        w = replace(st.profile.workload_for(server.mode), max_new_tokens=_shared_tokens(perf),
+                    **({"trials": slo.trials} if slo and slo.trials else {}))
+        given = {k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
+        return st.settings.workload(w, **given)
 
 
 def _shared_tokens(perf: PerfRun) -> int:

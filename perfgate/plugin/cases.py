@@ -38,9 +38,9 @@ def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, varia
         return [Case(p.name, kind, p.baseline_mode())] if p.workload.concurrency_sweep else []
     if k.cases is Cases.PER_VARIANT:
         chosen = list(p.variant_include) if p.variant_include is not None else list(st.variants.variants)
-        wanted = st.opt("perfgate_variants")
+        wanted = st.settings.variants
         if wanted:
-            chosen = [n for n in chosen if n in wanted.split(",")]
+            chosen = [n for n in chosen if n in wanted]
         for n in chosen:
             st.variants.get(n)  # validates the name
         return [Case(p.name, kind, m, n) for n in chosen for m in p.variant_modes]

@@ -193,7 +193,7 @@ def check_expectation_names(st: PerfgateState) -> None:
 
 def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Item]) -> None:
     """--perfgate-shard / --perfgate-configs: keep the records of this cell's configs only."""
-    shard, keys_opt = st.opt("perfgate_shard"), st.opt("perfgate_configs")
+    shard, keys_opt = st.settings.shard, st.settings.configs
     if not shard and not keys_opt:
         return
     if shard and keys_opt:

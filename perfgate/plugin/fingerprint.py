@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from perfgate.stack.calibration import Calibration
 from perfgate.stack.machine import Machine
@@ -23,6 +23,7 @@ from perfgate.stack.machine import Machine
 if TYPE_CHECKING:
     import pytest
 
+    from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
     from perfgate.stack import Stack
 
@@ -43,7 +44,8 @@ class Session(Protocol):
     @property
     def stack(self) -> Stack: ...
 
-    def opt(self, name: str) -> Any: ...
+    @property
+    def settings(self) -> Settings: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,12 +85,12 @@ def _sim_machine_name() -> str:
 
 def _calibrates(st: Session) -> tuple[bool, str]:
     """Whether this session calibrates, and why not."""
-    when = st.opt("perfgate_calibrate") or "auto"
+    when = st.settings.calibrate
     if when == "off":
         return False, "--perfgate-calibrate off"
     if st.config.getoption("collectonly", False):
         return False, "collection only"
-    if when == "auto" and st.opt("perfgate_url"):
+    if when == "auto" and st.settings.url:
         return False, "attached with --perfgate-url (the server holds the GPU); --perfgate-calibrate on to measure"
     return True, ""
 

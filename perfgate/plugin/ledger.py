@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from perfgate.measuring.trace import StepProfile
     from perfgate.measuring.verdict import Verdict
     from perfgate.plugin.fingerprint import Fingerprint
+    from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
     from perfgate.stack import Stack
@@ -176,7 +177,8 @@ class Session(Protocol):
     @property
     def fingerprint(self) -> Fingerprint: ...
 
-    def opt(self, name: str) -> Any: ...
+    @property
+    def settings(self) -> Settings: ...
 
     def config_for(self, case: Case) -> ServerConfig: ...
 
@@ -334,7 +336,7 @@ def write_profile(path: Path, text: str) -> Path:
 def refuse_update(state: Session, case: Case, why: str) -> None:
     """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
     key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.plugin.kinds)
-    if key is not None and state.opt("perfgate_update_baselines"):
+    if key is not None and state.settings.update_baselines:
         state.ledger.refuse(case.mode, key, why)
 
 
@@ -349,7 +351,7 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
     from perfgate.measuring.verdict import pct
 
     st = state
-    if not st.opt("perfgate_update_baselines"):
+    if not st.settings.update_baselines:
         return
     table = table or mode
     stat = m.stat(key) if key in METRICS else None
@@ -410,7 +412,7 @@ def note_value(state: Session, table: str, key: str, old: object, new: float | N
     """Remember ``[floors.<table>] <key> = new`` to write at session finish, or why it is not written (``why``);
     the one place a measured limit enters the ledger (decode floors, a user's ``perf_check``, the load records)."""
     st = state
-    if not st.opt("perfgate_update_baselines"):
+    if not st.settings.update_baselines:
         return
     if why or new is None:
         st.ledger.refuse(table, key, why or "nothing was measured")
@@ -424,7 +426,7 @@ def note_value(state: Session, table: str, key: str, old: object, new: float | N
         "attention_backend": str(st.config_for(Case(st.profile.name, FLOOR, mode, None)).flag_dict.get(
             "attention-backend", "auto")),
         **(dict(extra) if extra else {}),
-        **({"attached": st.opt("perfgate_url")} if st.opt("perfgate_url") else {}),
+        **({"attached": st.settings.url} if st.settings.url else {}),
         **{k.removeprefix("stack."): v for k, v in st.stack.as_properties().items()},
         # the machine it was measured on: a floor of one machine is not a fleet's (perfgate floors)
         "machine": st.fingerprint.machine.id,

@@ -172,7 +172,7 @@ def _note_tolerance(perf: PerfRun, case: Case, v: Verdict, *, written: bool, sta
     spread where two or more were measured and wider than the prior; else the prior of its class)."""
     from perfgate.plugin.ledger import note_tolerance
 
-    if written and perf.state.opt("perfgate_update_baselines") and v.outcome != Outcome.INCONCLUSIVE \
+    if written and perf.state.settings.update_baselines and v.outcome != Outcome.INCONCLUSIVE \
             and not (v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE):
         note_tolerance(perf.state, case.mode, GOODPUT, starts=starts)
 

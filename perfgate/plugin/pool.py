@@ -365,7 +365,7 @@ class Attacher(Pool):
 
 def servers_for(state: PerfgateState) -> Pool:
     """A new pool for the session: an :class:`Attacher` with ``--perfgate-url``, else a :class:`Launcher`."""
-    url = state.opt("perfgate_url")
+    url = state.settings.url
     return Attacher(state, url) if url else Launcher(state)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.judge import Sequential
-from perfgate.measuring.metrics import Measurement, Trial, compute_trial, summarize, sweep_point
+from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.verdict import Verdict, final_verdict
 from perfgate.plugin.checks import Checks
 from perfgate.plugin.kinds import kind_of
@@ -177,7 +177,7 @@ class PerfRun(Checks):
             st.ledger.note_measurement(mkey, m)
         k = kind_of(case.kind)
         if primary and k is not None and k.sweeps and not m.sweep:
-            m = self._sweep(case, config, m)
+            m = self.sweep(case, config, m)
         if primary:
             self.record("log", m.log_path)
             self._record_measurement(m)
@@ -288,42 +288,18 @@ class PerfRun(Checks):
 
     def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
                         workload: Workload | None = None) -> Measurement:
-        from perfgate.client import flush_cache, run_batch
-        from perfgate.measuring.workload import load_prompts, requests_for
+        """The config's closed-loop trials on its server (perfgate.procedure.run_trials), on ``workload`` or the
+        mode's as the session resolves it (perfgate.plugin.settings); failed requests are a ServerFailed, from the
+        server's log when it died."""
+        from perfgate.procedure import run_trials
 
         st = self.state
-        p = st.profile
-        w = workload or st.settings.workload(p.workload_for(config.mode))
+        w = workload or st.settings.workload(st.profile.workload_for(config.mode))
         ep = self.servers.endpoint(config, on_log=(lambda path: self.record("log", path)) if record_log else None)
-        url, startup_s, log_path = ep.url, ep.startup_s, ep.log_path
-        prompts = load_prompts(w.prompts)
-        flush_cache(url)
-        per = w.per_trial
-        trials: list[Trial] = []
-        outputs: dict[int, tuple[int, ...]] = {}
-        during = ""
-        n_trials = w.trials  # the profile's, the command line's or the test's (perfgate.plugin.settings)
-        if w.warmup:  # prompts after the trials' (and before the sweep's): none is measured warm, flush or not
-            outs, wall = run_batch(url, requests_for(w, prompts, w.warmup, offset=n_trials * per),
-                                   concurrency=min(w.concurrency, w.warmup), timeout_s=w.request_timeout_s)
-            if any(not o.success for o in outs):  # a failing warm-up is the record: no trials to wait for
-                trials.append(compute_trial(outs, wall))
-                during = " (warm-up)"
-        for t in range(0 if trials else n_trials):
-            # each trial measures the model, not SGLang's prefix cache: flushed before it, prompts unseen in it
-            flush_cache(url)
-            reqs = requests_for(w, prompts, per, offset=t * per)
-            outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
-            trials.append(compute_trial(outs, wall))
-            for i, o in enumerate(outs):
-                idx = (t * per + i) % len(prompts)
-                if o.success and idx not in outputs:
-                    outputs[idx] = o.output_ids
-            if any(not o.success for o in outs):  # the record fails anyway: no more timeouts to wait out
-                break
-        m = summarize(config_key=config.key, config_name=config.name, trials=trials, confidence=w.confidence,
-                      outputs=tuple(outputs.get(i, ()) for i in range(len(prompts))), startup_s=startup_s,
-                      log_path=log_path, concurrency=w.concurrency)
+        log_path = ep.log_path
+        run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
+                         log_path=log_path)
+        m = run.measurement
         if m.failures:
             # a server that died while serving is classified from its log
             err = self.servers.exit_error(config)
@@ -335,6 +311,7 @@ class PerfRun(Checks):
 
             uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)
+            during = " (warm-up)" if run.warmup_failed else ""
             msg = f"{m.failures} request(s) failed while measuring {config.name}{during}: {'; '.join(uniq[:3])}"
             if log_path:
                 msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
@@ -342,12 +319,12 @@ class PerfRun(Checks):
             raise ServerFailed(Verdict(outcome=Outcome.FAIL, category=Category.CRASH, message=msg), log_path)
         return m
 
-    def _sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:
-        """The optional concurrency sweep on the config's (still running) server: 2 x c requests per level."""
+    def sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:
+        """The optional concurrency sweep on the config's (still running) server (perfgate.procedure.run_sweep):
+        2 x c requests per level, on the mode's workload as the session resolves it."""
         from dataclasses import replace
 
-        from perfgate.client import flush_cache, run_batch
-        from perfgate.measuring.workload import load_prompts, requests_for
+        from perfgate.procedure import run_sweep
 
         st = self.state
         w = st.settings.workload(st.profile.workload_for(config.mode))
@@ -358,16 +335,7 @@ class PerfRun(Checks):
             failed = e
         if failed is not None:  # concluded outside the except block: no "during handling" chain
             self.conclude(case, failed.verdict)
-        prompts = load_prompts(w.prompts)
-        points = []
-        offset = w.trials * w.per_trial + w.warmup  # past the floor's prompts
-        for c in w.concurrency_sweep:
-            flush_cache(url)
-            outs, wall = run_batch(url, requests_for(w, prompts, 2 * c, offset=offset), concurrency=c,
-                                   timeout_s=w.request_timeout_s)
-            offset += 2 * c
-            points.append(sweep_point(c, outs, wall))
-        m = replace(m, sweep=tuple(points))
+        m = replace(m, sweep=run_sweep(url, w))
         st.ledger.note_measurement(config.key, m)
         return m
 

@@ -1,16 +1,28 @@
-"""Settings: every perfgate option the measuring path reads, resolved once per session, with one precedence.
+"""Settings: every perfgate option, resolved once per session, with one precedence per knob.
 
     a test's explicit argument  >  command-line option (or its environment variable)  >  profile
 
-A test's explicit argument is a keyword of ``measure(...)`` (``trials=10``); the command line is
-``--perfgate-trials``, ``--perfgate-starts``, ``--perfgate-max-starts``, ``--perfgate-max-time``,
-``--perfgate-candidate``, ``--perfgate-startup-timeout``,
-``--perfgate-crosscheck``, ``--perfgate-sim-stack`` (``PERFGATE_SIM_STACK``) and ``--perfgate-sim-fault``;
-the profile is its ``[workload]`` (``trials``, ``starts``, ``max_starts``, ``max_time_s``) and ``[engine]``
-(``startup_timeout_s``).
+A test's explicit argument is a keyword of ``measure(...)``, ``measure.rate(...)`` or ``measure.goodput(...)``
+(``trials=10``); the command line is every ``--perfgate-*`` option (``--perfgate-sim-stack`` also
+``PERFGATE_SIM_STACK``); the profile is its ``[workload]`` (``trials``, ``starts``, ``max_starts``, ``max_time_s``),
+``[slo]`` (``trials`` under load) and ``[engine]`` (``startup_timeout_s``). The knobs and where each comes from:
+
+    trials              measure(..., trials=) > --perfgate-trials > [slo] trials (under load) > [workload] trials
+    starts              --perfgate-starts > [workload] starts > 1 (an attached server: 1)
+    max_starts          --perfgate-max-starts > [workload] max_starts > DEFAULT_MAX_STARTS (never below starts)
+    max_time_s          --perfgate-max-time > [workload] max_time_s > none
+    startup_timeout     --perfgate-startup-timeout > [engine] startup_timeout_s
+    sim_stack           --perfgate-sim-stack > PERFGATE_SIM_STACK > none
+    the rest            their option > its default (url, candidate, crosscheck, calibrate, sim_fault,
+                        update_baselines, allow_hardware_mismatch, variants, variants_file, shard, configs,
+                        progress_interval_s)
+
 :func:`resolve` builds the frozen :class:`Settings` the first time the session needs it (the profile is
-loaded lazily); :meth:`Settings.workload` applies it to a profile's workload, and the runner, the
-cross-check and the fleet planner read trials and starts from there, nowhere else.
+loaded lazily); :meth:`Settings.workload` applies it to a workload the profile gives (the mode's, or the mode's
+under load with its ``[slo]``), and every measuring path (the runner, the load records, the cross-check, the
+fleet planner) reads trials and starts from there, nowhere else. This module is the only reader of perfgate's
+options: the two read before any profile exists, the profile's name and the log directory, through
+:func:`profile_named` and :func:`log_dir_given`.
 """
 
 from __future__ import annotations
@@ -25,8 +37,9 @@ if TYPE_CHECKING:
     from perfgate.profiles import Profile, Workload
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "CANDIDATE_ARM", "option_trials", "option_starts",
-           "option_seconds", "option_budget_seconds", "option_max_starts", "DEFAULT_MAX_STARTS"]
+__all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "profile_named", "log_dir_given", "CANDIDATE_ARM",
+           "option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
+           "DEFAULT_MAX_STARTS"]
 
 #: the most starts per config a paired comparison takes while it is undecided, unless the option or the profile
 #: says otherwise: enough to decide a 1 % change of decode tok/s on the simulator within 6 pairs on average
@@ -110,13 +123,33 @@ class Settings:
     max_time_s: float | None = None
     #: --perfgate-candidate: the other arm of the stack-pair records (None: they skip)
     candidate: Candidate | None = None
+    #: what is wrong with --perfgate-candidate's spec ("": nothing); a usage error when perfgate switches on
+    candidate_error: str = ""
     #: --perfgate-startup-timeout (None: the profile's [engine] startup_timeout_s)
     startup_timeout_s: float | None = None
+    #: --perfgate-crosscheck: auto, on or off
     crosscheck: str = "auto"
+    #: simulated stack overrides: --perfgate-sim-stack > PERFGATE_SIM_STACK
     sim_stack: str = ""
+    #: --perfgate-sim-fault (a fault the simulated server injects; perfgate's own tests)
     sim_fault: str = ""
+    #: --perfgate-url: the attached server ("": perfgate launches its servers)
     url: str = ""
+    #: --perfgate-progress-interval: seconds between a start-up's progress lines
     progress_interval_s: float = 15.0
+    #: --perfgate-update-baselines: the session writes the limits it measured into the profile
+    update_baselines: bool = False
+    #: --perfgate-allow-hardware-mismatch: measure on hardware the profile is not for
+    allow_hardware_mismatch: bool = False
+    #: --perfgate-calibrate: auto, on or off (perfgate.plugin.fingerprint)
+    calibrate: str = "auto"
+    #: --perfgate-variants A,B: only these variants (empty: every variant the profile includes)
+    variants: tuple[str, ...] = ()
+    #: --perfgate-variants-file ("": the profile's baselines/variants.toml)
+    variants_file: str = ""
+    #: --perfgate-shard I/N and --perfgate-configs KEY,KEY as given: the CI cell's configs ("": every config)
+    shard: str = ""
+    configs: str = ""
 
     def workload(self, w: Workload, **explicit: Any) -> Workload:
         """``w`` (a profile's workload) with the command line's overrides, then a test's ``explicit`` keys."""
@@ -130,7 +163,9 @@ class Settings:
 
 
 def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
-    """The session's :class:`Settings` from ``opt(name)`` (pytest's getoption), the profile and the environment."""
+    """The session's :class:`Settings` from ``opt(name)`` (pytest's getoption), the profile and the environment.
+    Never raises: a bad ``--perfgate-candidate`` is :attr:`Settings.candidate_error` (perfgate.plugin.activation
+    makes it a usage error), so a terminal summary after a usage error reads the settings again safely."""
     starts, starts_from = profile.workload.starts, "profile" if profile.workload.starts != 1 else "default"
     if opt("perfgate_starts"):
         starts, starts_from = int(opt("perfgate_starts")), "option"
@@ -139,14 +174,13 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
     if opt("perfgate_url"):  # an attached server is not perfgate's to restart
         starts, starts_from, max_starts = 1, "attached", 1
     cand_text = opt("perfgate_candidate") or ""
-    candidate = None
+    candidate, candidate_error = None, ""
     if cand_text:
-        import pytest
-
         try:
             candidate = parse_candidate(cand_text)
         except ValueError as e:
-            raise pytest.UsageError(f"perfgate: {e}") from None
+            candidate_error = str(e)
+    variants = opt("perfgate_variants")
     return Settings(
         trials=opt("perfgate_trials"),
         starts=starts,
@@ -154,13 +188,32 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
         max_starts=max(int(max_starts), starts),
         max_time_s=float(max_time_s) if max_time_s else None,
         candidate=candidate,
+        candidate_error=candidate_error,
         startup_timeout_s=opt("perfgate_startup_timeout"),
         crosscheck=opt("perfgate_crosscheck") or "auto",
         sim_stack=opt("perfgate_sim_stack") or environ.get("PERFGATE_SIM_STACK", ""),
         sim_fault=opt("perfgate_sim_fault") or "",
         url=opt("perfgate_url") or "",
         progress_interval_s=float(opt("perfgate_progress_interval")),
+        update_baselines=bool(opt("perfgate_update_baselines")),
+        allow_hardware_mismatch=bool(opt("perfgate_allow_hardware_mismatch")),
+        calibrate=opt("perfgate_calibrate") or "auto",
+        variants=tuple(variants.split(",")) if variants else (),
+        variants_file=opt("perfgate_variants_file") or "",
+        shard=opt("perfgate_shard") or "",
+        configs=opt("perfgate_configs") or "",
     )
+
+
+def profile_named(opt: Any, environ: Any, ini: Callable[[str], Any]) -> str:
+    """The profile the session names ("" when none): ``--perfgate-profile`` > ``PERFGATE_PROFILE`` > the ini's
+    ``perfgate_profile`` (``ini``: pytest's getini). Read before any profile exists, so no field of Settings."""
+    return str(opt("perfgate_profile") or environ.get("PERFGATE_PROFILE", "") or ini("perfgate_profile") or "")
+
+
+def log_dir_given(opt: Any) -> str:
+    """``--perfgate-log-dir`` ("" when not given): read when the session starts, before any profile."""
+    return str(opt("perfgate_log_dir") or "")
 
 
 # ----------------------------------------------------------------------------- the options' value parsers

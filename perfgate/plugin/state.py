@@ -69,20 +69,20 @@ class PerfgateState:
 
     # --------------------------------------------------------------- options
 
-    def opt(self, name: str) -> Any:
-        return self.config.getoption(name)
-
     @property
     def settings(self) -> Settings:
-        """The options the measuring path reads, resolved once (perfgate.plugin.settings: test > option > profile)."""
+        """perfgate's options, resolved once against the profile (perfgate.plugin.settings, their only reader:
+        test > option > profile)."""
         if self._settings is None:
             from perfgate.plugin.settings import resolve
 
-            self._settings = resolve(self.opt, self.profile, os.environ)
+            self._settings = resolve(self.config.getoption, self.profile, os.environ)
         return self._settings
 
     def _log_dir(self) -> Path:
-        given = self.opt("perfgate_log_dir")
+        from perfgate.plugin.settings import log_dir_given
+
+        given = log_dir_given(self.config.getoption)
         if given:
             return Path(given).resolve()
         wid = os.environ.get("PYTEST_XDIST_WORKER")
@@ -102,11 +102,11 @@ class PerfgateState:
 
     def _load_profile(self) -> Profile:
         from perfgate.errors import PerfgateError
+        from perfgate.plugin.settings import profile_named
         from perfgate.profiles.load import load_profile, resolve_profile
 
         root = self.config.rootpath
-        spec = (self.opt("perfgate_profile") or os.environ.get("PERFGATE_PROFILE", "")
-                or self.config.getini("perfgate_profile"))
+        spec = profile_named(self.config.getoption, os.environ, self.config.getini)
         try:
             if spec:
                 path = resolve_profile(spec, root)
@@ -158,7 +158,7 @@ class PerfgateState:
             from perfgate.profiles.reader import resolve_path
             from perfgate.profiles.variants import load_variants
 
-            path = self.opt("perfgate_variants_file") or resolve_path(self.profile.root, "baselines/variants.toml")
+            path = self.settings.variants_file or resolve_path(self.profile.root, "baselines/variants.toml")
             try:
                 self._variants = load_variants(path)
             except PerfgateError as e:
@@ -226,7 +226,7 @@ class PerfgateState:
             return
         self._hw_checked = True
         p = self.profile
-        if p.simulated or self.opt("perfgate_allow_hardware_mismatch") or self.opt("perfgate_url"):
+        if p.simulated or self.settings.allow_hardware_mismatch or self.settings.url:
             return
         ok, why = _hw_matches(p, self.stack)
         if not ok:

@@ -43,12 +43,12 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
         if starts_line(st):
             tr.write_line(starts_line(st))
     elif pool.attached:
-        tr.write_line(f"perfgate: 0 server start(s): attached to {st.opt('perfgate_url')}")
+        tr.write_line(f"perfgate: 0 server start(s): attached to {st.settings.url}")
     elif st.selected_configs and not worker:
         tr.write_line("perfgate: 0 server start(s)")
     if isinstance(pool, Attacher):
         attach_warnings(pool, tr)
-    if st.opt("perfgate_update_baselines") and not worker:
+    if st.settings.update_baselines and not worker:
         write_updates(st, tr)
     for line in matrix_lines(tr.stats):
         tr.write_line(line)
@@ -72,8 +72,8 @@ def banner(st: PerfgateState) -> list[str]:
             f"perfgate: *** SIMULATED: these numbers come from perfgate's simulated SGLang server (a cost model of "
             f"{hw.count}x {hw.gpu}, {hw.interconnect.upper()}), not from real hardware ***"
         )
-    if st.opt("perfgate_url"):
-        lines.append(f"perfgate: attached to {st.opt('perfgate_url')} (no server is launched)")
+    if st.settings.url:
+        lines.append(f"perfgate: attached to {st.settings.url} (no server is launched)")
     lines.append(f"perfgate: server logs in {st.log_dir}")
     for w in (*p.warnings, *st.variants.warnings):
         lines.append(f"perfgate: WARNING {w}")

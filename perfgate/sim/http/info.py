@@ -127,7 +127,7 @@ class InfoEndpoints(HandlerBase):
     def _sim_speedup(self) -> None:
         """``GET|POST /perfgate/sim_speedup`` (perfgate's simulator only, never SGLang): the speed-up in force;
         a POST of ``{"speedup": s}`` sets it while the server is idle (409 while requests are in flight).
-        perfgate's open-loop levels run at speed-up 1 (perfgate.plugin.loadrun): an open loop's arrivals cannot
+        perfgate's open-loop levels run at speed-up 1 (perfgate.procedure.openloop): an open loop's arrivals cannot
         be kept in simulated time at a higher one."""
         body = self._json_body() if self.command == "POST" else {}
         if body is None or self._not_up():
