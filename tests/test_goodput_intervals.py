@@ -18,10 +18,10 @@ from perfgate.measuring.goodput import (
     Slo,
     attainment_min_requests,
     decide,
-    floor_verdict,
     level_min_requests,
     min_requests,
 )
+from perfgate.measuring.goodputfloor import floor_verdict
 
 P99 = Slo(bounds=(Bound(metric="ttft_ms", percentile=99, limit_ms=500.0),), attainment=0.99)
 

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.goodput import AcrossStarts, LoadLevel, Search, floor_verdict, interval_text
+from perfgate.measuring.goodput import LoadLevel, Search
+from perfgate.measuring.goodputfloor import AcrossStarts, floor_verdict, interval_text
 from perfgate.profiles.noise import limit_tolerance
 from tests.simproject import make_project
 from tests.test_load_records import SLO

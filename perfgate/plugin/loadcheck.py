@@ -17,7 +17,7 @@ from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
-    from perfgate.measuring.goodput import AcrossStarts
+    from perfgate.measuring.goodputfloor import AcrossStarts
     from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
@@ -106,8 +106,8 @@ def _metric(perf: PerfRun, metric: str) -> None:
 
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """Record a goodput search (its interval, every level) and conclude the record on its floor
-    (:func:`perfgate.measuring.goodput.floor_verdict`)."""
-    from perfgate.measuring.goodput import floor_verdict, interval_text
+    (:func:`perfgate.measuring.goodputfloor.floor_verdict`)."""
+    from perfgate.measuring.goodputfloor import floor_verdict, interval_text
 
     s, slo = g.search, g.slo
     _metric(perf, GOODPUT)
@@ -179,10 +179,10 @@ def _note_tolerance(perf: PerfRun, case: Case, v: Verdict, *, written: bool, sta
 
 def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: str) -> None:
     """A goodput record over N server starts: every start's interval and levels, the starts' means as the
-    interval the floor is judged on (:func:`perfgate.measuring.goodput.floor_verdict`), their spread as the
+    interval the floor is judged on (:func:`perfgate.measuring.goodputfloor.floor_verdict`), their spread as the
     goodput noise between starts; a floor written from it is the mean of the starts' low ends, with the
     tolerance that noise gives (``goodput_rps_tolerance``)."""
-    from perfgate.measuring.goodput import floor_verdict, interval_text
+    from perfgate.measuring.goodputfloor import floor_verdict, interval_text
     from perfgate.plugin.starts import start_stats
     from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 

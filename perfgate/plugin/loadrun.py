@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.goodput import AcrossStarts, LoadLevel, Search, Slo, search
+from perfgate.measuring.goodput import LoadLevel, Search, Slo, search
+from perfgate.measuring.goodputfloor import AcrossStarts
 from perfgate.measuring.metrics import Measurement
 from perfgate.procedure import OpenLoop
 
@@ -122,7 +123,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
                     workload: Workload | None = None) -> Goodput:
     """Goodput as an interval on the case's server (:func:`perfgate.measuring.goodput.search`); with
     ``--perfgate-starts N`` (N >= 2) on a launched server, the search on each of N server starts, each a new
-    process with its own warm-up (:class:`~perfgate.measuring.goodput.AcrossStarts`); a start whose sender fell
+    process with its own warm-up (:class:`~perfgate.measuring.goodputfloor.AcrossStarts`); a start whose sender fell
     behind ends them (its answer rests on the client)."""
     from perfgate.plugin.say import say
     from perfgate.plugin.starts import fresh_start
@@ -143,7 +144,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
         found = search(rates, slo, trials=w.trials)
         searches.append(found)
         if n > 1:
-            from perfgate.measuring.goodput import interval_text
+            from perfgate.measuring.goodputfloor import interval_text
 
             say(perf.item.config, f"perfgate: {perf.item.name}: start {k + 1} of {n}: goodput {interval_text(found)}")
         if found.inconclusive is not None:
