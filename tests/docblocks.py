@@ -7,7 +7,7 @@ A directive is an HTML comment on the line before a block (invisible where the M
   a network, a checkout, minutes) and tests/test_docs_run.py checks that every skip has one;
 - ``<!-- perfgate-docs: exits 0 1 1 -->``: the exit code of each command of a shell block, in order (default 0);
 - ``<!-- perfgate-docs: checkout (why) -->``: the block runs in a directory that holds a copy of the checkout's
-  baselines/ and fixtures/ (what a clone has besides the package, which the wheel provides).
+  baselines/, evidence/, fixtures/ and perftests/ (what a clone has besides the package, which the wheel provides).
 
 The languages: ``bash`` (run, command by command), ``python`` (a test file is written into the user's project and
 collected; other code runs), ``toml`` (a profile's or variants file's tables are merged into the project's and

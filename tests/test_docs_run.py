@@ -2,6 +2,8 @@
 wheel (tests/wheelenv.py) in an empty directory that becomes the user's project as the doc says
 (``perfgate init myperf && cd myperf``). Blocks are collected from the Markdown by Sybil (tests/docblocks.py says
 what each language gets); a block that cannot run here says why in an HTML comment before it, which is checked.
+A report that only a skipped block writes (on a GPU box, under two stacks, or in minutes) and a later block reads is
+the checkout's evidence of such a run (:data:`STAND_INS`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,28 @@ else:  # pragma: no cover
 from tests.docblocks import DIRECTIVES, DOCS, LANGUAGES, ROOT, Block, blocks, commands, directives, indented_blocks
 from tests.wheelenv import Result, WheelEnv
 
-#: the docs whose blocks are all fenced (so all collected); the others still have indented blocks of output,
-#: listings and checkout commands, which Sybil does not collect
-FENCED = ("README.md", "docs/writing-tests.md")
+#: what a clone has besides the package (the wheel gives that): a ``checkout`` block runs in a copy of these
+CHECKOUT = ("baselines", "evidence", "fixtures", "perftests")
+
+#: reports a doc's commands read that only its skipped commands write (on GPU boxes, under two stacks, or in
+#: minutes): the checkout's evidence of such a run stands in, put where the doc's commands look before its blocks run
+STAND_INS: dict[str, dict[str, str]] = {
+    # `pytest perftests/ --junitxml=...` of each side on two boxes: two H200 machines' reports, the candidate the
+    # current stack again (an A/A gate)
+    "docs/gate.md": {
+        "box-a/current.xml": "evidence/h200-x1/machines-2026-12-01/call1/h200-junit.xml",
+        "box-a/candidate.xml": "evidence/h200-x1/machines-2026-12-01/call1/h200-junit.xml",
+        "box-b/current.xml": "evidence/h200-x1/machines-2026-12-01/call2/h200-junit.xml",
+        "box-b/candidate.xml": "evidence/h200-x1/machines-2026-12-01/call2/h200-junit.xml",
+        # the runs of one profile over time (the H200 worked example, its client run, two machines' floors)
+        "runs/2026-11-29.xml": "evidence/h200-x1/junit-2026-11-29.xml",
+        "runs/2026-12-01-client.xml": "evidence/h200-x1/client-2026-12-01/h200-junit.xml",
+        "runs/2026-12-01-call1.xml": "evidence/h200-x1/machines-2026-12-01/call1/h200-junit.xml",
+        "runs/2026-12-01-call2.xml": "evidence/h200-x1/machines-2026-12-01/call2/h200-junit.xml",
+    },
+    # `pytest perftests/ -m load --junitxml=load.xml` (~11 min here): its committed report (evidence/README.md)
+    "docs/load.md": {"load.xml": "evidence/sim-rtxpro6000-x8/load-2026-12-01.xml"},
+}
 
 RUN = [d for d in DOCS if any(not b.skipped and b.language != "text" for b in blocks(d))]
 
@@ -62,6 +83,9 @@ class DocRun:
         self.home = env.empty_dir(re.sub(r"\W", "-", Path(doc).stem))
         self.cwd = self.home
         self._scratch: Path | None = None
+        for rel, src in STAND_INS.get(doc, {}).items():
+            (self.home / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / src, self.home / rel)
 
     # -------------------------------------------------------------- where
 
@@ -83,11 +107,11 @@ class DocRun:
         return self._scratch
 
     def checkout(self) -> Path:
-        """What a clone has besides the package (the wheel gives that): baselines/ and fixtures/."""
+        """What a clone has besides the package (the wheel gives that): :data:`CHECKOUT`, copied once a doc."""
         d = self.home.parent / f"{self.home.name}-checkout"
         if not d.exists():
-            for tree in ("baselines", "fixtures"):
-                shutil.copytree(ROOT / tree, d / tree)
+            for tree in CHECKOUT:
+                shutil.copytree(ROOT / tree, d / tree, ignore=shutil.ignore_patterns("__pycache__"))
         return d
 
     # -------------------------------------------------------------- the blocks
@@ -138,7 +162,7 @@ class DocRun:
             return
         proj = self.home.parent / f"{self.home.name}-toml-{b.line}"
         shutil.copytree(self.scratch(), proj)
-        if set(data) == {"variants"}:  # a variants file's entries
+        if "variants" in data and set(data) <= {"schema_version", "spellings", "variants"}:  # a variants file
             target, what = proj / "baselines" / "variants.toml", "variants"
         else:  # a profile's tables, merged into the project's profile
             ini = (proj / "pytest.ini").read_text()
@@ -177,8 +201,15 @@ def test_every_block_is_collected_and_every_skip_says_why() -> None:
         # a directive that does not stand right before a block applies to nothing
         attached = {b.directive.line for b in blocks(doc) if b.directive is not None}
         assert [d.line for d in directives(doc) if d.line not in attached] == [], doc
-    for doc in FENCED:
+    for doc in DOCS:
         assert indented_blocks(doc) == [], f"{doc}: indented code blocks are not collected: fence them"
+    # a stand-in is committed evidence, for a file (or a folder's files) that a block run here reads
+    for doc, files in STAND_INS.items():
+        run = "".join(b.source for b in blocks(doc) if not b.skipped and b.language == "bash")
+        for rel, src in files.items():
+            assert (ROOT / src).is_file(), f"{doc}: the stand-in for {rel}, {src}, is not in the checkout"
+            read = rel if "/" not in rel else rel.split("/")[0] + "/"
+            assert read in run, f"{doc}: no block run here reads {rel}: drop its stand-in"
 
 
 def test_the_collector_honours_a_skip_and_reads_exit_codes() -> None:
