@@ -326,6 +326,7 @@ class Profile:
             declared_keys=frozenset(declared),
             speculative=m.speculative,
             engine_options=opts,
+            root=str(self.root),
         )
 
     def expectation(self, name: str, mode: str, stack: Stack | None = None) -> Expectation | None:

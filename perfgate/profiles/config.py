@@ -14,9 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 FlagValue = str | int | float | bool | list[str | int | float | bool]
+
+
+#: where perfgate's own data lies (the shipped profiles' boxes, prompts and models: perfgate/data/project)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
 
 def _freeze(m: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
@@ -39,6 +44,9 @@ class ServerConfig:
     speculative: bool = False
     # engine-specific settings that are not SGLang flags (sim hardware file, startup delay, ...)
     engine_options: tuple[tuple[str, object], ...] = ()
+    #: the profile's project root: paths under it (the model, a draft model, the simulated box) enter the key
+    #: relative to it, so a config has the same key in every checkout (a plan's shards, a report's costs)
+    root: str = field(default="", compare=False)
 
     @classmethod
     def build(
@@ -54,8 +62,10 @@ class ServerConfig:
         declared_keys: frozenset[str] = frozenset(),
         speculative: bool = False,
         engine_options: Mapping[str, object] | None = None,
+        root: str = "",
     ) -> ServerConfig:
         return cls(
+            root=root,
             profile=profile,
             mode=mode,
             variant=variant,
@@ -96,6 +106,9 @@ class ServerConfig:
             sort_keys=True,
             default=str,
         )
+        for base, name in ((self.root, "<project>"), (_PACKAGE_DIR, "<perfgate>")):
+            if base:
+                blob = blob.replace(json.dumps(base.rstrip("/") + "/")[1:-1], name + "/")
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
     @property
