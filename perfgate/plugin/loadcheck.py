@@ -17,7 +17,8 @@ from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
-    from perfgate.measuring.goodputfloor import AcrossStarts
+    from perfgate.measuring.goodput import LoadLevel
+    from perfgate.measuring.goodputfloor import AcrossStarts, Interval
     from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
@@ -86,9 +87,11 @@ def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str
 
 
 def _note(perf: PerfRun, case: Case, metric: str, lim: float | None, v: Verdict, new: float, *, n: int,
-          cv: float | None = None, why: str = "") -> None:
+          cv: float | None = None, why: str = "", starts: tuple[float, ...] | None = None) -> None:
     """Under ``--perfgate-update-baselines``: ``new`` is the floor written, unless the verdict is inconclusive,
-    the record failed for another reason than being slower, or ``why`` says it cannot be one."""
+    the record failed for another reason than being slower, or ``why`` says it cannot be one. With ``starts``
+    (goodput's per-start values, empty for one start) the floor gets ``<metric>_tolerance`` beside it, from the
+    noise between starts (:func:`perfgate.plugin.ledger.note_tolerance`)."""
     if v.outcome == Outcome.INCONCLUSIVE:
         why = v.message.removeprefix("inconclusive: ")
     elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
@@ -96,6 +99,10 @@ def _note(perf: PerfRun, case: Case, metric: str, lim: float | None, v: Verdict,
     elif new <= 0 and not why:
         why = f"no {metric} above zero to make a floor of"
     note_value(perf.state, case.mode, metric, lim, new, n=n, cv=cv, why=why)
+    if starts is not None and not why and perf.state.settings.update_baselines:
+        from perfgate.plugin.ledger import note_tolerance
+
+        note_tolerance(perf.state, case.mode, metric, starts=starts)
 
 
 def _metric(perf: PerfRun, metric: str) -> None:
@@ -107,7 +114,7 @@ def _metric(perf: PerfRun, metric: str) -> None:
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """Record a goodput search (its interval, every level) and conclude the record on its floor
     (:func:`perfgate.measuring.goodputfloor.floor_verdict`)."""
-    from perfgate.measuring.goodputfloor import floor_verdict, interval_text
+    from perfgate.measuring.goodputfloor import interval_text
 
     s, slo = g.search, g.slo
     _metric(perf, GOODPUT)
@@ -125,20 +132,13 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         return _conclude_starts(perf, case, g.across, what_slo=slo.describe())
     perf.record(LOAD_LEVELS, json.dumps([_level_json(lv) for lv in s.levels], separators=(",", ":")))
     if s.inconclusive is not None:
-        perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
-                                    message=f"inconclusive: {s.inconclusive.why}"))
-        return
-    perf.record(GOODPUT, s.low)
-    perf.record(GOODPUT_LOW, s.low)
-    if s.high is not None:
-        perf.record(GOODPUT_HIGH, s.high)
+        return _conclude_behind(perf, case, s.inconclusive)
     if s.failed is not None:
         perf.record(GOODPUT_RATE_NEXT, s.failed.rate)
         if s.failed.limiting:
             perf.record(LIMITING_METRIC, s.failed.limiting)
     if s.resolution is not None:
         perf.record(GOODPUT_RESOLUTION, s.resolution)
-    perf.record(GOODPUT_UNRESOLVED, ",".join(f"{lv.rate:g}" for lv in s.unresolved))
     if s.best is not None:
         perf.record(GOODPUT_RATE, s.best.rate)
         perf.record(ATTAINMENT, s.best.attainment)
@@ -153,36 +153,39 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         hint = ("lower [slo] rate_start to find one that does" if first is None or first.meets is False else
                 "raise [slo] max_requests to resolve the levels below")
         where = f"no level passed ({first.why if first else 'nothing measured'}; {hint})"
-    what = f"goodput {interval_text(s)} ({where})"
+    # a floor written from this run is the interval's low end (shown met within the SLOs), as the crossover's is
+    # its CI's low end: a level passed or failed at the knee is the levels' noise, not a change of the server
+    _conclude_on_floor(perf, case, s, what=f"goodput {interval_text(s)} ({where})",
+                       n=s.best.requests if s.best is not None else 0, cv=None, starts=(),
+                       why="" if s.best is not None else "no level passed the SLOs: no goodput to make a floor of")
+
+
+def _conclude_on_floor(perf: PerfRun, case: Case, iv: Interval, *, what: str, n: int, cv: float | None,
+                       starts: tuple[float, ...], why: str) -> None:
+    """Record the interval's ends and conclude the record on ``[floors.<mode>] goodput_rps``
+    (:func:`perfgate.measuring.goodputfloor.floor_verdict`); under ``--perfgate-update-baselines`` the floor
+    written is the low end, with the tolerance the starts' spread gives (``starts``)."""
+    from perfgate.measuring.goodputfloor import floor_verdict
+
+    perf.record(GOODPUT, iv.low)
+    perf.record(GOODPUT_LOW, iv.low)
+    if iv.high is not None:
+        perf.record(GOODPUT_HIGH, iv.high)
+    perf.record(GOODPUT_UNRESOLVED, ",".join(f"{r:g}" for r in sorted({lv.rate for lv in iv.unresolved})))
     lim, tol, src = _limit(perf, case, GOODPUT)
     if lim is not None:
         perf.record(LIMIT, lim)
         perf.record(TOLERANCE, tol)
-    v = floor_verdict(s, lim, tol, where=src, update_hint=perf.update_command(), what=what)
-    # a floor written from this run is the interval's low end (shown met within the SLOs), as the crossover's is
-    # its CI's low end: a level passed or failed at the knee is the levels' noise, not a change of the server
-    _note(perf, case, GOODPUT, lim, v, s.low, n=s.best.requests if s.best is not None else 0,
-          why="" if s.best is not None else "no level passed the SLOs: no goodput to make a floor of")
-    _note_tolerance(perf, case, v, written=s.best is not None, starts=())
+    v = floor_verdict(iv, lim, tol, where=src, update_hint=perf.update_command(), what=what)
+    _note(perf, case, GOODPUT, lim, v, iv.low, n=n, cv=cv, why=why, starts=starts)
     perf.conclude(case, v)
-
-
-def _note_tolerance(perf: PerfRun, case: Case, v: Verdict, *, written: bool, starts: tuple[float, ...]) -> None:
-    """Beside a goodput floor just written, its tolerance from the goodput noise between starts (the starts'
-    spread where two or more were measured and wider than the prior; else the prior of its class)."""
-    from perfgate.plugin.ledger import note_tolerance
-
-    if written and perf.state.settings.update_baselines and v.outcome != Outcome.INCONCLUSIVE \
-            and not (v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE):
-        note_tolerance(perf.state, case.mode, GOODPUT, starts=starts)
 
 
 def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: str) -> None:
     """A goodput record over N server starts: every start's interval and levels, the starts' means as the
-    interval the floor is judged on (:func:`perfgate.measuring.goodputfloor.floor_verdict`), their spread as the
-    goodput noise between starts; a floor written from it is the mean of the starts' low ends, with the
-    tolerance that noise gives (``goodput_rps_tolerance``)."""
-    from perfgate.measuring.goodputfloor import floor_verdict, interval_text
+    interval the floor is judged on, their spread as the goodput noise between starts; a floor written from it
+    is the mean of the starts' low ends, with the tolerance that noise gives (``goodput_rps_tolerance``)."""
+    from perfgate.measuring.goodputfloor import interval_text
     from perfgate.plugin.starts import start_stats
     from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
@@ -199,33 +202,25 @@ def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: st
     perf.record(f"{START_VALUES}.{GOODPUT}", ",".join(f"{x:.6g}" for x in a.lows))
     perf.record(f"{START_VALUES}.{GOODPUT_HIGH}", ",".join("-" if x is None else f"{x:.6g}" for x in a.highs))
     if a.inconclusive is not None:
-        perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
-                                    message=f"inconclusive: {a.inconclusive.why}"))
-        return
+        return _conclude_behind(perf, case, a.inconclusive)
     cv, lo, hi = start_stats(a.lows)
     if cv is not None:
         perf.record(START_CV, cv)
     if lo is not None and hi is not None:
         perf.record(START_CI_LOW, lo)
         perf.record(START_CI_HIGH, hi)
-    perf.record(GOODPUT, a.low)
-    perf.record(GOODPUT_LOW, a.low)
-    if a.high is not None:
-        perf.record(GOODPUT_HIGH, a.high)
-    perf.record(GOODPUT_UNRESOLVED, ",".join(f"{r:g}" for r in sorted({lv.rate for lv in a.unresolved})))
     spread = f", between-start CV {cv:.1%}" if cv is not None else ""
     what = (f"goodput {interval_text(a)} (the mean of {len(a.searches)} server starts' intervals: "
             + "; ".join(interval_text(s) for s in a.searches) + f"{spread}; SLOs {what_slo})")
-    lim, tol, src = _limit(perf, case, GOODPUT)
-    if lim is not None:
-        perf.record(LIMIT, lim)
-        perf.record(TOLERANCE, tol)
-    v = floor_verdict(a, lim, tol, where=src, update_hint=perf.update_command(), what=what)
     passed = all(s.best is not None for s in a.searches)
-    _note(perf, case, GOODPUT, lim, v, a.low, n=len(a.searches), cv=cv,
-          why="" if passed else "a start passed no level of the SLOs: no goodput to make a floor of")
-    _note_tolerance(perf, case, v, written=passed, starts=a.lows)
-    perf.conclude(case, v)
+    _conclude_on_floor(perf, case, a, what=what, n=len(a.searches), cv=cv, starts=a.lows,
+                       why="" if passed else "a start passed no level of the SLOs: no goodput to make a floor of")
+
+
+def _conclude_behind(perf: PerfRun, case: Case, lv: LoadLevel) -> None:
+    """A level whose sender fell behind: the search's answer rests on the client, so no verdict."""
+    perf.conclude(case, Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.CLIENT_BEHIND,
+                                message=f"inconclusive: {lv.why}"))
 
 
 def _level_json(lv: object) -> dict[str, object]:
