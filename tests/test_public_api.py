@@ -6,6 +6,7 @@ import pytest
 from junitparser.xunit2 import JUnitXml
 
 import perfgate
+from perfgate.measuring.judge import Decision, decide
 from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
 
@@ -290,8 +291,10 @@ def test_a_user_crosscheck_concludes_on_the_agreement(pytester):
     lo, hi = float(rec["vs_sglang_bench_judged_ci_low"]), float(rec["vs_sglang_bench_judged_ci_high"])
     judged = float(rec["vs_sglang_bench"])
     assert lo <= judged <= hi and "vs_sglang_bench_per_cycle" not in rec  # no acceptance: judged on tok/s
-    assert rec["outcome"] == ("pass" if abs(judged - 1) <= 0.01 else
-                              "inconclusive" if lo <= 1.01 and hi >= 0.99 else "fail")
+    # the one rule of every comparison (judge.decide, min effect = the 1 % tolerance): pass only where agreement
+    # is shown, not on the point estimate alone
+    d = decide(judged, (lo, hi), higher_is_better=True, min_effect=0.01)
+    assert rec["outcome"] == ("pass" if d is Decision.SAME else "inconclusive" if d is Decision.UNDECIDED else "fail")
     assert "vs SGLang bench_one_batch_server" in rec["reason"]
 
 
