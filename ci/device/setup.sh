@@ -29,7 +29,7 @@ fi
 [ -d /tmp/pg/junitparser ] || { echo "setup: /tmp/pg lacks perfgate's wheels; fix: carry a bundle with py/ (build.sh makes one)"; exit 1; }
 export PYTHONPATH=/tmp/sgl:/tmp/pg:$PWD
 python3 -c "import perfgate.plugin, junitparser, tomlkit, sglang; print('perfgate ok; sglang', sglang.__version__)" || exit 1
-nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --format=csv,noheader
+nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.used,memory.total --format=csv,noheader
 
 # after_run PROFILE_TOML: the records, the profile as the run left it (floors written back), GPU memory,
 # processes left, and the server logs packed; call it with pytest's exit status in $rc.
