@@ -67,7 +67,7 @@ def test_no_metric_borrows_decode_tok_s_noise(metric, simulated):
         assert tol == f.accept_len_tolerance
     else:
         assert tol == limit_tolerance(metric, simulated=simulated)
-    assert Floor(mode="b", tolerance=0.07, tolerance_given=True).tolerance_for("itl_ms_p99") == 0.07
+    assert Floor(mode="b", tolerance=0.07, tolerance_shared=True).tolerance_for("itl_ms_p99") == 0.07
 
 
 @given(st.floats(0.0, 0.5), st.sampled_from(("tok_s", "itl_ms_p99", "ttft_ms")), st.booleans())

@@ -182,6 +182,22 @@ def test_extends_replaces_an_entry_whole(project):
     assert prof.floors["baseline"].tolerance == 0.03 and set(prof.modes) == {"baseline", "eagle3"}
 
 
+def test_a_decode_floors_tolerance_stays_the_decode_floors(project):
+    """``tolerance`` beside ``tok_s`` is the decode floor's: a load limit the child merges into that table (the
+    H200 load profile's goodput floor) takes its own noise's tolerance, not tok/s's 3 %; in a table of other limits
+    only (``.c4``) the table's ``tolerance`` is theirs."""
+    from perfgate.profiles.noise import limit_tolerance
+
+    write(project, GOOD, "base.toml")
+    child = write(project, 'schema_version = 1\nextends = "base.toml"\n[floors.baseline]\ngoodput_rps = 30.0\n'
+                           '[floors.baseline.c4]\ntolerance = 0.1\nttft_ms = 200.0\n', "child.toml")
+    fl = load_profile(child).floors["baseline"]
+    assert fl.tok_s == 100.0 and fl.tolerance_for("tok_s") == fl.tolerance == 0.03
+    assert fl.tolerance_for("goodput_rps") == limit_tolerance("goodput_rps", simulated=fl.simulated) > 0.03
+    c4 = fl.at(4)
+    assert c4 is not None and c4.tolerance_for("ttft_ms") == 0.1
+
+
 def test_extends_keeps_the_parents_other_entries(project):
     write(project, GOOD + PARENT_ENTRIES, "base.toml")
     child = write(project, 'schema_version = 1\nextends = "base.toml"\n'

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from perfgate.cli import main
 from perfgate.report.diff import Judging, classify_transition, compare_metric, diff
 from perfgate.report.junit_read import read_report
-from perfgate.report.noise import bands_from_reports
+from perfgate.report.noise import bands_from_reports, start_values
 from perfgate.report.records import OUTCOMES, Record, Report
 from perfgate.report.render import render_diff
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report
@@ -194,6 +194,20 @@ def test_repeated_starts_are_the_noise_when_both_sides_have_them(tmp_path: Path)
     assert tp.judgement.noise_source == "starts" and tp.judgement.n == 3
     wobbly = compare_metric(old, starts("w", [205.0, 212.0, 209.0]))
     assert wobbly is not None and wobbly.verdict == "undecided"
+
+
+def test_every_metrics_per_start_values_are_read_from_the_record(tmp_path: Path) -> None:
+    """A record of N starts carries ``start_values.<metric>`` for each metric: the reader gives each its own, the
+    judged metric's from ``start_values`` too, and a metric without them its one figure."""
+    r = _on(tmp_path, "s", "m1", tok_s=210.4, spread=0.02,
+            extra={"start_values": "210.4,210.5", "start_values.tok_s": "210.4,210.5", "n_starts": "2",
+                   "start_values.ttft_ms": "32.1,35.7", "ttft_ms": "33.9"})
+    assert start_values(r, "tok_s") == [210.4, 210.5]
+    assert start_values(r, "ttft_ms") == [32.1, 35.7]
+    bare = _on(tmp_path, "b", "m1", tok_s=210.4, spread=0.02,
+               extra={"start_values": "210.4,210.5", "n_starts": "2", "ttft_ms": "33.9"})
+    assert start_values(bare, "tok_s") == [210.4, 210.5]  # a report written before start_values.<metric>
+    assert start_values(bare, "ttft_ms") == [33.9]  # not tok/s's starts: its own one figure
 
 
 def test_history_gives_the_machine_band(tmp_path: Path) -> None:

@@ -99,6 +99,12 @@ def test_two_starts_per_config_interleaved_with_the_baseline_and_the_start_prope
         assert float(p["start_cv"]) >= 0
         assert float(p["tok_s"]) == pytest.approx(sum(values) / 2, rel=1e-5)  # the median of two starts
         assert p["n"] == "6"  # 3 trials on each of 2 starts, pooled
+        # every metric's per-start values, not only the judged one's: each metric's noise between starts is readable
+        assert p["start_values.tok_s"] == p["start_values"]
+        for metric in ("output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99"):
+            per_start = [float(x) for x in p[f"start_values.{metric}"].split(",")]
+            assert len(per_start) == 2 and all(v > 0 for v in per_start), (metric, per_start)
+        assert float(p["ttft_ms"]) == pytest.approx(sum(map(float, p["start_values.ttft_ms"].split(","))) / 2, rel=1e-5)
     assert variant["pair_n"] == "2" and variant["pair_decision"] in ("same", "undecided", "improved", "regressed")
     lo, hi = float(variant["vs_baseline_ci_low"]), float(variant["vs_baseline_ci_high"])
     assert lo <= float(variant["vs_baseline"]) <= hi

@@ -66,17 +66,28 @@ def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[floa
 
 
 def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float = 0.95) -> dict[str, object]:
-    """The record's between-start properties (none for a single start)."""
+    """The record's between-start properties (none for a single start): for the record's ``metric`` its per-start
+    values (``start_values``), their spread and the mean's interval; for every metric measured its per-start values
+    as ``start_values.<metric>``, so each metric's noise between starts can be read from the record
+    (:func:`perfgate.report.noise.start_values`), not only the one it is judged on."""
     if len(m.starts) < 2:
         return {}
     values = m.start_values(metric)
     cv, lo, hi = start_stats(values, confidence)
-    out: dict[str, object] = {N_STARTS: len(m.starts), START_VALUES: ",".join(f"{v:.6g}" for v in values)}
+    out: dict[str, object] = {N_STARTS: len(m.starts), START_VALUES: _joined(values)}
     if cv is not None:
         out[START_CV] = cv
     if lo is not None and hi is not None:
         out[START_CI_LOW], out[START_CI_HIGH] = lo, hi
+    for name in METRICS:
+        per_start = m.start_values(name)
+        if len(per_start) >= 2:
+            out[f"{START_VALUES}.{name}"] = _joined(per_start)
     return out
+
+
+def _joined(values: Sequence[float]) -> str:
+    return ",".join(f"{v:.6g}" for v in values)
 
 
 def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:

@@ -150,8 +150,10 @@ class Floor:
     # ``<metric>_tolerance``: a limit's own tolerance (--perfgate-update-baselines writes one from the metric's
     # noise, perfgate.profiles.noise.limit_tolerance)
     tolerances: Mapping[str, float] = field(default_factory=dict)
-    # whether ``tolerance`` was written in the table (else it is DEFAULT_TOLERANCE, the decode floor's)
-    tolerance_given: bool = False
+    # whether ``tolerance`` is the table's other limits' too: written in a table with no decode floor (a latency
+    # table, ``[floors.<mode>.c4]``); beside ``tok_s`` it is the decode floor's alone (a profile that extends
+    # another merges its load floors into the parent's decode table: goodput must not take tok/s's 3 %)
+    tolerance_shared: bool = False
     # whether the profile runs the simulator (the priors of a limit's noise are the simulator's)
     simulated: bool = False
 
@@ -163,13 +165,13 @@ class Floor:
     def tolerance_for(self, metric: str) -> float:
         """The tolerance of ``metric``'s limit: its own ``<metric>_tolerance``; ``tolerance`` for decode tok/s,
         ``accept_len_tolerance`` for the acceptance length; for any other metric the table's ``tolerance`` where
-        one is written, else the one its own noise gives (:func:`perfgate.profiles.noise.limit_tolerance`):
-        a latency never silently inherits the decode floor's."""
+        it is written in a table of no decode floor (:attr:`tolerance_shared`), else the one its own noise gives
+        (:func:`perfgate.profiles.noise.limit_tolerance`): no limit silently inherits the decode floor's."""
         if metric in self.tolerances:
             return self.tolerances[metric]
         if metric == "accept_len":
             return self.accept_len_tolerance
-        if metric == "tok_s" or self.tolerance_given:
+        if metric == "tok_s" or self.tolerance_shared:
             return self.tolerance
         from perfgate.profiles.noise import limit_tolerance
 

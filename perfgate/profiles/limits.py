@@ -35,7 +35,7 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulat
         max_cv=f.num("max_cv", "a fraction in (0, 1]", None, lo=0.0001, hi=1),
         tolerances={k.removesuffix("_tolerance"): float(f.num(k, "a fraction in [0, 1)", lo=0, hi=0.999))
                     for k in sorted(own_tol) if k in f.data},
-        tolerance_given="tolerance" in f.data,
+        tolerance_shared="tolerance" in f.data and "tok_s" not in f.data,
         simulated=simulated,
     )
 

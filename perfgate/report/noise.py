@@ -61,9 +61,9 @@ def machine_class(r: Record) -> str:
 
 
 def start_values(r: Record, metric: str) -> list[float]:
-    """A record's per-start figures of ``metric`` (``start_values`` of a run with ``--perfgate-starts``), else
-    its one figure."""
-    text = r.prop("start_values") if metric == r.metric else ""
+    """A record's per-start figures of ``metric`` (``start_values.<metric>``, or ``start_values`` for the metric it
+    is judged on, of a run with ``--perfgate-starts``), else its one figure."""
+    text = r.prop(f"start_values.{metric}") or (r.prop("start_values") if metric == r.metric else "")
     if text:
         try:
             vals = [float(x) for x in text.split(",") if x.strip()]
