@@ -216,7 +216,7 @@ def test_real_each_arm_of_the_upgrade_is_checked_by_its_own_release(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The upgrade of issue 31, on a CPU box: the current arm (0.5.16) and the candidate (0.5.17, from its
     fingerprint) each spelled for and checked by the real parser of its own release, which accepts the profile's
-    flags (``--cuda-graph-max-bs`` below 0.5.17, ``--cuda-graph-max-bs-decode`` from it); the notes name both."""
+    flags (``--cuda-graph-max-bs-decode`` in both: 0.5.14 added it); the notes name both."""
     real16, real17 = _real("0.5.16"), _real("0.5.17")
     monkeypatch.setenv("PERFGATE_SGLANG_PARSERS", str(PARSERS))
     rel = fake_release(tmp_path / "sgl", "0.5.17")  # the candidate's environment: names 0.5.17, cannot parse

@@ -33,7 +33,8 @@ def test_argv_is_spelled_for_the_version():
     prof = load_profile(ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml")
     cfg = prof.config("baseline", variant=VARIANTS.get("cuda-graph-bs-512"))
     assert "--cuda-graph-max-bs-decode" in argv_for(cfg, VARIANTS, "0.5.23")
-    assert "--cuda-graph-max-bs" in argv_for(cfg, VARIANTS, "0.5.16")
+    assert "--cuda-graph-max-bs-decode" in argv_for(cfg, VARIANTS, "0.5.16")  # 0.5.14 added it
+    assert "--cuda-graph-max-bs" in argv_for(cfg, VARIANTS, "0.5.13.post1")
     assert argv_for(cfg, VARIANTS, "0.5.23")[:2] == ["--model-path", "moonshotai/Kimi-K2.5"]
 
 
@@ -67,8 +68,9 @@ def test_the_legacy_spelling_is_drift_caught_before_any_gpu_time():
     prof = load_profile(ROOT / "baselines" / "rtxpro6000-x8" / "kimi-k2.5.toml")
     cfg = prof.config("baseline", variant=VARIANTS.get("cuda-graph-bs-128"))
     old = {"legacy": cfg}
-    r17 = check_configs(old, VARIANTS, version="0.5.16", sglang_path=str(Path(PARSERS) / "sglang-0.5.17"))["legacy"]
-    r23 = check_configs(old, VARIANTS, version="0.5.16", sglang_path=str(Path(PARSERS) / "sglang-0.5.23"))["legacy"]
+    # spelled for a release before 0.5.14 (the legacy flag), parsed by 0.5.17 (a deprecated alias) and 0.5.23
+    r17 = check_configs(old, VARIANTS, version="0.5.13.post1", sglang_path=str(Path(PARSERS) / "sglang-0.5.17"))["legacy"]
+    r23 = check_configs(old, VARIANTS, version="0.5.13.post1", sglang_path=str(Path(PARSERS) / "sglang-0.5.23"))["legacy"]
     assert r17.ok and r17.deprecations
     assert r23.category == "bad-flag" and "--cuda-graph-max-bs-decode" in r23.message()
 

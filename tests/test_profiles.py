@@ -218,6 +218,8 @@ def test_variant_spellings_follow_the_sglang_version():
     flags = {"cuda-graph-max-bs-decode": 128, "tp-size": 8}
     assert spell_flags(flags, vs.spellings, "0.5.23") == flags
     assert spell_flags(flags, vs.spellings, "0.5.17") == flags
+    assert spell_flags(flags, vs.spellings, "0.5.14") == spell_flags(flags, vs.spellings, "0.5.16") == flags
+    assert spell_flags(flags, vs.spellings, "0.5.13.post1") == {"cuda-graph-max-bs": 128, "tp-size": 8}
     assert spell_flags(flags, vs.spellings, "0.5.10") == {"cuda-graph-max-bs": 128, "tp-size": 8}
     assert spell_flags(flags, vs.spellings, None) == flags
 
