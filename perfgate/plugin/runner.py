@@ -104,10 +104,12 @@ class PerfRun(Checks):
             self.record(prefix + "n", m.tok_s.n)
             if m.tok_s.cv is not None:
                 self.record(prefix + cv_name("tok_s"), m.tok_s.cv)
-        if m.ttft_ms is not None:
-            self.record(prefix + "ttft_ms", m.ttft_ms.median)
-        if m.itl_ms is not None:
-            self.record(prefix + "itl_ms", m.itl_ms.median)
+        for name in ("ttft_ms", "itl_ms"):  # with their CV over trials: the within-start noise beside start_values.*
+            stat = m.stat(name)
+            if stat is not None:
+                self.record(prefix + name, stat.median)
+                if stat.cv is not None:
+                    self.record(prefix + cv_name(name), stat.cv)
         if m.accept_len is not None:
             self.record(prefix + "accept_len", m.accept_len)
         if m.startup_s is not None:
