@@ -109,7 +109,10 @@ def test_a_paired_run_prints_each_records_ratio_interval_and_decision(pytester):
         assert ci(p, f"{figure}_ci_low", f"{figure}_ci_high", ".4g") in line
     pair = next(p for p in recs.values() if p["kind"] == "stack-pair")
     line = line_of(pair)
-    assert pair["outcome"] == "pass" and pair["pair_n"] == "2"
+    # identical arms never fail; on a loaded runner the simulated server's two start pairs can reject the
+    # prior's spread and leave a one-degree-of-freedom interval undecided (inconclusive), the calm answer
+    assert pair["pair_n"] == "2" and (pair["outcome"], pair["pair_decision"]) in (
+        ("pass", "same"), ("pass", "improved"), ("inconclusive", "undecided")), pair
     assert f"candidate/current x{float(pair['pair_ratio']):.4f} {ci(pair, 'pair_ci_low', 'pair_ci_high', '.4f')}" in line
     assert line.endswith(f"{pair['pair_decision']} over 2 start pairs")
     variant = next(p for p in recs.values() if p["kind"] == "variant")
