@@ -5,9 +5,10 @@
 #
 #   PERFGATE_GATE_MODE=paired (recommended: docs/gate.md, "The paired run")
 #     one pytest session in the current venv measures each config under both stacks on these GPUs,
-#     server starts interleaved (current 1, candidate 1, current 2, ...; PERFGATE_STARTS each,
-#     default 3), and the stack-pair records decide from the candidate/current ratio of each start
-#     pair: the machine's own offset cancels. Writes paired.xml.
+#     server starts interleaved (current 1, candidate 1, current 2, ...; PERFGATE_STARTS each before
+#     the first look, default 1, then pairs added while undecided up to PERFGATE_MAX_STARTS, default 6),
+#     and the stack-pair records decide from the candidate/current ratio of each start pair: the
+#     machine's own offset cancels. Writes paired.xml.
 #   PERFGATE_GATE_MODE=reports (the default; the history of reports)
 #     runs the suite once under the current stack and once under the candidate stack, one after
 #     the other on the same GPUs, then compares the two JUnit reports with `perfgate gate`.
