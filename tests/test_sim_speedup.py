@@ -13,10 +13,10 @@ Shorter than the records' workloads (the real-time side costs real seconds), in 
 example: TTFT, output tok/s, tok/s, ITL and the two 99th percentiles), the two servers measured back to back in
 each of :data:`ROUNDS` rounds; a metric's difference is the median of the rounds' differences. Every median
 agrees within 0.2 % (:data:`TOLERANCE`) but TTFT, held at 0.3 % (:data:`TTFT_TOLERANCE`: this machine delivers
-a first token quicker after a shorter sleep, which no lead can add back). The 99th percentiles are not
-reproducible at speed-up 1 itself (a tail of this machine's scheduling delays; the 4-stream ones moved by up to
-0.5 % between rounds), so each is held against speed-up 1's own range over its rounds or 0.2 %, whichever is
-wider (:data:`TAIL_METRICS`).
+a first token quicker after a shorter sleep, which no lead can add back), or within speed-up 1's own range over
+its rounds where that is wider: the machine's noise in this very run (the 99th percentiles, :data:`TAIL_METRICS`,
+are not reproducible at speed-up 1 itself, a tail of this machine's scheduling delays: the 4-stream ones moved by
+up to 0.5 % between rounds; under the full suite's load the 4-stream medians spread 0.4-0.6 % too).
 docs/measurement.md has the figures.
 """
 
@@ -116,10 +116,12 @@ def test_the_default_speedup_measures_what_real_time_measures(mode, tmp_path):
             diff = _paired(trials, fast[shape], metric)
             assert diff is not None and None not in values, (shape, metric, values)
             own = _spread(values)
-            # a tail is held at the median's tolerance or speed-up 1's own range, whichever is wider: five rounds of
-            # a 16-request p99 can by chance span 0.06 % (CI read +0.09 % at 4x against that, a false alarm)
-            limit = (max(own, TOLERANCE) if metric in TAIL_METRICS[shape[0]]
-                     else TTFT_TOLERANCE if metric == "ttft_ms" else TOLERANCE)
+            # each metric is held at its tolerance or speed-up 1's own range over its rounds, whichever is wider:
+            # the range is this run's measure of the machine's noise. Five rounds of a 16-request p99 can by chance
+            # span 0.06 % (CI read +0.09 % at 4x against that, a false alarm), and under the full suite's load the
+            # four-stream tok/s rounds spanned 0.57 % at speed-up 1 alone (CI read -0.28 % at 4x against 0.2 %).
+            # A bias of the speed-up (the single-stream TTFT's 3 % before the lead was added) stays well outside.
+            limit = max(own, TTFT_TOLERANCE if metric == "ttft_ms" else TOLERANCE)
             rows.append(f"{shape[0]} stream(s) {metric}: median {statistics.median(values):.4f} at speed-up 1, "
                         f"{diff:+.3%} at {DEFAULT_SIM_SPEEDUP:g} (speed-up 1's own range {own:.3%}; limit {limit:.3%})")
             if abs(diff) > limit:
