@@ -47,7 +47,7 @@ PROFILE = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"
 # after the prefill's sleep, 102 ms at speed-up 1 and 25.6 ms at 4, so it reaches the client 0.07-0.11 ms sooner
 # at speed-up 4 (ITL and tok/s are differences of two deliveries alike: it cancels there). That is up to 0.22 % of
 # a one-stream TTFT on this 2-core VM: the lead cannot add it (it is not simulated time), so TTFT gets
-# TTFT_TOLERANCE and every other median TOLERANCE.
+# TTFT_TOLERANCE, the 99th percentiles TAIL_TOLERANCE and every other metric TOLERANCE.
 TOLERANCE = 0.002
 TTFT_TOLERANCE = 0.003
 TAIL_TOLERANCE = 0.005
@@ -141,7 +141,7 @@ def test_the_default_speedup_measures_what_real_time_measures(mode, tmp_path):
                 assert all(v is None for v in values + [getattr(t, metric) for t in fast[shape]])
                 continue  # no speculation, no acceptance
             diffs = _paired(trials, fast[shape], metric)
-            assert len(diffs) == ROUNDS and None not in values, (shape, metric, values)
+            assert len(diffs) == ROUNDS, (shape, metric, values)  # every round measured it on both sides
             tolerance = _tolerance(shape, metric)
             rows.append(f"{shape[0]} stream(s) {metric}: median {statistics.median(values):.4f} at speed-up 1; "
                         f"at {DEFAULT_SIM_SPEEDUP:g} median {statistics.median(diffs):+.3%}, rounds "
