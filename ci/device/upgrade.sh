@@ -32,6 +32,8 @@ OLD=${1:?older release bundle dir}; NEW=${2:?newer release bundle dir}; OUT=${3:
 shift $(( $# < 4 ? $# : 4 ))
 here=$(cd "$(dirname "$0")" && pwd)
 STARTS=${STARTS:-2}; MAX_STARTS=${MAX_STARTS:-$STARTS}; PROFILE=${PROFILE:-h200-x1/llama-3.1-8b-dummy}; SELECT=${SELECT:--m stack_pair}
+# SELECT as the shell would read it (quotes kept: -m "baseline or backends" is two arguments, not four)
+eval "select=($SELECT)" || { echo "upgrade: SELECT ($SELECT) is not a shell word list; fix: quote it as on a command line"; exit 2; }
 REG=/tmp/pg-bundles
 mkdir -p "$OUT" "$REG"
 t_call=$(date +%s)
@@ -134,7 +136,7 @@ if [ "${GATE:-paired}" = reports ]; then
       mkdir -p "$OUT/$arm"
       # shellcheck disable=SC2086
       SGL_PATH=$path PG_SESSION_DIR=$dir PG_UPDATE_BASELINES=0 bash "$here/session.sh" "$NEW" "$OUT/$arm" "$left" \
-        "$PROFILE" $SELECT --perfgate-crosscheck off "$@" | grep -v "^-r\|^total\|^d"
+        "$PROFILE" "${select[@]}" --perfgate-crosscheck off "$@" | grep -v "^-r\|^total\|^d"
     fi
     [ -f "$dir/rc" ] || { echo "== the $arm release's matrix is still running: call again"; exit 0; }
     cp "$dir/out/junit.xml" "$OUT/$arm.xml" 2>/dev/null
@@ -150,7 +152,7 @@ fi
 echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode (at most $MAX_STARTS while undecided$([ -n "${MAX_TIME:-}" ] && echo ", added ones within $MAX_TIME s")), candidate $CAND"
 # shellcheck disable=SC2086
 SGL_PATH=$OLD_PATH PG_SESSION_DIR=$S PG_UPDATE_BASELINES=0 \
-  bash "$here/session.sh" "$NEW" "$OUT" $(( WAIT_S - ($(date +%s) - t_call) )) "$PROFILE" $SELECT \
+  bash "$here/session.sh" "$NEW" "$OUT" $(( WAIT_S - ($(date +%s) - t_call) )) "$PROFILE" "${select[@]}" \
   --perfgate-starts "$STARTS" --perfgate-max-starts "$MAX_STARTS" ${MAX_TIME:+--perfgate-max-time "$MAX_TIME"} \
   --perfgate-candidate "$CAND" --perfgate-crosscheck off "$@"
 rc=$?
