@@ -16,7 +16,7 @@
 #   STOP=1      interrupt the session at the end of this call's wait (ci/device/session.sh)
 #   GATE=reports  instead of the paired run: the matrix (SELECT, e.g. '-m "baseline or backends"') on the older
 #               release, then on the newer, each a session of its own, then `perfgate gate old.xml new.xml`
-#               (OUT/gate.txt; the call's exit is the gate's once both ran); not yet run on a GPU
+#               (OUT/gate.txt; the call's exit is the gate's once both ran); run 2026-12-04, docs/gate.md
 #
 # The two bundles do not fit one call together (64 MiB with the working tree): carry each in its own call,
 # chained on the same warm machine, with the same command line. A call installs the bundles it carries
