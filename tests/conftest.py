@@ -1,5 +1,37 @@
-import os
+"""perfgate's own test suite: hypothesis profiles, warnings as errors, and the four tiers.
 
+Every test gets exactly one tier marker, applied here at collection (as pytest's own ``testing/conftest.py``
+marks its pytester tests), so ``-m`` selects a tier without anyone remembering to mark a test:
+
+``unit``
+    pure, in process: no subprocess, no socket, no sleep on the test's thread. Enforced: a unit test that
+    starts a process, binds or connects a socket or sleeps fails with ``TierViolation`` naming the fix.
+``process``
+    subprocesses, pytester sessions, simulated servers, the built wheel; asserts structure (records,
+    outcomes, categories, properties, exit codes, files), never measured time. A test whose module
+    uses any of those is here automatically (``_PROCESS_SIGNS``), or by ``pytestmark = pytest.mark.process``.
+``timing``
+    asserts on measured time (a live simulated server's figures, a wall-clock bound): its verdict depends on
+    how loaded the runner is. Only by an explicit ``pytest.mark.timing``; run serially, in a step of its own.
+``records``
+    the product's own records (``perftests/`` against the simulator), long and timed; nightly.
+
+The PR gate (``.ci/run``, the README's test command) runs ``-m "unit or process"`` in parallel (pytest-xdist).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from functools import cache
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100, print_blob=True,
@@ -9,12 +41,109 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 
 pytest_plugins = ["pytester", "tests.wheelenv"]
 
+TIERS = ("unit", "process", "timing", "records")
+#: fixtures that make a test a process test wherever it is
+_PROCESS_FIXTURES = frozenset({"pytester", "testdir", "wheel_env"})
+#: what in a test module's source makes its tests process tests: it starts processes or serves over sockets
+_PROCESS_SIGNS = ("subprocess", "Popen", "runpytest", "sys.executable", "multiprocessing", "ServerManager",
+                  "wheelenv", "simproject", "tests.reliability", "SimProcess", "free_port", "run_allreduce_bench")
 
-def pytest_collection_modifyitems(config, items):
-    """perfgate's own tests treat every warning as an error (perftests/ on a GPU box do not)."""
-    import pytest
 
-    here = str(config.rootpath / "tests")
+def pytest_configure(config: pytest.Config) -> None:
+    try:  # matplotlib's first import runs a font-cache subprocess: done once here, so plot tests stay unit tests
+        import matplotlib.backends.backend_agg  # noqa: F401
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        pass
+    for line in ("unit: pure and in process (no subprocess, socket or sleep; enforced)",
+                 "process: subprocesses, pytester sessions, simulated servers; asserts structure, not time",
+                 "timing: asserts on measured time; its verdict depends on the runner's load (run serially)",
+                 "records: the product's own long records (perftests/ on the simulator; nightly)"):
+        config.addinivalue_line("markers", line)
+
+
+@cache
+def _module_starts_processes(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return any(sign in text for sign in _PROCESS_SIGNS)
+
+
+def tier_of(item: pytest.Item, root: Path) -> str:
+    """The one tier of ``item``: an explicit tier marker wins (timing over records over process over unit)."""
+    explicit = {m.name for m in item.iter_markers() if m.name in TIERS}
+    for tier in ("timing", "records", "process", "unit"):
+        if tier in explicit:
+            return tier
+    path = Path(str(item.path))
+    if root / "perftests" in path.parents:
+        return "records"
+    if _PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())) or _module_starts_processes(path):
+        return "process"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Warnings are errors in perfgate's own tests (perftests/ on a GPU box keep them); one tier per test;
+    the unit tier first (pytest's own order: fast before slow), so a broken unit fails in seconds."""
+    here = config.rootpath / "tests"
     for item in items:
-        if str(item.path).startswith(here):
+        tier = tier_of(item, config.rootpath)
+        for m in [m for m in item.own_markers if m.name in TIERS and m.name != tier]:
+            item.own_markers.remove(m)  # an explicit tier replaces the one its module would give
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
+        item.stash[_TIER] = tier
+        if here in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.filterwarnings("error"), append=False)
+    items.sort(key=lambda it: TIERS.index(it.stash.get(_TIER, "unit")))
+
+
+_TIER = pytest.StashKey[str]()
+
+
+class TierViolation(BaseException):
+    """A unit test did what only the process tier may (a BaseException: code under test that catches
+    ``Exception`` cannot swallow it; the guard also fails the test at teardown if it was)."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In a unit test, starting a process, using a socket or sleeping on the test's thread fails, naming the fix."""
+    if request.node.stash.get(_TIER, "unit") != "unit":
+        yield
+        return
+    main = threading.current_thread()
+    name = request.node.nodeid
+    seen: list[str] = []
+
+    def refuse(what: str) -> Any:
+        def guard(*args: Any, **kwargs: Any) -> Any:
+            seen.append(what)
+            raise TierViolation(f"{name} is a unit test but {what}; fix: mark it (or its module) "
+                                "pytest.mark.process, or give it a fake in place of the real thing")
+        return guard
+
+    real_sleep, real_connect, real_bind = time.sleep, socket.socket.connect, socket.socket.bind
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is main and seconds > 0:
+            refuse("sleeps")()
+        real_sleep(seconds)
+
+    def on_main(real: Any, what: str) -> Any:
+        def call(self: socket.socket, *args: Any) -> Any:
+            if threading.current_thread() is main:
+                refuse(what)()
+            return real(self, *args)
+        return call
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("starts a subprocess"))
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(socket.socket, "connect", on_main(real_connect, "connects a socket"))
+    monkeypatch.setattr(socket.socket, "bind", on_main(real_bind, "binds a socket"))
+    yield
+    if seen:
+        pytest.fail(f"{name} is a unit test but {seen[0]} (the code under test caught the refusal); fix: mark it "
+                    "pytest.mark.process", pytrace=False)

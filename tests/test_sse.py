@@ -106,6 +106,10 @@ def test_failures_are_returned_not_raised():
     assert not err.success and "boom" in err.error
     cut = stream_generate("http://unused", REQ, chunks=[_chunk([1])], clock=Clock([0, 1, 2]))
     assert not cut.success and "without [DONE]" in cut.error
+
+
+@pytest.mark.process
+def test_a_refused_connection_is_returned_not_raised():
     refused = stream_generate("http://127.0.0.1:9", REQ, timeout_s=2)
     assert not refused.success and refused.error
 
