@@ -42,6 +42,8 @@ __all__ = ["PerfServer", "Measure", "Check"]
 #: what ``perf_check`` judges a speculative mode's acceptance length on, and concludes a concurrency sweep on
 ACCEPT_LEN = "accept_len"
 SWEEP = "sweep"
+#: the metrics of a load measurement, and the measurement each is judged on
+LOAD_METRICS = {"goodput_rps": "measure.goodput(perf_server)", "crossover": "measure.levels(perf_server)"}
 
 #: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
 MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
@@ -139,17 +141,9 @@ class Measure:
         self._perf = perf
 
     def __call__(self, server: PerfServer | BaselineServer | CandidateServer, **overrides: Any) -> Measurement:
-        unknown = set(overrides) - set(MEASURE_KEYS)
-        if unknown:
-            raise TypeError(f"measure(): unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+        given = _checked_overrides("measure()", overrides)
         perf = self._perf
         w = perf.state.profile.workload_for(server.mode)
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if "prompts" in given:
-            given["prompts"] = Path(given["prompts"])
-        for k in ("concurrency", "max_new_tokens", "trials", "requests_per_trial"):
-            if k in given and (not isinstance(given[k], int) or isinstance(given[k], bool) or given[k] < 1):
-                raise ValueError(f"measure(): {k} must be a whole number >= 1, got {given[k]!r}")
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
         w = perf.state.settings.workload(w, **given)
         from perfgate.plugin.compare import BaselineServer
@@ -206,19 +200,36 @@ class Measure:
                               trials=_shared_trials(perf))
 
     def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
-        unknown = set(overrides) - set(MEASURE_KEYS)
-        if unknown:
-            raise TypeError(f"measure.rate()/goodput(): unknown keyword(s) {sorted(unknown)}; "
-                            f"known: {', '.join(MEASURE_KEYS)}")
+        given = _checked_overrides("measure.rate()/goodput()", overrides)
         perf = self._perf
         st = perf.state
         slo = st.profile.slo.get(server.mode)
         # the profile's workload under load: every mode with the same tokens (comparable), [slo] trials if given
         w = replace(st.profile.workload_for(server.mode), max_new_tokens=_shared_tokens(perf),
                     **({"trials": slo.trials} if slo and slo.trials else {}))
-        given = {k: (Path(v) if k == "prompts" else v) for k, v in overrides.items() if v is not None}
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
         return st.settings.workload(w, **given)
+
+
+def _checked_overrides(who: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The keys a test gave ``measure`` (None: the profile's), refused with the fix before anything is measured."""
+    unknown = set(overrides) - set(MEASURE_KEYS)
+    if unknown:
+        raise TypeError(f"{who}: unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for k, least in (("concurrency", 1), ("max_new_tokens", 1), ("trials", 1), ("requests_per_trial", 1),
+                     ("warmup", 0)):
+        v = given.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
+            raise ValueError(f"{who}: {k} must be a whole number >= {least}, got {v!r}; fix: {k}={least} or more, "
+                             f"or leave it out for the profile's [workload] {k}")
+    t = given.get("request_timeout_s")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+        raise ValueError(f"{who}: request_timeout_s must be seconds > 0, got {t!r}; fix: a positive number, or leave "
+                         f"it out for the profile's [workload] request_timeout_s")
+    if "prompts" in given:
+        given["prompts"] = Path(given["prompts"])
+    return given
 
 
 def _shared_tokens(perf: PerfRun) -> int:
@@ -259,8 +270,13 @@ class Check:
         from perfgate.measuring.verdict import acceptance_verdict, limit_verdict
         from perfgate.plugin.loadrun import Goodput, Levels
 
+        _check_limits(metric, limit, tolerance)
         if isinstance(m, (Goodput, Levels)):
             return self._load(m, metric)
+        if metric in LOAD_METRICS:
+            raise ValueError(f"perf_check(): '{metric}' is judged on {LOAD_METRICS[metric]}, not on a plain "
+                             f"measurement (measure(perf_server)); fix: perf_check({LOAD_METRICS[metric]}, "
+                             f"\"{metric}\")")
         if metric == SWEEP:
             return self._perf.conclude(_case_of_test(self._perf), self._perf.sweep_verdict(m))
         if metric not in METRICS and metric != ACCEPT_LEN:
@@ -317,6 +333,18 @@ class Check:
         base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
                               trials=_shared_trials(perf))
         return conclude_crossover(perf, case, base, m)
+
+
+def _check_limits(metric: str, limit: float | None, tolerance: float | None) -> None:
+    """A test's own ``limit`` and ``tolerance``, refused with the fix before anything is concluded."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 0):
+        raise ValueError(f"perf_check(): limit must be a number >= 0 in the metric's unit, got {limit!r}; fix: the "
+                         f"{metric} floor (throughput) or ceiling (latency) itself, e.g. limit=80.0, or leave it out "
+                         f"for the profile's [floors.<mode>]")
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not 0 <= tolerance <= 1):
+        raise ValueError(f"perf_check(): tolerance is a fraction of the limit from 0 to 1, got {tolerance!r}; fix: "
+                         f"tolerance=0.03 for 3 %, or leave it out for the profile's tolerance")
 
 
 def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) -> None:
