@@ -4,8 +4,11 @@ relative or absolute, a flag under any of its aliases)."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import shutil
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,11 +37,66 @@ def test_a_url_where_nothing_listens_is_one_usage_error_before_any_test(pytester
     assert "[None]" not in r.stdout.str() and "passed" not in r.stdout.str() and "failed" not in r.stdout.str()
 
 
-def test_a_url_without_its_scheme_is_a_usage_error_saying_so(pytester: pytest.Pytester) -> None:
+def test_a_url_without_its_scheme_is_a_usage_error_giving_the_url_with_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mine=TEST)
     r = pytester.runpytest_subprocess("--perfgate-url=127.0.0.1:1", "-p", "no:cacheprovider")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "'127.0.0.1:1' is not an http:// or https:// URL" in r.stderr.str()
+    r.stderr.fnmatch_lines(["*perfgate: --perfgate-url 127.0.0.1:1: cannot read 127.0.0.1:1/server_info: "
+                            "'127.0.0.1:1' has no scheme; fix: --perfgate-url http://127.0.0.1:1"])
+    assert "start the server" not in r.stderr.str()
+
+
+@pytest.mark.parametrize(("url", "why", "fix"), [
+    ("localhost:30000", "'localhost:30000' has no scheme", "--perfgate-url http://localhost:30000"),
+    ("ftp://box:30000", "'ftp://box:30000' is not an http:// or https:// URL", "--perfgate-url http://box:30000"),
+    ("http://box:30000", "", ""), ("https://box", "", "")])
+def test_a_url_perfgate_cannot_ask_gets_its_own_fix(url: str, why: str, fix: str) -> None:
+    from perfgate.serving.attach import url_problem
+
+    got = url_problem(url)
+    assert got[0] == why and got[1].startswith(fix)
+
+
+def test_json_without_sglangs_keys_is_not_an_sglang_server() -> None:
+    from perfgate.serving.attach import not_sglang
+
+    assert not_sglang({"model_path": "/m", "tp_size": 1, "port": 30000, "version": "0.5.16"}) == ""
+    assert not_sglang({"status": "ok"}) == ("GET /server_info answered JSON without SGLang's model_path, tp_size, port "
+                                            "(its keys: status): not an SGLang server")
+    assert not_sglang(["a"]) == not_sglang(None) == "GET /server_info did not answer a JSON object: not an SGLang server"
+
+
+class _NotSGLang(http.server.BaseHTTPRequestHandler):
+    """A server that answers JSON on every path, but is not SGLang (a health endpoint, another inference server)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = json.dumps({"status": "ok", "model": "something"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_url_answering_json_that_is_not_sglang_is_a_usage_error_not_all_skipped(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine=TEST)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotSGLang)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        r = pytester.runpytest_subprocess(f"--perfgate-url={url}", "-p", "no:cacheprovider")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str()
+    r.stderr.fnmatch_lines([f"*perfgate: --perfgate-url {url}: cannot read {url}/server_info: GET /server_info "
+                            "answered JSON without SGLang's model_path, tp_size, port (its keys: model, status): not "
+                            "an SGLang server; fix: point --perfgate-url at the SGLang server's own address*"])
+    r.stdout.no_fnmatch_line("*[0-9] skipped*")
+    r.stdout.no_fnmatch_line("*[0-9] passed*")
 
 
 def _real_project(pytester: pytest.Pytester, extra_server: str) -> Path:

@@ -107,11 +107,10 @@ def validate_inputs(config: pytest.Config) -> None:
     if url:  # one usage error before any test, not a failure per record
         from perfgate.serving.attach import probe
 
-        info, why = probe(url)
+        info, why, fix = probe(url)
         if info is None:
             raise pytest.UsageError(
-                f"perfgate: --perfgate-url {url}: cannot read {url.rstrip('/')}/server_info: {why}; fix: start the "
-                f"server there first (and wait until it answers), or drop --perfgate-url to let perfgate launch it")
+                f"perfgate: --perfgate-url {url}: cannot read {url.rstrip('/')}/server_info: {why}; fix: {fix}")
         st.attach_info = info
     if not p.simulated and not url:  # every path SGLang would be handed, before any launch
         from perfgate.profiles.paths import missing_paths

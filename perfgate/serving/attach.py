@@ -91,13 +91,61 @@ def server_info(url: str) -> dict[str, Any] | None:
     return get_json(url.rstrip("/"), "/server_info")
 
 
-def probe(url: str, timeout_s: float = 10.0) -> tuple[dict[str, Any] | None, str]:
-    """``(/server_info, "")`` of the server at ``url``, or ``(None, why not)``: nothing listening, no answer in
-    ``timeout_s``, an HTTP error, or an answer that is not SGLang's ``/server_info``."""
+#: keys every SGLang ``/server_info`` has (its ServerArgs; the simulator's too): an answer without them is not SGLang's
+SGLANG_INFO_KEYS = ("model_path", "tp_size", "port")
+
+#: the fix when a server answers but not as SGLang, or nothing answers
+NOT_SGLANG_FIX = ("point --perfgate-url at the SGLang server's own address (the --host and --port it was launched "
+                  "with; check with `curl URL/server_info`), or drop --perfgate-url to let perfgate launch it")
+NOT_UP_FIX = ("start the server there first (and wait until it answers), or drop --perfgate-url to let perfgate "
+              "launch it")
+
+
+def url_problem(url: str) -> tuple[str, str]:
+    """``("", "")`` for a URL perfgate can ask, else ``(what is wrong, the fix)``: a scheme missing (the fix
+    is the URL with ``http://``), or another scheme."""
+    if url.startswith(("http://", "https://")):
+        return "", ""
+    if "://" in url:
+        return (f"'{url}' is not an http:// or https:// URL",
+                f"--perfgate-url http://{url.split('://', 1)[1]} (SGLang serves plain HTTP)")
+    return (f"'{url}' has no scheme", f"--perfgate-url http://{url}")
+
+
+def not_sglang(obj: object) -> str:
+    """Why a ``/server_info`` answer is not SGLang's ("" when it is): not a JSON object, or without the keys every
+    SGLang server's has (:data:`SGLANG_INFO_KEYS`)."""
+    if not isinstance(obj, dict):
+        return "GET /server_info did not answer a JSON object: not an SGLang server"
+    missing = [k for k in SGLANG_INFO_KEYS if k not in obj]
+    if missing:
+        keys = ", ".join(sorted(map(str, obj))[:6]) or "none"
+        return (f"GET /server_info answered JSON without SGLang's {', '.join(missing)} (its keys: {keys}): not an "
+                f"SGLang server")
+    return ""
+
+
+def probe(url: str, timeout_s: float = 10.0) -> tuple[dict[str, Any] | None, str, str]:
+    """``(/server_info, "", "")`` of the server at ``url``, or ``(None, why not, the fix)``: a URL that is not
+    http(s), nothing listening, no answer in ``timeout_s``, an HTTP error, or an answer that is not SGLang's
+    ``/server_info``."""
+    bad, fix = url_problem(url)
+    if bad:
+        return None, bad, fix
+    got, down = _get_info(url, timeout_s)
+    if down:  # a 404: something else listens there
+        return None, down, NOT_SGLANG_FIX if down.endswith("HTTP 404") else NOT_UP_FIX
+    why = not_sglang(got)
+    if why:
+        return None, why, NOT_SGLANG_FIX
+    assert isinstance(got, dict)
+    return got, "", ""
+
+
+def _get_info(url: str, timeout_s: float) -> tuple[object, str]:
+    """``(the decoded answer of GET url/server_info, "")`` (None: not JSON), or ``(None, why there is none)``."""
     import requests
 
-    if not url.startswith(("http://", "https://")):
-        return None, f"'{url}' is not an http:// or https:// URL"
     try:
         r = requests.get(f"{url.rstrip('/')}/server_info", timeout=timeout_s)
     except requests.ConnectionError as e:
@@ -110,12 +158,9 @@ def probe(url: str, timeout_s: float = 10.0) -> tuple[dict[str, Any] | None, str
     if r.status_code != 200:
         return None, f"GET /server_info answered HTTP {r.status_code}"
     try:
-        obj = r.json()
+        return r.json(), ""
     except ValueError:
-        obj = None
-    if not isinstance(obj, dict):
-        return None, "GET /server_info did not answer a JSON object (is it an SGLang server?)"
-    return obj, ""
+        return None, ""
 
 
 def launched_flags(info: Mapping[str, Any]) -> set[str] | None:
