@@ -45,7 +45,8 @@ def _run_diff(args: argparse.Namespace) -> int:
 
     policy = GatePolicy().with_overrides(min_effect=(("default", args.min_effect),) if args.min_effect is not None
                                          else None)
-    d = diff(read_report(args.old), read_report(args.new), judging_for(policy, _history(args)))
+    old, new = read_report(args.old), read_report(args.new)
+    d = diff(old, new, judging_for(policy, _history(args), (new,)))
     emit(render_diff(d, args.format), args.output)
     return EXIT_OK
 

@@ -69,12 +69,14 @@ class Judging:
 
     ``min_effect`` maps a metric name (or ``"default"``) to a fraction; a metric it does not name takes
     :func:`perfgate.measuring.judge.default_min_effect`.
-    ``bands`` maps a record id to its :class:`~perfgate.report.noise.Band`.
+    ``bands`` maps a record id to its :class:`~perfgate.report.noise.Band`; ``notes`` say what the history left
+    out as a whole (the report being judged), and the diff carries them.
     """
 
     min_effect: Mapping[str, float] = field(default_factory=dict)
     confidence: float = 0.95
     bands: Mapping[str, Band] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def min_effect_for(self, metric: str, higher_is_better: bool) -> float:
         if metric in self.min_effect:
@@ -98,6 +100,7 @@ class MetricChange:
     higher_is_better: bool = True
     machines: str = "unknown"  # "same" | "different" | "unknown": the level the comparison crossed
     why: str = ""  # why it has no judgement (config changed), or the judgement's detail
+    band: Band | None = None  # the history band it was judged with (its reports: Band.provenance), if any
 
     @property
     def ratio(self) -> float | None:
@@ -190,7 +193,8 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
                      confidence=judging.confidence, band_cv=cv, band_source=source,
                      start_cv=math.hypot(start, within),
                      machine_df=max(1, band.machines - 1) if band and band.machine_cv is not None else 0)
-    return change(verdict=j.decision.value, judgement=j, why=j.detail)
+    used = band if j.noise_source == "history" else None  # not when the record's own starts or the prior judged
+    return change(verdict=j.decision.value, judgement=j, why=j.detail, band=used)
 
 
 def classify_transition(old: str | None, new: str | None) -> str:
@@ -375,6 +379,21 @@ def stack_changes(old: dict[str, str], new: dict[str, str]) -> tuple[StackChange
     return tuple(out)
 
 
+def history_notes(rows: list[RecordDiff]) -> list[str]:
+    """One line per distinct set of history reports that judged records' noise came from: which reports the band
+    used and which it left out (a step, outliers), with the records judged on it."""
+    by_provenance: dict[str, list[str]] = {}
+    for r in rows:
+        band = r.throughput.band if r.throughput else None
+        if band is not None:
+            by_provenance.setdefault(band.provenance(), []).append(r.key)
+    out = []
+    for text, keys in by_provenance.items():
+        who = keys[0] if len(keys) == 1 else f"{len(keys)} records ({keys[0]}, ...)"
+        out.append(f"noise from history for {who}: {text}")
+    return out
+
+
 def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
     """Compare two reports record by record (matched by record key), numbers judged by ``judging``."""
     keys = sorted(set(old.by_key) | set(new.by_key))
@@ -386,7 +405,8 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
             transition = T_CHANGED  # same outcome, another reason: xfail(cuda-graph-capture) -> xfail(oom)
         tp = compare_metric(o, n, judging) if o and n else None
         rows.append(RecordDiff(key=k, old=o, new=n, transition=transition, throughput=tp))
-    notes = list(old.notes) + list(new.notes)
+    notes = list(old.notes) + list(new.notes) + list(judging.notes if judging else ())
+    notes += history_notes(rows)
     if old.engine and new.engine and old.engine != new.engine:
         notes.append(f"the reports come from different engines: {old.engine} → {new.engine}")
     os_, ns = old.stack, new.stack

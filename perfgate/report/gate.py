@@ -30,7 +30,7 @@ from pathlib import Path
 
 from perfgate.errors import ConfigError, ReportError
 from perfgate.report.diff import REGRESSED, UNDECIDED, Diff, Judging, RecordDiff, diff
-from perfgate.report.noise import bands_from_reports
+from perfgate.report.noise import bands_from_reports, without_judged
 from perfgate.report.policy import GatePolicy
 from perfgate.report.records import Report
 
@@ -192,9 +192,12 @@ def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
         )
 
 
-def judging_for(policy: GatePolicy, history: Sequence[Report] = ()) -> Judging:
-    """What the diff judges numbers with under this policy: its min_effect table and the history's bands."""
-    return Judging(min_effect=dict(policy.min_effect), bands=bands_from_reports(history) if history else {})
+def judging_for(policy: GatePolicy, history: Sequence[Report] = (), judged: Sequence[Report] = ()) -> Judging:
+    """What the diff judges numbers with under this policy: its min_effect table and the history's bands. A report
+    being judged (``judged``: the NEW report) never counts in its own history, even when its folder is passed."""
+    kept, left_out = without_judged(history, *judged)
+    notes = tuple(f"history: {rep.label} left out, it is the report being judged" for rep in left_out)
+    return Judging(min_effect=dict(policy.min_effect), bands=bands_from_reports(kept) if kept else {}, notes=notes)
 
 
 def history_paths(specs: Sequence[str], *, base: Path | None = None) -> list[Path]:
@@ -223,5 +226,5 @@ def run_gate(old: Report, new: Report, policy: GatePolicy, history: Sequence[Rep
     """Check the inputs, diff them (numbers judged with the policy's min_effect and the history's noise
     bands) and apply the policy."""
     check_comparable(old, new, policy)
-    d = diff(old, new, judging_for(policy, history))
+    d = diff(old, new, judging_for(policy, history, (new,)))
     return d, evaluate(d, policy)

@@ -110,13 +110,15 @@ def order_reports(reports: Sequence[Report]) -> list[Report]:
     return [r for _, r in sorted(enumerate(reports), key=_sort_key)]
 
 
-def _sigma(rec: Record) -> float | None:
+def record_sigma(rec: Record, metric: str = "tok_s") -> float | None:
+    """The noise of one record's ``metric`` as an sd in its unit (its interval's half-width / 1.96, else
+    ``cv · value``); None when the record recorded none."""
     if rec.noise_unknown:
         return None
-    ci = rec.tok_s_ci()
+    ci = rec.metric_ci(metric)
     if ci is not None:
         return (ci[1] - ci[0]) / (2 * _Z95)
-    cv, x = rec.cv("tok_s"), rec.num("tok_s")
+    cv, x = rec.cv(metric), rec.num(metric)
     if cv is not None and x is not None:
         return abs(cv * x)
     return None
@@ -208,8 +210,8 @@ def build_history(
         for r in ordered:
             found = r.by_key.get(key)
             cells.append(
-                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"), sigma=_sigma(found),
-                                                ci=found.tok_s_ci())
+                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"),
+                                                sigma=record_sigma(found), ci=found.tok_s_ci())
             )
         steps = detect_steps(
             [c.tok_s if c else None for c in cells],

@@ -287,6 +287,9 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "needs": tp.needs,
             "old_ci": list(tp.old_ci) if tp.old_ci else None,
             "new_ci": list(tp.new_ci) if tp.new_ci else None,
+            "history": None if tp.band is None else {
+                "used": list(tp.band.used), "before_step": list(tp.band.before_step),
+                "outliers": list(tp.band.outliers), "steps": list(tp.band.steps)},
         }
 
     data: dict[str, object] = {
