@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from perfgate.client import GenRequest, run_batch
 from perfgate.measuring.judge import Decision, decide
-from perfgate.plugin import crosscheck as cc
+from perfgate.procedure import sglang_bench as cc
 from perfgate.serving.simprocess import SimProcess
 
 PARSERS = os.environ.get("PERFGATE_SGLANG_PARSERS")

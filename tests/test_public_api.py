@@ -232,6 +232,7 @@ def pytest_configure(config):
 
     import perfgate.plugin.crosscheck as cc
     from perfgate.client import GenRequest, run_batch
+    from perfgate.procedure.sglang_bench import BenchResult, BenchRow
 
     def run_bench(*, python, url, tokenizer, input_len, output_len, log_path, repeats=1, module="", timeout_s=0):
         Path(log_path).write_text("stand-in\\n")
@@ -239,9 +240,9 @@ def pytest_configure(config):
         for i in range(repeats):
             req = GenRequest(input_ids=tuple(range(1000 + i, 1000 + i + input_len)), max_new_tokens=output_len)
             out = run_batch(url, [req])[0][0]
-            rows.append(cc.BenchRow(output_throughput=out.decode_tok_s * output_len / (output_len - 1),
-                                    latency_s=1.0, last_ttft_s=0.1, acc_length=None, output_len=output_len, raw={}))
-        return cc.BenchResult(rows=tuple(rows))
+            rows.append(BenchRow(output_throughput=out.decode_tok_s * output_len / (output_len - 1),
+                                 latency_s=1.0, last_ttft_s=0.1, acc_length=None, output_len=output_len, raw={}))
+        return BenchResult(rows=tuple(rows))
 
     cc.sglang_bench_module = lambda python: ("stand.in", None)
     cc.make_tokenizer = lambda python, model, workdir: Path(workdir) / "tok"

@@ -280,12 +280,13 @@ def pytest_configure(config):
     from pathlib import Path
 
     import perfgate.plugin.crosscheck as cc
+    from perfgate.procedure.sglang_bench import BenchResult, BenchRow
 
     def run_bench(*, python, url, tokenizer, input_len, output_len, log_path, repeats=1, module="", timeout_s=0):
         Path(log_path).write_text("stand-in\\n")
-        row = cc.BenchRow(output_throughput=90.0, latency_s=1.0, last_ttft_s=0.1, acc_length=None,
-                          output_len=output_len, raw={})
-        return cc.BenchResult(rows=(row,) * repeats)
+        row = BenchRow(output_throughput=90.0, latency_s=1.0, last_ttft_s=0.1, acc_length=None,
+                       output_len=output_len, raw={})
+        return BenchResult(rows=(row,) * repeats)
 
     cc.sglang_bench_module = lambda python: ("stand.in", None)
     cc.make_tokenizer = lambda python, model, workdir: Path(workdir) / "tok"

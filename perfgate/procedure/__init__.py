@@ -9,7 +9,9 @@ Given a server's URL and a resolved :class:`perfgate.profiles.Workload` (and, un
 - :func:`perfgate.procedure.closed.run_sweep`: the concurrency sweep on the same server;
 - :class:`perfgate.procedure.openloop.OpenLoop`: the trials of one open-loop rate (each on its own seeded
   schedule after a warm-up at that rate, the simulator at speed-up 1 while it runs), and one level judged with
-  its top-ups; a goodput search (:func:`perfgate.measuring.goodput.search`) calls it.
+  its top-ups; a goodput search (:func:`perfgate.measuring.goodput.search`) calls it;
+- :mod:`perfgate.procedure.sglang_bench`: SGLang's own one-batch benchmark on the same server (its command line,
+  its JSONL result read back) and its figures compared with perfgate's (``perf_crosscheck``'s record).
 
 Nothing here knows pytest, the session or the server pool: the caller resolves the workload (the
 precedence is :class:`perfgate.plugin.settings.Settings`'), starts the server and hands in what it needs,
