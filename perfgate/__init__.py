@@ -14,8 +14,12 @@ from perfgate._version import __version__
 
 __all__ = [
     "__version__",
-    # what the fixtures hand out
+    # what the fixtures hand out (annotate a test's arguments with them: perf_server: PerfServer, measure: Measure,
+    # perf_check: PerfCheck, perf_compare: PerfCompare)
     "PerfServer",
+    "Measure",
+    "PerfCheck",
+    "PerfCompare",
     "BaselineServer",
     "CandidateServer",
     "MicroCase",
@@ -48,6 +52,9 @@ __all__ = [
 # pytest session of a project that installs perfgate)
 _HOME = {
     "PerfServer": "perfgate.plugin.api",
+    "Measure": "perfgate.plugin.api",
+    "PerfCheck": "perfgate.plugin.api",
+    "PerfCompare": "perfgate.plugin.compare",
     "BaselineServer": "perfgate.plugin.compare",
     "CandidateServer": "perfgate.plugin.stackpair",
     "MicroCase": "perfgate.plugin.microcheck",
@@ -78,8 +85,8 @@ if TYPE_CHECKING:  # the same names, typed, for a user's type checker (the packa
     from perfgate.measuring.metrics import METRICS, Measurement, Metric, Stat
     from perfgate.measuring.trace import StepProfile
     from perfgate.measuring.verdict import Verdict
-    from perfgate.plugin.api import PerfServer
-    from perfgate.plugin.compare import BaselineServer
+    from perfgate.plugin.api import Measure, PerfCheck, PerfServer
+    from perfgate.plugin.compare import BaselineServer, PerfCompare
     from perfgate.plugin.microcheck import MicroCase
     from perfgate.plugin.stackpair import CandidateServer
     from perfgate.profiles import Floor, Profile, Workload

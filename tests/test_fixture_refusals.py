@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from perfgate.plugin.api import Check, Measure
+from perfgate.plugin.api import Measure, PerfCheck
 
 
 class _Unreachable:
@@ -50,14 +50,14 @@ def test_measure_keeps_refusing_an_unknown_keyword() -> None:
 def test_perf_check_refuses_a_negative_limit_naming_the_fix(limit: float) -> None:
     with pytest.raises(ValueError, match=r"perf_check\(\): limit must be a number >= 0 in the metric's unit, got "
                                          r".*; fix: the tok_s floor \(throughput\) or ceiling \(latency\) itself"):
-        Check(_Unreachable())(MEASUREMENT, "tok_s", limit=limit)  # type: ignore[arg-type]
+        PerfCheck(_Unreachable())(MEASUREMENT, "tok_s", limit=limit)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("tolerance", [1.5, -0.01])
 def test_perf_check_refuses_a_tolerance_outside_0_to_1_naming_the_fix(tolerance: float) -> None:
     with pytest.raises(ValueError, match=rf"perf_check\(\): tolerance is a fraction of the limit from 0 to 1, got "
                                          rf"{tolerance}; fix: tolerance=0.03 for 3 %"):
-        Check(_Unreachable())(MEASUREMENT, "tok_s", tolerance=tolerance)  # type: ignore[arg-type]
+        PerfCheck(_Unreachable())(MEASUREMENT, "tok_s", tolerance=tolerance)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("metric", "where"), [("goodput_rps", "measure.goodput(perf_server)"),
@@ -68,4 +68,4 @@ def test_a_load_metric_on_a_plain_measurement_says_where_it_belongs(metric: str,
     with pytest.raises(ValueError, match=re.escape(f"perf_check(): '{metric}' is judged on {where}, not on a plain "
                                                    f"measurement (measure(perf_server)); fix: perf_check({where}, "
                                                    f"\"{metric}\")")):
-        Check(_Unreachable())(MEASUREMENT, metric)  # type: ignore[arg-type]
+        PerfCheck(_Unreachable())(MEASUREMENT, metric)  # type: ignore[arg-type]

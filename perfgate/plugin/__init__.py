@@ -29,6 +29,8 @@ from perfgate.plugin.state import STATE, PerfgateState, state_of
 from perfgate.record import case_of, fmt
 
 if TYPE_CHECKING:
+    from perfgate.plugin.api import Measure, PerfCheck
+    from perfgate.plugin.compare import PerfCompare
     from perfgate.profiles import Profile
 
 MARKERS = {
@@ -90,8 +92,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-trials", default=None, type=option_trials, metavar="N",
                 help="override the profile's trials (at least 3 for a confidence interval; fewer: numbers, no verdict)")
     g.addoption("--perfgate-starts", default=None, type=option_starts, metavar="N",
-                help="start every config N times, interleaved with the configs it is compared with (A B A B), and "
-                     "judge comparisons on the per-start pairs (default: the profile's [workload] starts, else 1)")
+                help="start every config N times, interleaved with the configs it is compared with (A B, then B A: "
+                     "alternated), and judge comparisons on the per-start pairs (default: the profile's [workload] "
+                     "starts, else 1)")
     g.addoption("--perfgate-max-starts", default=None, type=option_max_starts, metavar="N",
                 help="while a paired comparison (a stack pair, or a mode or variant against its baseline under "
                      "--perfgate-starts) is undecided, add interleaved start pairs up to N starts per config "
@@ -337,7 +340,7 @@ def perf_server(request: pytest.FixtureRequest, _perfgate_run: Any) -> Any:
 
 
 @pytest.fixture
-def measure(_perfgate_run: Any) -> Any:
+def measure(_perfgate_run: Any) -> Measure:
     """measure(perf_server, *, concurrency=, max_new_tokens=, prompts=, trials=, warmup=,
     requests_per_trial=, request_timeout_s=) -> perfgate.Measurement: the mode's workload with those keys
     replaced, measured cold (prefix cache flushed per trial), median/CI/CV per metric, recorded on the test."""
@@ -347,14 +350,14 @@ def measure(_perfgate_run: Any) -> Any:
 
 
 @pytest.fixture
-def perf_check(_perfgate_run: Any) -> Any:
+def perf_check(_perfgate_run: Any) -> PerfCheck:
     """perf_check(measurement, metric, *, limit=None, tolerance=None): conclude this test's record on one
     metric (tok_s, output_tok_s, ttft_ms, ttft_ms_p99, itl_ms, itl_ms_p99) in its direction, against the
     profile's [floors.<mode>] / [floors.<mode>.c<N>] or the given limit, through the profile's expectations.
     Ends the test: call it last."""
-    from perfgate.plugin.api import Check
+    from perfgate.plugin.api import PerfCheck
 
-    return Check(_perfgate_run)
+    return PerfCheck(_perfgate_run)
 
 
 @pytest.fixture
@@ -372,7 +375,8 @@ def perf_baseline(_perfgate_run: Any, perf_server: Any) -> Any:
 def perf_candidate(_perfgate_run: Any) -> Any:
     """This record's config on the --perfgate-candidate stack (perfgate.CandidateServer), as perf_baseline gives the
     baseline's. measure(perf_candidate) measures the record's own config, then the candidate arm (starts interleaved
-    under --perfgate-starts N: current 1, candidate 1, ...), recording the candidate's numbers as candidate.*;
+    under --perfgate-starts N, the order alternated: current 1, candidate 1, candidate 2, current 2, ...), recording
+    the candidate's numbers as candidate.*;
     perf_compare(measure(perf_candidate), measure(perf_server)) judges the paired candidate/current ratio (beyond
     noise and 0.5 %). No candidate, or an attached server: the record skips, saying why."""
     from perfgate.plugin.stackpair import candidate_of
@@ -381,15 +385,15 @@ def perf_candidate(_perfgate_run: Any) -> Any:
 
 
 @pytest.fixture
-def perf_compare(_perfgate_run: Any) -> Any:
+def perf_compare(_perfgate_run: Any) -> PerfCompare:
     """perf_compare(measurement, baseline_measurement): conclude this test's record on the config against its
     baseline measured in the same run: greedy tokens must match (else wrong-output), then decode tok/s by the CI of
     the ratio of medians (paired per start with --perfgate-starts N) beyond the profile's min_effect; a speculative
     mode's record gets the cost model's breakdown, a variant's passes when not slower beyond noise; a candidate arm's
     (measure(perf_candidate)) is judged on the paired ratio, see perf_candidate. Ends the test."""
-    from perfgate.plugin.compare import Compare
+    from perfgate.plugin.compare import PerfCompare
 
-    return Compare(_perfgate_run)
+    return PerfCompare(_perfgate_run)
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
-__all__ = ["PerfServer", "Measure", "Check"]
+__all__ = ["PerfServer", "Measure", "PerfCheck"]
 
 #: what ``perf_check`` judges a speculative mode's acceptance length on, and concludes a concurrency sweep on
 ACCEPT_LEN = "accept_len"
@@ -248,7 +248,7 @@ def _shared_trials(perf: PerfRun) -> int | None:
     return slo.trials if slo is not None else None
 
 
-class Check:
+class PerfCheck:
     """``perf_check(m, metric, *, limit=None, tolerance=None)``: conclude this test's record on one metric.
 
     ``metric`` is one of ``perfgate.measuring.metrics.METRICS`` (``tok_s``, ``output_tok_s`` and ``*_ms`` latencies,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
-__all__ = ["BaselineServer", "Compare", "baseline_of", "until_decided"]
+__all__ = ["BaselineServer", "PerfCompare", "baseline_of", "until_decided"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def baseline_of(perf: PerfRun, case: Case) -> BaselineServer:
     return BaselineServer(mode=base.mode, config=perf.state.config_for(base), case=base)
 
 
-class Compare:
+class PerfCompare:
     """``perf_compare(m, base)``: conclude this test's record on ``m`` against ``base``, the baseline's measurement in
     the same session (``measure(perf_baseline)``).
 
@@ -102,14 +102,16 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
                   base: Measurement, *, candidate: bool = False) -> Verdict:
     """``judge(m, base)``, and while the judge says *undecided* (:attr:`Verdict.decision`), or names metrics
     still undecided that more pairs would decide within the budget (:attr:`Verdict.wants_more`), one more
-    interleaved start pair of both configs (the baseline's first), judged again, until it decides or the budget
+    interleaved start pair of both configs (alternated: pair 2 the config's first, pair 3 the baseline's, ...:
+    perfgate.measuring.order), judged again, until it decides or the budget
     runs out (``--perfgate-max-starts``, ``--perfgate-max-time``: :meth:`PerfRun.no_more_starts`); the terminal
     says each look before its pair, and why it stops where it stops undecided. The false-alarm rate
     holds under these repeated looks (perfgate.measuring.judge.Sequential). The record's numbers are recorded
-    again from the pooled starts."""
+    again from the pooled starts, and the order of each pair's starts (``pair_order``: ``AB,BA,...``)."""
     from perfgate.measuring.judge import Decision
+    from perfgate.measuring.order import in_pair_order, pair_order
     from perfgate.plugin.say import say
-    from perfgate.record import CANDIDATE_PREFIX
+    from perfgate.record import CANDIDATE_PREFIX, PAIR_ORDER
 
     v = judge(m, base)
     while v.decision is Decision.UNDECIDED or v.wants_more:
@@ -120,8 +122,9 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         if why:
             say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; no more: {why}")
             break
+        first, second = in_pair_order([base.config_name, m.config_name], n)  # A B, B A, ...: alternated
         say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; adding pair "
-                              f"{n + 1} ({base.config_name}, then {m.config_name})")
+                              f"{n + 1} ({first}, then {second})")
         more = perf.more_starts(base, m)
         if more is None:  # a start failed: the pool has its verdict
             break
@@ -132,6 +135,9 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         else:
             perf._record_measurement(m)
         v = judge(m, base)
+    order = pair_order([x.start_no for x in base.starts or (base,)], [x.start_no for x in m.starts or (m,)])
+    if order:
+        perf.record(PAIR_ORDER, order)
     if candidate and len(m.starts) >= 2:
         from perfgate.plugin.starts import start_properties
 
