@@ -29,15 +29,20 @@ def test_init_sets_up_a_project_that_runs_with_plain_pytest(tmp_path: Path) -> N
     assert prof.is_file() and parent.is_file() and (proj / "baselines" / "variants.toml").is_file()
     assert load_profile(prof).root == proj.resolve()  # its parent found where it was copied
     assert (proj / "perftests" / "test_mine.py").read_text() == SAMPLE_TEST
-    assert (proj / "pytest.ini").read_text() == "[pytest]\nperfgate_profile = sim-rtxpro6000-x8/kimi-k2.5\n"
+    assert (proj / "pytest.ini").read_text() == ("[pytest]\ntestpaths = perftests\n"
+                                                 "perfgate_profile = sim-rtxpro6000-x8/kimi-k2.5\n")
     out = r.stdout
     assert "baselines/rtxpro6000-x8/kimi-k2.5.toml  (extended by baselines/sim-rtxpro6000-x8/kimi-k2.5.toml)" in out
     assert "pytest perftests/ --perfgate-update-baselines" in out and "perfgate gate old.xml new.xml" in out
-    # the project runs: plain pytest finds the profile through pytest.ini and checks the sample's limits
-    run = subprocess.run([sys.executable, "-m", "pytest", "perftests/", "-k", "baseline and ttft_ms", "-q",
+    # the project runs: plain pytest finds the tests (testpaths: not another directory's) and the profile through
+    # pytest.ini and checks the sample's limits
+    (proj / "elsewhere").mkdir()
+    (proj / "elsewhere" / "test_not_mine.py").write_text("def test_not_collected():\n    assert False\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-k", "baseline and ttft_ms or not_collected", "-q",
                           "-p", "no:cacheprovider"], cwd=proj, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"perfgate: profile {prof}" in run.stdout and "1 passed" in run.stdout
+    assert "not_collected" not in run.stdout
     # a second init refuses to overwrite, saying how
     again = _perfgate("init", "proj", cwd=tmp_path)
     assert again.returncode == 2 and "exists already; nothing was written; fix: " in again.stderr

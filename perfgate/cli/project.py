@@ -22,6 +22,10 @@ def test_under_load_at_concurrency_4(perf_server, measure, perf_check, metric):
     perf_check(m, metric)      # against [floors.<mode>.c4], in the metric's direction
 '''
 
+#: the pytest.ini ``perfgate init`` writes: the profile, and where the tests are (plain ``pytest`` in the project
+#: collects perftests/ only, not a virtual environment's or a checkout's tests beside it)
+INI_TEXT = "[pytest]\ntestpaths = perftests\nperfgate_profile = {spec}\n"
+
 #: the files pytest reads its ini options from, in its own order
 _INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
@@ -64,11 +68,12 @@ def _init(args: argparse.Namespace) -> int:
         lines.append(f"  {c.path.relative_to(root)}  ({c.why})")
     lines.append(f"  {test.relative_to(root)}  (a sample test: latency at 4 streams, per mode)")
     if ini is None:
-        (root / "pytest.ini").write_text(f"[pytest]\nperfgate_profile = {spec}\n")
-        lines.append(f"  pytest.ini  (perfgate_profile = {spec}: plain `pytest` runs this profile)")
+        (root / "pytest.ini").write_text(INI_TEXT.format(spec=spec))
+        lines.append(f"  pytest.ini  (testpaths = perftests, perfgate_profile = {spec}: plain `pytest` runs "
+                     f"perftests/ on this profile)")
     else:
-        lines.append(f"  ({ini.name} exists: add perfgate_profile = \"{spec}\" to its pytest options, or pass "
-                     f"--perfgate-profile {spec})")
+        lines.append(f"  ({ini.name} exists: add testpaths = [\"perftests\"] and perfgate_profile = \"{spec}\" to "
+                     f"its pytest options, or pass perftests/ --perfgate-profile {spec})")
     where = "" if root == Path.cwd() else f"cd {root}\n  "
     lines += [
         "",
