@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfgate.categories import Outcome
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.judge import Decision
 from perfgate.measuring.verdict import Verdict, judged_text
 from perfgate.plugin.compare import until_decided
@@ -75,8 +75,11 @@ def _judge(decisions: list[Decision | tuple[Decision, str]]) -> Any:
     def judge(m: _M, base: _M) -> Verdict:
         d = next(looks)
         d, wants = d if isinstance(d, tuple) else (d, "")
-        outcome = Outcome.INCONCLUSIVE if d is not Decision.REGRESSED else Outcome.FAIL
-        return Verdict(outcome=outcome, decision=d, wants_more=wants,
+        if d is Decision.REGRESSED:
+            outcome, category = Outcome.FAIL, Category.SLOWER_THAN_BASELINE
+        else:
+            outcome, category = Outcome.INCONCLUSIVE, None
+        return Verdict(outcome=outcome, category=category, decision=d, wants_more=wants,
                        judged=judged_text(0.99 - 0.001 * len(m.starts), (0.98, 1.001)))
 
     return judge

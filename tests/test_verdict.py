@@ -190,3 +190,22 @@ def test_one_final_path_lost_verdict_warm_cache_expectation_and_missing_dependen
                          optional=True).outcome == "skip"  # a variant: an optional attempt
     own = final_verdict(missing, measurement=None, expectation=None, profile_path="p.toml", optional=False)
     assert own.outcome == "fail" and own.message.startswith("[missing-dependency]")
+
+
+def test_a_failure_without_a_category_is_refused_where_it_is_built():
+    """A FAIL always says why: building one without a category raises, naming the fix; nothing prints "[None]"."""
+    from perfgate.measuring.verdict import Final, lost_verdict
+
+    with pytest.raises(ValueError, match=r"a fail verdict needs a category: pass category=Category\.<WHY> "
+                                         r"\(perfgate\.categories\.Category.*message was 'slower'"):
+        Verdict(outcome=Outcome.FAIL, message="slower")
+    with pytest.raises(ValueError, match=r"a xfail verdict needs a category"):
+        Final(outcome=Outcome.XFAIL, category=None, message="m", expected="xfail:oom")
+    assert Verdict(outcome=Outcome.INCONCLUSIVE).category is None  # only a failure must say why
+    failed = apply_expectation(Verdict(outcome=Outcome.FAIL, category=Category.OOM, message="boom"), None,
+                               profile_path="p.toml")
+    assert failed.message == "[oom] boom"
+    # an inconclusive verdict that does not say why, on a stored floor: a lost verdict, categorized
+    lost = lost_verdict(Verdict(outcome=Outcome.INCONCLUSIVE, message="undecided"), "the baseline floor (1 tok/s)")
+    assert lost.category == "unresolved"
+    assert "[None]" not in apply_expectation(lost, None, profile_path="p.toml").message

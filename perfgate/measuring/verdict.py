@@ -42,6 +42,18 @@ class Verdict:
     # the comparison is concluded on its primary metric, but perfgate.plugin.compare collects those pairs
     wants_more: str = ""
 
+    def __post_init__(self) -> None:
+        _refuse_uncategorized_failure(self.outcome, self.category, self.message)
+
+
+def _refuse_uncategorized_failure(outcome: str, category: Category | None, message: str) -> None:
+    """A FAIL (or an XFAIL) always says why: the record's ``category``, the terminal's ``[<category>]``, the
+    expectation it is matched against. Refused here, where the verdict is built, rather than printed as "[None]"."""
+    if outcome in (Outcome.FAIL, Outcome.XFAIL) and category is None:
+        raise ValueError(f"a {outcome} verdict needs a category: pass category=Category.<WHY> (perfgate.categories."
+                         f"Category: crash, wrong-output, slower-than-baseline, ...) where it is built; message was "
+                         f"{message[:200]!r}")
+
 
 def judged_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
     """A ratio and its interval as :attr:`Verdict.judged` carries them."""
@@ -58,6 +70,9 @@ class Final:
     category: Category | None
     message: str
     expected: str  # "pass" | "xfail:<category>"
+
+    def __post_init__(self) -> None:
+        _refuse_uncategorized_failure(self.outcome, self.category, self.message)
 
 
 def pct(x: float) -> str:
@@ -245,7 +260,8 @@ def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
     """
     if floor is None or v.outcome != "inconclusive":
         return v
-    return Verdict(outcome=Outcome.FAIL, category=v.category, properties=v.properties,
+    # an inconclusive verdict that does not say why (none reaches here today): undecided, more data would decide it
+    return Verdict(outcome=Outcome.FAIL, category=v.category or Category.UNRESOLVED, properties=v.properties,
                    message=f"lost verdict: {floor} was not checked: {v.message.removeprefix('inconclusive: ')}")
 
 

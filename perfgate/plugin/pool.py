@@ -340,7 +340,7 @@ class Attacher(Pool):
             if self.info is None:
                 self.info = attach.server_info(self.url)
             if self.info is None:
-                v = Verdict(outcome=Outcome.FAIL,
+                v = Verdict(outcome=Outcome.FAIL, category=Category.CONFIG_ERROR,
                             message=f"perfgate: cannot read {self.url}/server_info (--perfgate-url); "
                                     f"is a server running there?")
                 self.fail(config, ServerFailed(v, ""))

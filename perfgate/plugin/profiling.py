@@ -106,7 +106,8 @@ class StepProfiler:
         except (CaptureError, TraceError) as e:
             hint = (" (an attached server on another host writes its traces on that host: profile there)"
                     if not server.log_path else "")
-            perf.conclude(case, Verdict(outcome=Outcome.FAIL, message=f"no step profile: {e}{hint}"), decides=DECIDES)
+            perf.conclude(case, Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
+                                        message=f"no step profile: {e}{hint}"), decides=DECIDES)
             raise AssertionError("unreachable: conclude() ends the test") from e
         st.ledger.note_step_profile(config.key, prof)
         perf.record("trace", str(cap.decode[0]))
