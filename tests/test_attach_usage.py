@@ -182,3 +182,15 @@ def test_a_simulator_started_with_a_relative_box_path_is_the_profiles_config(
                 f"--perfgate-url=http://127.0.0.1:{sim.port}")
     r.assert_outcomes(passed=1)
     assert records(pytester)["test_decode_floor[m:baseline]"]["outcome"] == "pass"
+
+
+def test_a_log_dir_keeps_one_folder_per_session(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine=TEST)
+    logs = pytester.path / "logs"
+    seen = []
+    for _ in range(2):  # two sessions in one process and (likely) one second: still two folders
+        r = pytester.runpytest(f"--perfgate-log-dir={logs}", "--collect-only", "-q", "-p", "no:cacheprovider")
+        assert r.ret == pytest.ExitCode.OK, r.stdout.str()
+        (line,) = {x for x in r.stdout.lines if x.startswith("perfgate: server logs in ")}  # header and summary
+        seen.append(Path(line.removeprefix("perfgate: server logs in ")))
+    assert seen[0] != seen[1] and all(p.parent == logs.resolve() and p.name.startswith("run-") for p in seen), seen

@@ -69,7 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="write the measured floors (with stack, date, n, CV) back into the profile")
     g.addoption("--perfgate-allow-hardware-mismatch", action="store_true", default=False,
                 help="run a profile on hardware other than the one it is for")
-    g.addoption("--perfgate-log-dir", default=None, metavar="DIR", help="where server logs go")
+    g.addoption("--perfgate-log-dir", default=None, metavar="DIR",
+                help="where server logs go: one run-<time>-<pid> folder per session under DIR (default: "
+                     "perfgate-logs/)")
     g.addoption("--perfgate-sim-stack", default=None, metavar="PKG=VER,...",
                 help="simulated stack overrides, e.g. flashinfer=0.8.0 (env PERFGATE_SIM_STACK)")
     g.addoption("--perfgate-sim-fault", default=None, metavar="NAME", help=argparse.SUPPRESS)

@@ -12,6 +12,7 @@ failures (perfgate.plugin.pool), the runner.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ PERF_FIXTURES = frozenset({"perf_case", "perf_server", "_perfgate_run", "measure
                            "micro_case", "perf_crosscheck", "micro_check"})
 #: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
 STATE = pytest.StashKey["PerfgateState"]()
+#: the sessions this process has run (each gets its own log folder)
+_SESSIONS = itertools.count(1)
 
 
 def state_of(config: pytest.Config) -> PerfgateState:
@@ -82,15 +85,16 @@ class PerfgateState:
     def _log_dir(self) -> Path:
         from perfgate.plugin.settings import log_dir_given
 
+        # one folder per session under --perfgate-log-dir (else perfgate-logs/): a second session keeps the first's logs
         given = log_dir_given(self.config.getoption)
-        if given:
-            return Path(given).resolve()
+        base = Path(given).resolve() if given else self.config.rootpath / "perfgate-logs"
         wid = os.environ.get("PYTEST_XDIST_WORKER")
-        if wid and hasattr(self.config, "workerinput"):
+        if wid and hasattr(self.config, "workerinput"):  # the controller's session folder, one folder per worker
             run = str(self.config.workerinput.get("perfgate_run", "run"))
-            return self.config.rootpath / "perfgate-logs" / run / wid
+            return base / run / wid
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        return self.config.rootpath / "perfgate-logs" / f"run-{stamp}-{os.getpid()}"
+        n = next(_SESSIONS)  # sessions of one process (pytester's in-process runs) in one second differ too
+        return base / f"run-{stamp}-{os.getpid()}{'' if n == 1 else f'-{n}'}"
 
     # --------------------------------------------------------------- profile
 

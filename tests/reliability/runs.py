@@ -210,7 +210,7 @@ class Run:
 
     def log_of(self, mode: str) -> str:
         """The text of the server log for ``mode`` (empty if none)."""
-        for p in sorted((self.project / "logs").glob(f"*-{mode}-*.log")):
+        for p in sorted((self.project / "logs").rglob(f"*-{mode}-*.log")):
             return p.read_text(errors="replace")
         return ""
 
@@ -238,7 +238,7 @@ def read_junit(path: Path) -> dict[str, Record]:
 def server_pgids(log_dir: Path) -> dict[str, int]:
     """``# pgid: N`` lines that perfgate writes into each server log."""
     out: dict[str, int] = {}
-    for p in sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []:
+    for p in sorted(log_dir.rglob("*.log")) if log_dir.is_dir() else []:
         for m in re.finditer(r"^# pgid: (\d+)$", p.read_text(errors="replace"), re.M):
             out[f"{p.name}#{m.start()}"] = int(m.group(1))
     return out
@@ -270,7 +270,7 @@ def serving(mode: str, settle_s: float = 1.0) -> Callable[[Path], bool]:
 
     def ready(project: Path) -> bool:
         if not seen:
-            for p in (project / "logs").glob(f"*-{mode}-*.log"):
+            for p in (project / "logs").rglob(f"*-{mode}-*.log"):
                 if "The server is fired up" in p.read_text(errors="replace"):
                     seen.append(time.monotonic())
             return False
