@@ -166,8 +166,18 @@ class Measure:
         the same server, 2 x c requests each, the prefix cache flushed before each: the points are ``m.sweep``
         (output tok/s, TTFT and inter-token latency p50/p99 per level); ``perf_check(m, "sweep")`` concludes on them."""
         perf = self._perf
+        p = perf.state.profile
+        if not p.workload.concurrency_sweep:  # a profile's gap, said before anything is measured: not a crash
+            from perfgate.categories import Category, Outcome
+            from perfgate.measuring.verdict import Verdict
+
+            perf.conclude(_case_of_test(perf), Verdict(
+                outcome=Outcome.FAIL, category=Category.CONFIG_ERROR,
+                message=f"measure.sweep(): {p.path} has no [workload] concurrency_sweep, so there is no level to "
+                        f"measure; fix: add the levels there, e.g. concurrency_sweep = [1, 4, 16], or measure one "
+                        f"concurrency with measure(perf_server, concurrency=N)"))
         m = self(server)
-        if not m.sweep and perf.state.profile.workload.concurrency_sweep:
+        if not m.sweep:
             m = perf.sweep(server.case, server.config, m)
         return m
 

@@ -10,7 +10,7 @@ from perfgate.record import Case
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
 
-__all__ = ["cases"]
+__all__ = ["cases", "why_none"]
 
 
 def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, variants: bool = False,
@@ -63,3 +63,32 @@ def _marked_cases(st: PerfgateState, kind: str, modes: list[str] | None, variant
         out += [c for c in cases(st, VARIANT) if c.mode in names]
         out = [Case(p.name, kind, c.mode, c.variant) for c in out]
     return out
+
+
+def why_none(st: PerfgateState, kind: str) -> str:
+    """Why this profile asks for no record of ``kind`` (:func:`cases` gave none), with what would ask for one; ""
+    when the reason is said elsewhere (a marker's modes this profile lacks: ``st.dropped_modes``)."""
+    k = kind_of(kind)
+    p = st.profile
+    if k is None or k.cases is Cases.AS_MARKED:
+        return ""
+    if k.option is not None:
+        flag = f"--perfgate-{k.option}"
+        when = getattr(st.settings, k.option)
+        if when == "off":
+            return f"{flag} off; fix: {flag} on"
+        if st.settings.url:
+            return "the server is attached (--perfgate-url); fix: drop --perfgate-url to run them"
+        if when == "auto" and p.simulated:
+            return f"{flag} auto runs them only where SGLang serves, not on the simulated {p.path}"
+    if k.cases is Cases.ON_BASELINE:
+        return (f"{p.path} has no [workload] concurrency_sweep; fix: add the levels there, e.g. "
+                f"concurrency_sweep = [1, 4, 16]")
+    if k.cases is Cases.SPECULATIVE_MODES:
+        return f"{p.path} has no speculative mode"
+    if k.cases is Cases.PLAIN_MODES:
+        return f"{p.path} has no mode without speculative decoding"
+    if k.cases is Cases.PER_VARIANT:
+        return (f"no variant chosen ({p.path} [variants] include, --perfgate-variants); fix: name one of "
+                f"{st.variants.path} there")
+    return ""

@@ -10,6 +10,7 @@ import pytest
 
 from perfgate.plugin.activation import activate_late
 from perfgate.plugin.cases import cases as cases_of
+from perfgate.plugin.cases import why_none
 from perfgate.plugin.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
 from perfgate.record import Case, case_of
@@ -122,6 +123,7 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [it for it in items if it not in empty]
+        _say_why_deselected(st, empty)
     perf = [it for it in items if case_of(it) is not None]
     if not perf:  # nothing to order (e.g. only the micro tier): a CI cell still keeps only its share
         select_cell(config, st, items)
@@ -148,6 +150,19 @@ def order_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         keyed.append(((1, 0 if is_base else 1, first_seen[key], run_order(case.kind), idx), it))
     items[:] = [it for _, it in sorted(keyed, key=lambda t: t[0])]
     select_cell(config, st, items)
+
+
+def _say_why_deselected(st: PerfgateState, empty: list[pytest.Item]) -> None:
+    """One summary line per record kind this profile has no case for: its tests, and why (not once per test)."""
+    by_kind: dict[str, list[str]] = {}
+    for it in empty:
+        mark = it.get_closest_marker("perfgate")
+        by_kind.setdefault(str(mark.kwargs.get("kind", "")) if mark else "", []).append(it.nodeid.split("[")[0])
+    for kind, ids in by_kind.items():
+        why = why_none(st, kind)
+        if why:
+            tests = list(dict.fromkeys(ids))
+            st.dropped_modes.append(f"{len(tests)} test(s) of kind '{kind}' deselected ({', '.join(tests)}): {why}")
 
 
 def check_selected(session: pytest.Session) -> None:

@@ -63,7 +63,7 @@ class PerfgateState:
         self.ledger = Ledger()
         self.auto_reason = ""
         self.active = False  # perfgate switched on for this session (see perfgate.plugin.activation)
-        self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks (said in the summary)
+        self.dropped_modes: list[str] = []  # marker modes=[...] this profile lacks, kinds it has no record of (summary)
         self.attach_info: dict[str, Any] | None = None  # --perfgate-url's /server_info, read at activation
         self.kinds_collected: set[str] = set()  # the record kinds of the collected tests (their perfgate markers)
         self.unused_expectations: list[str] = []  # [expectations.<name>] no record of this run can use (summary)
