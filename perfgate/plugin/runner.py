@@ -299,8 +299,11 @@ class PerfRun(Checks):
         w = workload or st.settings.workload(st.profile.workload_for(config.mode))
         ep = self.servers.endpoint(config, on_log=(lambda path: self.record("log", path)) if record_log else None)
         log_path = ep.log_path
-        run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
-                         log_path=log_path)
+        from perfgate.plugin.hostwatch import watched
+
+        with watched(st, config.key):  # the host's and the GPUs' state during the start (host.* properties)
+            run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
+                             log_path=log_path)
         m = run.measurement
         if m.failures:
             # a server that died while serving is classified from its log
@@ -370,6 +373,14 @@ class PerfRun(Checks):
             for k, val in summarize(ev).items():
                 self.record(k, val)
 
+    def _record_conditions(self) -> None:
+        """The host's and the GPUs' state over the starts this record measured or compares with (host.*)."""
+        from perfgate.plugin.hostwatch import conditions_of
+
+        cond = conditions_of(self.state, (h[2].key for h in self._how))
+        for k, val in (cond.properties() if cond is not None else {}).items():
+            self.record(k, val)
+
     def conclude(self, case: Case, v: Verdict, *, decides: Collection[str] | None = None,
                  default: Expectation | None = None, stored_floor: str | None = None) -> None:
         """Apply the expectation and end the test with the matching pytest outcome.
@@ -382,6 +393,7 @@ class PerfRun(Checks):
         :func:`perfgate.measuring.verdict.final_verdict`, the one path.
         """
         self._identity(case)
+        self._record_conditions()
         for k, val in v.properties.items():
             self.record(k, val)
         self._record_evidence(case)

@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from perfgate.host.conditions import QUIET
+from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.plugin.kinds import FLOOR, figure_of, in_matrix, kind_of
 from perfgate.plugin.pool import Attacher, pool_of
 from perfgate.record import (
@@ -193,6 +195,9 @@ def record_detail(props: dict[str, str]) -> str:
         if figure == "crossover" and props.get("crossover_result"):
             text += f" ({props['crossover_result']})"
         parts.append(text)
+    state = props.get(HOST_STATE, "")
+    if state and state != QUIET:  # a busy host or a throttled GPU (perfgate.host.conditions): said, never hidden
+        parts.append(f"{state} (re-run quiet)")
     levels = sorted((int(m.group(1)), v) for k, s in props.items()
                     if (m := _LEVEL.match(k)) and (v := _num(s)) is not None)
     if levels:

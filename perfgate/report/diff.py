@@ -30,9 +30,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
+from perfgate.host.conditions import QUIET
+from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, unpaired
 from perfgate.measuring.metrics import METRICS
 from perfgate.profiles.noise import prior_cv
@@ -194,7 +196,23 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
                      start_cv=math.hypot(start, within),
                      machine_df=max(1, band.machines - 1) if band and band.machine_cv is not None else 0)
     used = band if j.noise_source == "history" else None  # not when the record's own starts or the prior judged
+    j = unquiet(j, old, new)
     return change(verdict=j.decision.value, judgement=j, why=j.detail, band=used)
+
+
+def unquiet(j: Judgement, old: Record, new: Record) -> Judgement:
+    """A change measured on a disturbed host or a throttled GPU (either side's ``host.state``,
+    :mod:`perfgate.host.conditions`) is undecided, never regressed or improved: a quiet re-run decides it."""
+    if j.decision not in (Decision.REGRESSED, Decision.IMPROVED):
+        return j
+    why = [f"{side} {r.prop(HOST_STATE)}" for side, r in (("OLD", old), ("NEW", new))
+           if r.prop(HOST_STATE) and r.prop(HOST_STATE) != QUIET]
+    if not why:
+        return j
+    return replace(j, decision=Decision.UNDECIDED,
+                   detail=f"{j.detail}; would be {j.decision.value}, but {'; '.join(why)}",
+                   needs="re-run quiet: measure again on a quiet host with an unthrottled GPU (the record's host.* "
+                         "properties say what disturbed it)")
 
 
 def classify_transition(old: str | None, new: str | None) -> str:

@@ -1,0 +1,345 @@
+"""The host's and the GPUs' conditions while one server start is measured: is this a quiet measurement?
+
+A busy host looks like a regression (issue 40: on a 2-core runner shared with other jobs, 2 of 10 identical runs
+failed their limits, 0 of 10 when quiet). So every measured start is watched (:class:`Watch`): the CPU time of the
+whole host and of perfgate's own processes at the start and end of the window (psutil), the 1-minute load
+average, and every :data:`SAMPLE_S` seconds the GPUs' SM clock, power, temperature and clock-event (throttle)
+reasons through NVML (nvidia-ml-py). Without NVML or a GPU the GPU figures are absent; nothing here raises.
+
+*Ours* are this process and its descendants (perfgate's servers are its children) and the processes holding
+memory on the GPUs CUDA sees here with their parent's tree (an attached server); everything else is *others*.
+
+A start is **disturbed** (:func:`disturbances`) when, over its window,
+
+- other processes used more than :data:`OTHERS_CPU_LIMIT` cores (half of one core) on average,
+- the hypervisor stole more than :data:`STEAL_LIMIT` (5 %) of the host's CPU time, or
+- a GPU reported a throttling clock-event reason (:data:`THROTTLING`: software power cap, hardware slowdown,
+  software or hardware thermal slowdown, power brake) in any sample.
+
+The load average is recorded but never decides alone: perfgate's own server threads raise it.
+The pure parts (:func:`cpu_window`, :func:`gpu_summary`, :func:`disturbances`, :func:`combine`) take samples
+and are unit-tested; :class:`Watch` only gathers them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CpuSample", "GpuSample", "Conditions", "Watch", "cpu_window", "gpu_summary", "disturbances",
+           "combine", "throttle_names", "OTHERS_CPU_LIMIT", "STEAL_LIMIT", "SAMPLE_S", "THROTTLING", "PREFIX",
+           "STATE", "QUIET"]
+
+#: other processes' CPU above this many cores (averaged over the window) make a start disturbed
+OTHERS_CPU_LIMIT = 0.5
+#: CPU steal above this fraction of the host's CPU time makes a start disturbed
+STEAL_LIMIT = 0.05
+#: seconds between GPU samples
+SAMPLE_S = 1.0
+
+#: NVML clock-event (throttle) reasons that slow the GPU down, by bit (nvmlClocksEventReason*)
+THROTTLING: dict[int, str] = {0x4: "sw-power-cap", 0x8: "hw-slowdown", 0x20: "sw-thermal", 0x40: "hw-thermal",
+                              0x80: "hw-power-brake"}
+#: reasons that are no throttling: idle, application clocks, sync boost, display clock
+_BENIGN: dict[int, str] = {0x1: "gpu-idle", 0x2: "applications-clocks", 0x10: "sync-boost", 0x100: "display-clock"}
+
+#: the record properties' prefix, and the one that says whether the record was measured quietly
+PREFIX = "host."
+STATE = "host.state"
+QUIET = "quiet"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuSample:
+    """CPU seconds at one moment: the whole host's (all CPUs summed) and our processes'."""
+
+    t: float  # monotonic seconds
+    busy: float  # user + nice + system + irq + softirq
+    steal: float
+    total: float  # every state but guest (counted in user)
+    ours: Mapping[int, float] = field(default_factory=dict)  # pid -> user + system seconds
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSample:
+    """One GPU at one moment (None: NVML could not say)."""
+
+    index: int
+    sm_mhz: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    reasons: int | None = None  # the clock-event reasons' bitmask
+
+
+@dataclass(frozen=True, kw_only=True)
+class Conditions:
+    """What one or more measured starts saw; ``None`` figures were not measured (no GPU, no psutil)."""
+
+    starts: int = 1
+    cpus: int | None = None
+    load_1m: float | None = None
+    steal: float | None = None  # fraction of the host's CPU time
+    others_cpu: float | None = None  # cores
+    sm_clock_mhz: float | None = None  # the median sample of the slowest GPU
+    sm_clock_min_mhz: float | None = None
+    power_w: float | None = None  # the median sample of the hungriest GPU
+    temp_c: float | None = None  # the hottest sample
+    reasons: int | None = None  # every clock-event reason seen (bitwise or)
+    disturbed: tuple[str, ...] = ()  # why (disturbances), per start that was
+    disturbed_starts: int = 0
+
+    @property
+    def quiet(self) -> bool:
+        return not self.disturbed
+
+    def state(self) -> str:
+        """``quiet``, or ``disturbed: <why>`` (the record's ``host.state``; over several starts,
+        ``disturbed (k of n starts): <why, from the worst figures>``)."""
+        if self.quiet:
+            return QUIET
+        count = f" ({self.disturbed_starts} of {self.starts} starts)" if self.starts > 1 else ""
+        return f"disturbed{count}: " + "; ".join(dict.fromkeys(self.disturbed))
+
+    def properties(self) -> dict[str, object]:
+        """The record properties (``host.*``): only what was measured."""
+        out: dict[str, object] = {STATE: self.state(), PREFIX + "starts": self.starts,
+                                  PREFIX + "disturbed_starts": self.disturbed_starts}
+        for name, value in (("cpus", self.cpus), ("load_1m", self.load_1m), ("others_cpu", self.others_cpu),
+                            ("gpu_sm_clock_mhz", self.sm_clock_mhz), ("gpu_sm_clock_min_mhz", self.sm_clock_min_mhz),
+                            ("gpu_power_w", self.power_w), ("gpu_temp_c", self.temp_c)):
+            if value is not None:
+                out[PREFIX + name] = round(float(value), 3)
+        if self.steal is not None:
+            out[PREFIX + "steal_pct"] = round(100 * self.steal, 3)
+        if self.reasons is not None:
+            out[PREFIX + "gpu_throttle"] = ",".join(throttle_names(self.reasons, only_throttling=True)) or "none"
+        return out
+
+
+def throttle_names(reasons: int, *, only_throttling: bool = False) -> list[str]:
+    """The names of the set bits of a clock-event bitmask (the throttling ones only, if asked)."""
+    known = dict(THROTTLING) if only_throttling else {**_BENIGN, **THROTTLING}
+    return [name for bit, name in sorted(known.items()) if reasons & bit]
+
+
+def cpu_window(start: CpuSample, end: CpuSample) -> tuple[float | None, float | None]:
+    """(others' CPU in cores, steal as a fraction of the host's CPU time) between two samples; None when the window
+    is empty. A process of ours that appeared in the window counts all its CPU time; one that ended in it is
+    counted as others' (its time is gone from the end sample)."""
+    wall = end.t - start.t
+    total = end.total - start.total
+    if wall <= 0 or total <= 0:
+        return None, None
+    ours = sum(max(0.0, t - start.ours.get(pid, 0.0)) for pid, t in end.ours.items())
+    others = max(0.0, (end.busy - start.busy) - ours) / wall
+    steal = max(0.0, end.steal - start.steal) / total
+    return others, steal
+
+
+def gpu_summary(samples: Sequence[GpuSample]) -> dict[str, float | int | None]:
+    """The GPUs over a window: the slowest GPU's median and lowest SM clock, the hungriest GPU's median power, the
+    hottest sample and every clock-event reason seen."""
+    by_gpu: dict[int, list[GpuSample]] = {}
+    for s in samples:
+        by_gpu.setdefault(s.index, []).append(s)
+
+    def med(xs: Iterable[float | None]) -> float | None:
+        vals = [x for x in xs if x is not None]
+        return statistics.median(vals) if vals else None
+
+    clocks = [m for g in by_gpu.values() if (m := med(s.sm_mhz for s in g)) is not None]
+    powers = [m for g in by_gpu.values() if (m := med(s.power_w for s in g)) is not None]
+    lows = [s.sm_mhz for s in samples if s.sm_mhz is not None]
+    temps = [s.temp_c for s in samples if s.temp_c is not None]
+    reasons = [s.reasons for s in samples if s.reasons is not None]
+    ored = 0
+    for r in reasons:
+        ored |= r
+    return {"sm_clock_mhz": min(clocks) if clocks else None, "sm_clock_min_mhz": min(lows) if lows else None,
+            "power_w": max(powers) if powers else None, "temp_c": max(temps) if temps else None,
+            "reasons": ored if reasons else None}
+
+
+def disturbances(*, others_cpu: float | None, steal: float | None, reasons: int | None,
+                 worst: bool = False) -> tuple[str, ...]:
+    """Why a start was not measured quietly (empty: it was); see the module for the limits. ``worst``: the figures
+    are the worst of several starts ("up to")."""
+    out = []
+    up = "up to " if worst else ""
+    if others_cpu is not None and others_cpu > OTHERS_CPU_LIMIT:
+        out.append(f"host busy: other processes used {up}{others_cpu:.2f} CPU cores (limit {OTHERS_CPU_LIMIT:g})")
+    if steal is not None and steal > STEAL_LIMIT:
+        out.append(f"host busy: CPU steal {up}{steal:.1%} (limit {STEAL_LIMIT:.0%})")
+    if reasons:
+        names = throttle_names(reasons, only_throttling=True)
+        if names:
+            out.append(f"GPU throttled: {', '.join(names)}")
+    return tuple(out)
+
+
+def conditions(start: CpuSample | None, end: CpuSample | None, gpu: Sequence[GpuSample], *, cpus: int | None,
+               load_1m: float | None) -> Conditions:
+    """One start's :class:`Conditions` from its window's samples."""
+    others, steal = cpu_window(start, end) if start is not None and end is not None else (None, None)
+    g = gpu_summary(gpu)
+    reasons = g["reasons"]
+    why = disturbances(others_cpu=others, steal=steal, reasons=int(reasons) if reasons is not None else None)
+    return Conditions(cpus=cpus, load_1m=load_1m, steal=steal, others_cpu=others,
+                      sm_clock_mhz=_f(g["sm_clock_mhz"]), sm_clock_min_mhz=_f(g["sm_clock_min_mhz"]),
+                      power_w=_f(g["power_w"]), temp_c=_f(g["temp_c"]),
+                      reasons=int(reasons) if reasons is not None else None, disturbed=why,
+                      disturbed_starts=1 if why else 0)
+
+
+def _f(x: float | int | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def combine(parts: Sequence[Conditions]) -> Conditions | None:
+    """Several starts (a record's own and those it compares with) as one: the worst of each figure, every reason."""
+    if not parts:
+        return None
+
+    def worst(values: Iterable[float | None], pick: Any = max) -> float | None:
+        vals = [v for v in values if v is not None]
+        return pick(vals) if vals else None
+
+    if len(parts) == 1:
+        return parts[0]
+    reasons = [c.reasons for c in parts if c.reasons is not None]
+    ored = 0
+    for r in reasons:
+        ored |= r
+    steal, others = worst(c.steal for c in parts), worst(c.others_cpu for c in parts)
+    disturbed_starts = sum(c.disturbed_starts for c in parts)
+    # the reasons again from the worst figures (each is some start's), or as the starts said them
+    why = disturbances(others_cpu=others, steal=steal, reasons=ored if reasons else None, worst=True) \
+        if disturbed_starts else ()
+    return Conditions(
+        starts=sum(c.starts for c in parts), cpus=next((c.cpus for c in parts if c.cpus), None),
+        load_1m=worst(c.load_1m for c in parts), steal=steal, others_cpu=others,
+        sm_clock_mhz=worst((c.sm_clock_mhz for c in parts), min),
+        sm_clock_min_mhz=worst((c.sm_clock_min_mhz for c in parts), min), power_w=worst(c.power_w for c in parts),
+        temp_c=worst(c.temp_c for c in parts), reasons=ored if reasons else None,
+        disturbed=why or tuple(dict.fromkeys(w for c in parts for w in c.disturbed)),
+        disturbed_starts=disturbed_starts)
+
+
+# ---------------------------------------------------------------------------------------------- gathering
+
+
+def _ours_pids() -> set[int]:
+    """This process, its descendants, and the GPU memory holders with their parent's tree (an attached server)."""
+    import psutil
+
+    from perfgate.host import gpu
+
+    me = psutil.Process()
+    pids = {me.pid} | {p.pid for p in me.children(recursive=True)}
+    nv = gpu._nvml()
+    if nv is None:
+        return pids
+    holders: set[int] = set()
+    with contextlib.suppress(Exception):
+        for h in gpu.visible_handles(nv):
+            for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                with contextlib.suppress(Exception):
+                    holders.update(p.pid for p in getattr(nv, fn)(h))
+    for pid in holders - pids:
+        with contextlib.suppress(psutil.Error):
+            top = psutil.Process(pid).parent() or psutil.Process(pid)
+            pids |= {top.pid, pid} | {c.pid for c in top.children(recursive=True)}
+    return pids
+
+
+def cpu_sample() -> CpuSample | None:
+    """The host's and our processes' CPU seconds now; None without psutil."""
+    try:
+        import psutil
+
+        t = psutil.cpu_times()
+        ours: dict[int, float] = {}
+        for pid in _ours_pids():
+            with contextlib.suppress(psutil.Error):
+                ct = psutil.Process(pid).cpu_times()
+                ours[pid] = ct.user + ct.system
+    except Exception:
+        return None
+    busy = t.user + getattr(t, "nice", 0.0) + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    steal = getattr(t, "steal", 0.0)
+    total = busy + t.idle + getattr(t, "iowait", 0.0) + steal
+    return CpuSample(t=time.monotonic(), busy=busy, steal=steal, total=total, ours=ours)
+
+
+def gpu_samples() -> list[GpuSample]:
+    """One sample of every GPU CUDA sees here; empty without NVML or a GPU."""
+    from perfgate.host import gpu
+
+    nv = gpu._nvml()
+    if nv is None:
+        return []
+    try:
+        handles = gpu.visible_handles(nv)
+    except Exception:
+        return []
+    out = []
+    def read(fn: str, h: Any, *args: object) -> Any:
+        try:
+            return getattr(nv, fn)(h, *args)
+        except Exception:
+            return None
+
+    for i, h in enumerate(handles):
+        sm = read("nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))
+        power = read("nvmlDeviceGetPowerUsage", h)
+        temp = read("nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+        reasons = read("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:
+            reasons = read("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        out.append(GpuSample(index=i, sm_mhz=float(sm) if sm is not None else None,
+                             power_w=float(power) / 1000 if power is not None else None,
+                             temp_c=float(temp) if temp is not None else None,
+                             reasons=int(reasons) if reasons is not None else None))
+    return out
+
+
+class Watch:
+    """Watches one measured start: :meth:`start` before it, :meth:`stop` after (its :class:`Conditions`). GPU
+    samples come from a daemon thread every :data:`SAMPLE_S` seconds; nothing here raises."""
+
+    def __init__(self, period_s: float = SAMPLE_S) -> None:
+        self.period_s = period_s
+        self._start: CpuSample | None = None
+        self._gpu: list[GpuSample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Watch:
+        self._start = cpu_sample()
+        first = gpu_samples()
+        self._gpu += first
+        if first:
+            self._thread = threading.Thread(target=self._sample, name="perfgate-host-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._gpu += gpu_samples()
+
+    def stop(self) -> Conditions:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._gpu += gpu_samples()
+        end = cpu_sample()
+        load = None
+        with contextlib.suppress(OSError, AttributeError):
+            load = os.getloadavg()[0]
+        return conditions(self._start, end, self._gpu, cpus=os.cpu_count(), load_1m=load)

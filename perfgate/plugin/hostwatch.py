@@ -1,0 +1,38 @@
+"""Every measured server start watched for a busy host or a throttled GPU (perfgate.host.conditions), and the
+record told: its ``host.*`` properties are the worst of the starts it measured or compares with, and
+``host.state`` says ``quiet`` or ``disturbed: <why>`` (the terminal's record line and ``perfgate gate`` read it:
+a change on a disturbed record is undecided, never regressed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import pytest
+
+from perfgate.host.conditions import Conditions, Watch, combine
+
+if TYPE_CHECKING:
+    from perfgate.plugin.state import PerfgateState
+
+__all__ = ["watched", "conditions_of"]
+
+#: config key -> the conditions of each of its measured starts, in this session (this worker)
+_SEEN = pytest.StashKey["dict[str, list[Conditions]]"]()
+
+
+@contextmanager
+def watched(st: PerfgateState, config_key: str) -> Iterator[None]:
+    """Watch the measurement inside the block and keep its conditions under the config."""
+    watch = Watch().start()
+    try:
+        yield
+    finally:
+        st.config.stash.setdefault(_SEEN, {}).setdefault(config_key, []).append(watch.stop())
+
+
+def conditions_of(st: PerfgateState, config_keys: Iterable[str]) -> Conditions | None:
+    """The worst of the configs' measured starts (None: none was watched)."""
+    seen = st.config.stash.get(_SEEN, {})
+    return combine([c for k in dict.fromkeys(config_keys) for c in seen.get(k, [])])

@@ -1,0 +1,188 @@
+"""The host's and the GPUs' state per measured start (perfgate.host.conditions): samples classified quiet or
+disturbed, the record's host.* properties, the terminal line, and the gate's rule (a change on a disturbed record
+is undecided, never regressed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfgate.cli import main
+from perfgate.host.conditions import (
+    OTHERS_CPU_LIMIT,
+    QUIET,
+    STATE,
+    STEAL_LIMIT,
+    Conditions,
+    CpuSample,
+    GpuSample,
+    Watch,
+    combine,
+    conditions,
+    cpu_window,
+    disturbances,
+    gpu_summary,
+    throttle_names,
+)
+from perfgate.plugin.terminal import record_detail
+from tests.report_factory import perf_case, write_report
+
+FLOOR = dict(kind="floor", classname="perftests.test_baseline", test="test_floor")
+
+
+def _cpu(t: float, busy: float, steal: float = 0.0, idle: float = 0.0, ours: dict[int, float] | None = None
+         ) -> CpuSample:
+    return CpuSample(t=t, busy=busy, steal=steal, total=busy + steal + idle, ours=ours or {})
+
+
+# --- classifying samples ------------------------------------------------------------------------
+
+
+def test_others_cpu_is_the_hosts_busy_time_less_ours() -> None:
+    """10 s on 2 CPUs: the host was busy 14 CPU-s, ours (the server, pytest) 9 of them: others 0.5 cores."""
+    a = _cpu(0.0, busy=100.0, idle=100.0, ours={1: 50.0, 2: 10.0})
+    b = _cpu(10.0, busy=114.0, idle=106.0, ours={1: 55.0, 2: 13.0, 3: 1.0})  # pid 3 started in the window
+    others, steal = cpu_window(a, b)
+    assert others == pytest.approx(0.5) and steal == 0.0
+    assert cpu_window(a, a) == (None, None)  # an empty window says nothing
+
+
+@given(busy=st.floats(0, 100), ours=st.floats(0, 100), extra=st.floats(0, 100), steal=st.floats(0, 50),
+       idle=st.floats(0, 100), wall=st.floats(0.1, 100))
+def test_others_cpu_is_never_negative_and_more_of_ours_never_raises_it(busy: float, ours: float, extra: float,
+                                                                       steal: float, idle: float,
+                                                                       wall: float) -> None:
+    a = _cpu(0.0, 0.0, ours={1: 0.0})
+    b = _cpu(wall, busy, steal=steal, idle=idle + 1.0, ours={1: ours})
+    more = _cpu(wall, busy, steal=steal, idle=idle + 1.0, ours={1: ours + extra})
+    o1, s1 = cpu_window(a, b)
+    o2, _ = cpu_window(a, more)
+    assert o1 is not None and o2 is not None and s1 is not None
+    assert 0.0 <= o2 <= o1 and 0.0 <= s1 <= 1.0
+
+
+def test_the_documented_limits_decide_busy() -> None:
+    assert disturbances(others_cpu=OTHERS_CPU_LIMIT, steal=STEAL_LIMIT, reasons=0) == ()
+    busy = disturbances(others_cpu=1.3, steal=0.071, reasons=None)
+    assert busy == ("host busy: other processes used 1.30 CPU cores (limit 0.5)",
+                    "host busy: CPU steal 7.1% (limit 5%)")
+    assert disturbances(others_cpu=None, steal=None, reasons=None) == ()  # nothing measured: nothing claimed
+
+
+def test_only_throttling_reasons_disturb_a_start() -> None:
+    """GPU idle, application clocks, sync boost and the display clock slow nothing; power cap, thermal slowdown,
+    hardware slowdown and the power brake do."""
+    assert disturbances(others_cpu=0.0, steal=0.0, reasons=0x1 | 0x2 | 0x10 | 0x100) == ()
+    assert disturbances(others_cpu=0.0, steal=0.0, reasons=0x20 | 0x1) == ("GPU throttled: sw-thermal",)
+    assert throttle_names(0x4 | 0x8 | 0x40 | 0x80, only_throttling=True) == ["sw-power-cap", "hw-slowdown",
+                                                                            "hw-thermal", "hw-power-brake"]
+    assert throttle_names(0x1) == ["gpu-idle"]
+
+
+def test_gpu_summary_keeps_the_slowest_and_the_hottest() -> None:
+    samples = [GpuSample(index=0, sm_mhz=1980, power_w=190, temp_c=40, reasons=0),
+               GpuSample(index=0, sm_mhz=1980, power_w=150, temp_c=41, reasons=0x1),
+               GpuSample(index=0, sm_mhz=1700, power_w=160, temp_c=44, reasons=0),
+               GpuSample(index=1, sm_mhz=1410, power_w=300, temp_c=70, reasons=0x20),
+               GpuSample(index=1, sm_mhz=1500, power_w=310, temp_c=72, reasons=0)]
+    g = gpu_summary(samples)
+    assert g == {"sm_clock_mhz": 1455.0, "sm_clock_min_mhz": 1410, "power_w": 305.0, "temp_c": 72,
+                 "reasons": 0x21}
+    assert gpu_summary([]) == {"sm_clock_mhz": None, "sm_clock_min_mhz": None, "power_w": None, "temp_c": None,
+                               "reasons": None}
+
+
+def test_no_gpu_no_gpu_properties_and_a_quiet_state() -> None:
+    c = conditions(_cpu(0, 0, idle=0.0), _cpu(10, 1.0, idle=19.0), [], cpus=2, load_1m=0.4)
+    props = c.properties()
+    assert props[STATE] == QUIET and props["host.others_cpu"] == pytest.approx(0.1)
+    assert props["host.steal_pct"] == 0.0 and props["host.cpus"] == 2 and props["host.load_1m"] == 0.4
+    assert not any(k.startswith("host.gpu_") for k in props)
+
+
+def test_a_record_is_the_worst_of_its_starts() -> None:
+    quiet = Conditions(cpus=2, others_cpu=0.1, steal=0.0, sm_clock_mhz=1980, temp_c=40, reasons=0)
+    busy = Conditions(cpus=2, others_cpu=1.2, steal=0.01, sm_clock_mhz=1800, temp_c=45, reasons=0x1,
+                      disturbed=disturbances(others_cpu=1.2, steal=0.01, reasons=0x1), disturbed_starts=1)
+    c = combine([quiet, busy, quiet])
+    assert c is not None and c.starts == 3 and c.disturbed_starts == 1
+    assert c.others_cpu == 1.2 and c.sm_clock_mhz == 1800 and c.temp_c == 45 and c.reasons == 0x1
+    props = c.properties()
+    assert props[STATE] == "disturbed (1 of 3 starts): host busy: other processes used up to 1.20 CPU cores (limit 0.5)"
+    assert props["host.gpu_throttle"] == "none" and props["host.disturbed_starts"] == 1
+    assert combine([]) is None
+
+
+def test_a_watch_without_a_gpu_reports_the_host() -> None:
+    """On this machine (no GPU needed): a watch over nothing gives the host's figures and never raises."""
+    c = Watch().start().stop()
+    assert c.cpus and c.starts == 1
+    assert STATE in c.properties()
+
+
+# --- the record's terminal line ------------------------------------------------------------------
+
+
+def test_the_terminal_line_says_a_record_was_disturbed() -> None:
+    props = {"kind": "floor", "tok_s": "210.0", "tok_s_ci_low": "209.9", "tok_s_ci_high": "210.1",
+             STATE: "disturbed: GPU throttled: sw-thermal"}
+    assert record_detail(props) == "tok_s 210 tok/s [209.9, 210.1]; disturbed: GPU throttled: sw-thermal (re-run quiet)"
+    assert "re-run quiet" not in record_detail({**props, STATE: QUIET})
+
+
+# --- the gate's rule -----------------------------------------------------------------------------
+
+
+def _gate(tmp: Path, drop: float, old_state: str, new_state: str, capsys: pytest.CaptureFixture[str]
+          ) -> tuple[int, str]:
+    (tmp / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+
+    def rep(name: str, tok: float, state: str, day: int) -> Path:
+        extra = {"machine.id": "h200-a", **({STATE: state} if state else {})}
+        return write_report(tmp / f"{name}.xml", [perf_case("baseline", tok_s=tok, spread=tok * 0.0004, n=5,
+                                                            extra=extra, **FLOOR)],  # type: ignore[arg-type]
+                            started_at=f"2026-01-{day:02d}T10:00:00+00:00")
+
+    old, new = rep("old", 210.0, old_state, 1), rep("new", 210.0 * (1 - drop), new_state, 2)
+    code = main(["gate", str(old), str(new), "--pyproject", str(tmp / "pyproject.toml")])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.mark.parametrize("old_state,new_state", [("", "disturbed: host busy: CPU steal 7.1% (limit 5%)"),
+                                                 ("disturbed: GPU throttled: hw-slowdown", QUIET)])
+def test_a_change_on_a_disturbed_record_is_undecided_with_re_run_quiet(
+        tmp_path: Path, old_state: str, new_state: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _gate(tmp_path, 0.03, old_state, new_state, capsys)
+    assert code == 0, out
+    assert "undecided" in out and "re-run quiet" in out and "would be regressed" in out
+    quiet, out = _gate(tmp_path, 0.03, QUIET, "", capsys)  # quiet on both sides (or not recorded): it blocks
+    assert quiet == 1, out
+
+
+@settings(max_examples=30, deadline=None)
+@given(drop=st.floats(-0.3, 0.3), disturbed_side=st.sampled_from(["old", "new", "both"]))
+def test_a_disturbed_record_is_never_regressed_or_improved(drop: float, disturbed_side: str) -> None:
+    import tempfile
+
+    from perfgate.report.diff import compare_metric
+    from perfgate.report.junit_read import read_report
+
+    state = "disturbed: host busy: other processes used 1.30 CPU cores (limit 0.5)"
+    with tempfile.TemporaryDirectory() as d:
+        recs = []
+        for side, tok, day in (("old", 210.0, 1), ("new", 210.0 * (1 - drop), 2)):
+            extra = {"machine.id": "h200-a"}
+            if disturbed_side in (side, "both"):
+                extra[STATE] = state
+            p = write_report(Path(d) / f"{side}.xml", [perf_case("baseline", tok_s=tok, spread=tok * 0.0004, n=5,
+                                                                 extra=extra, **FLOOR)],  # type: ignore[arg-type]
+                             started_at=f"2026-01-{day:02d}T10:00:00+00:00")
+            recs.append(read_report(p).records[0])
+    tp = compare_metric(recs[0], recs[1])
+    assert tp is not None and tp.verdict not in ("regressed", "improved")
+    if tp.verdict == "undecided" and abs(drop) > 0.01:
+        assert "re-run quiet" in tp.needs

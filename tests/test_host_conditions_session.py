@@ -1,0 +1,43 @@
+"""The host's state on a real record (process tier: a pytester session against the simulated server): every
+measured record carries host.state and the host's figures; GPU figures only where NVML sees a GPU."""
+
+from __future__ import annotations
+
+from tests.test_plugin import cases, make_project, props
+
+
+def test_a_measured_record_carries_the_hosts_state(pytester) -> None:  # type: ignore[no-untyped-def]
+    prof = make_project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1)
+    p = props(cases(pytester.path / "r.xml")["test_decode_floor[m:baseline]"])
+    state = p["host.state"]
+    assert state == "quiet" or state.startswith("disturbed: ")
+    assert int(p["host.starts"]) == 1 and int(p["host.cpus"]) >= 1
+    assert float(p["host.others_cpu"]) >= 0 and 0 <= float(p["host.steal_pct"]) <= 100
+    if state != "quiet":  # a busy runner: the terminal's record line says so too
+        r.stdout.fnmatch_lines(["*disturbed: *(re-run quiet)*"])
+    gpu = {k for k in p if k.startswith("host.gpu_")}
+    assert not gpu or {"host.gpu_sm_clock_mhz", "host.gpu_throttle"} <= gpu
+
+
+def test_a_child_process_is_ours_not_others() -> None:
+    """perfgate's servers are its children: their CPU time is counted as ours, never as another process's."""
+    import subprocess
+    import sys
+    import time
+
+    from perfgate.host.conditions import cpu_sample
+
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        a = cpu_sample()
+        time.sleep(1.0)
+        b = cpu_sample()
+    finally:
+        child.kill()
+        child.wait()
+    assert a is not None and b is not None
+    assert child.pid in b.ours and b.ours[child.pid] - a.ours.get(child.pid, 0.0) > 0.2
