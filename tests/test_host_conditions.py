@@ -186,3 +186,58 @@ def test_a_disturbed_record_is_never_regressed_or_improved(drop: float, disturbe
     assert tp is not None and tp.verdict not in ("regressed", "improved")
     if tp.verdict == "undecided" and abs(drop) > 0.01:
         assert "re-run quiet" in tp.needs
+
+
+# --- NVML read as nvidia-ml-py gives it (a stand-in: no GPU needed) ------------------------------
+
+
+class _FakeNvml:
+    """Two GPUs; the second throttles for heat. Its clock-event call is missing (an older nvidia-ml-py names it
+    ...ThrottleReasons), and GPU 0's temperature cannot be read."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
+        assert clock == self.NVML_CLOCK_SM
+        return (1980, 1410)[h]
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return (150_000, 690_000)[h]  # milliwatts
+
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+        if h == 0:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return 88
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        raise AttributeError("older nvidia-ml-py")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
+        return (0x1, 0x40)[h]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[object]:
+        return []
+
+
+def test_gpus_read_through_nvml_and_a_throttled_one_disturbs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfgate.host import gpu
+    from perfgate.host.conditions import gpu_samples
+
+    monkeypatch.setattr(gpu, "_nvml", lambda: _FakeNvml())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_samples() == [GpuSample(index=0, sm_mhz=1980.0, power_w=150.0, temp_c=None, reasons=0x1),
+                             GpuSample(index=1, sm_mhz=1410.0, power_w=690.0, temp_c=88.0, reasons=0x40)]
+    c = Watch(period_s=3600).start().stop()  # a sample at each end; the sampling thread is stopped at once
+    props = c.properties()
+    assert props[STATE] == "disturbed: GPU throttled: hw-thermal" or props[STATE].endswith("; GPU throttled: hw-thermal")
+    assert props["host.gpu_sm_clock_mhz"] == 1410.0 and props["host.gpu_power_w"] == 690.0
+    assert props["host.gpu_temp_c"] == 88.0 and props["host.gpu_throttle"] == "hw-thermal"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # only the GPUs CUDA sees count
+    assert [s.index for s in gpu_samples()] == [0]
