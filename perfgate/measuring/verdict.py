@@ -17,6 +17,7 @@ from perfgate.measuring.metrics import (
     bootstrap_ratio_ci,
     trials_to_resolve,
 )
+from perfgate.measuring.outcomes import Claim, noise_gate, outcome_of
 from perfgate.profiles import Expectation
 from perfgate.record import metric_spec
 
@@ -85,12 +86,14 @@ def pct(x: float) -> str:
 def _noisy(m: Measurement, max_cv: float) -> Verdict | None:
     if m.tok_s is None:
         return None
-    if not m.tok_s.noise_known:
+    gate = noise_gate(m.tok_s, max_cv)
+    if gate is Category.NOISE_UNKNOWN:
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
                        message=(f"inconclusive: noise unknown: {m.tok_s.n} trial(s) of {m.config_name} give no "
                                 f"confidence interval (it needs at least {MIN_TRIALS}); decode {m.tok_s.median:.1f} "
                                 f"tok/s is recorded without a verdict; raise [workload] trials or --perfgate-trials"))
-    if m.tok_s.cv is not None and m.tok_s.cv > max_cv:
+    if gate is Category.NOISY:
+        assert m.tok_s.cv is not None
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
                        message=f"inconclusive: too noisy, CV {pct(m.tok_s.cv)} of {m.tok_s.n} trials exceeds the "
                                f"profile's max_cv {pct(max_cv)}; quiet the box or raise [workload] trials")
@@ -126,12 +129,15 @@ def judge_limit(metric: str, got: float, limit: float | None, tolerance: float, 
     """
     spec = metric_spec(metric)
     what = what or f"{metric} {got:.4g} {spec.unit}"
-    if noise is not None and not noise.noise_known:
+    gate = noise_gate(noise, max_cv)
+    if gate is Category.NOISE_UNKNOWN:
+        assert noise is not None
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISE_UNKNOWN,
                        message=(f"inconclusive: noise unknown: {noise.n} trial(s){' of ' + of if of else ''} give no "
                                 f"confidence interval (it needs at least {MIN_TRIALS}); {what} is recorded without a "
                                 f"verdict; raise [workload] trials or --perfgate-trials"))
-    if noise is not None and noise.cv is not None and max_cv is not None and noise.cv > max_cv:
+    if gate is Category.NOISY:
+        assert noise is not None and noise.cv is not None and max_cv is not None
         return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOISY,
                        message=(f"inconclusive: too noisy, {metric} CV {pct(noise.cv)} of {noise.n} trials exceeds "
                                 f"the profile's max_cv {pct(max_cv)}; {what}; quiet the box or raise [workload] "
@@ -206,10 +212,10 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     props: dict[str, object] = {"vs_baseline": ratio, "vs_baseline_ci_low": lo, "vs_baseline_ci_high": hi}
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
             f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
-    d = decide(ratio, (lo, hi), higher_is_better=True, min_effect=min_effect)
-    if d is Decision.IMPROVED:
+    outcome = outcome_of(decide(ratio, (lo, hi), higher_is_better=True, min_effect=min_effect), Claim.FASTER)
+    if outcome is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props)
-    if d is Decision.REGRESSED:
+    if outcome is Outcome.FAIL:
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message=desc + ": slower",
                        properties=props)
     if lo > 1.0 or hi < 1.0:  # beyond the trials' noise, within the practical floor
@@ -238,10 +244,11 @@ def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[f
                                 PAIR_N: j.n, PAIR_DECISION: str(j.decision)}
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s (medians over "
             f"{len(candidate.starts)} and {len(baseline.starts)} starts), paired {j.detail}")
-    if j.decision is Decision.REGRESSED:
+    outcome = outcome_of(j.decision, Claim.FASTER)
+    if outcome is Outcome.FAIL:
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, message=desc + ": slower",
                        properties=props, decision=j.decision, judged=judged_text(j.ratio, j.ci))
-    if j.decision is Decision.IMPROVED:
+    if outcome is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props, decision=j.decision,
                        judged=judged_text(j.ratio, j.ci))
     if j.decision is Decision.SAME:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from perfgate.categories import Category
 from perfgate.errors import ConfigError, PerfgateError
 from perfgate.plugin.kinds import FLOOR, update_key
 from perfgate.profiles import DEFAULT_TOLERANCE
@@ -348,6 +349,7 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
     ``table`` is the floors table it goes to (default ``mode``; ``<mode>.c<N>`` for a limit at concurrency N).
     """
     from perfgate.measuring.metrics import METRICS
+    from perfgate.measuring.outcomes import noise_gate
     from perfgate.measuring.verdict import pct
 
     st = state
@@ -365,7 +367,7 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
         why = "nothing was measured"
     elif v.category == "noisy" or v.outcome == "inconclusive":
         why = v.message.removeprefix("inconclusive: ")
-    elif noise is not None and noise.cv is not None and noise.cv > limit_cv:
+    elif noise is not None and noise.cv is not None and noise_gate(noise, limit_cv) is Category.NOISY:
         why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(limit_cv)}"
     elif v.outcome == "fail" and v.category != "slower-than-baseline":
         why = f"the measurement failed ({v.category})"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.outcomes import Claim, outcome_of
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
@@ -216,13 +217,13 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     budget = perf.plan().max_pairs
     wants = ",".join(m for m, x in js.items() if m != PRIMARY and x.decision is Decision.UNDECIDED
                      and x.pairs_needed is not None and x.pairs_needed <= budget)
-    worse = [m for m, x in js.items() if x.decision is Decision.REGRESSED]
+    worse = [m for m, x in js.items() if outcome_of(x.decision, Claim.NOT_SLOWER) is Outcome.FAIL]
     if worse:
         what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
                        judged=judged_text(j.ratio, j.ci),
                        message=f"{desc}: the candidate stack is worse on {what}{tail}")
-    if j.decision in (Decision.SAME, Decision.IMPROVED):
+    if outcome_of(j.decision, Claim.NOT_SLOWER) is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
                        judged=judged_text(j.ratio, j.ci), wants_more=wants)
     more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"

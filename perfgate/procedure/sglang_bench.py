@@ -41,6 +41,7 @@ from typing import Any
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.judge import Decision, decide
 from perfgate.measuring.metrics import bootstrap_ratio_ci
+from perfgate.measuring.outcomes import Claim, outcome_of
 from perfgate.measuring.verdict import Verdict
 
 __all__ = ["Agreement", "BenchResult", "BenchRow", "agreement", "agreement_properties", "bench_properties",
@@ -180,9 +181,9 @@ class Agreement:
         return self.decision is Decision.SAME
 
     @property
-    def outcome(self) -> str:
-        d = self.decision
-        return "pass" if d is Decision.SAME else "inconclusive" if d is Decision.UNDECIDED else "fail"
+    def outcome(self) -> Outcome:
+        """:func:`perfgate.measuring.outcomes.outcome_of` the decision, the claim being that the tools agree."""
+        return outcome_of(self.decision, Claim.AGREES)
 
     def message(self) -> str:
         b = self.bench
@@ -209,7 +210,7 @@ class Agreement:
         if self.outcome == "fail":
             return Verdict(outcome=Outcome.FAIL, category=Category.MEASUREMENT_MISMATCH,
                            message=f"{self.message()}; see {log_path}")
-        return Verdict(outcome=Outcome(self.outcome), message=self.message())
+        return Verdict(outcome=self.outcome, message=self.message())
 
 
 def agreement(trials: Sequence[tuple[float, float | None]], bench: BenchResult, *, tok_s: float,
