@@ -130,3 +130,17 @@ def test_the_json_names_the_history_reports(tmp_path: Path, capsys: pytest.Captu
     (rec,) = json.loads(capsys.readouterr().out)["records"]
     got = rec["throughput"]["history"]
     assert len(got["used"]) == 10 and [x.split(" ")[0] for x in got["outliers"]] == ["run04", "run05"]
+
+
+def test_runs_measured_disturbed_are_left_out_of_the_band(tmp_path: Path) -> None:
+    """A run whose host.state says the host was busy is not the noise of a quiet start: it is left out, named."""
+    paths = _history(tmp_path, set(), 0.0, seed=4, n=8)
+    busy = write_report(tmp_path / "busy.xml", [perf_case(
+        "baseline", tok_s=LEVEL * 0.99, spread=LEVEL * 0.0004, n=5, **FLOOR,  # type: ignore[arg-type]
+        extra={**MACHINE, "host.state": "disturbed: host busy: other processes used 1.30 CPU cores (limit 0.5)"})],
+        started_at="2026-01-30T10:00:00+00:00")
+    quiet = bands_from_reports(read_reports(paths))
+    (band,) = bands_from_reports(read_reports([*paths, busy])).values()
+    assert band.used == next(iter(quiet.values())).used and band.start_cv == next(iter(quiet.values())).start_cv
+    assert [x.split(" ")[0] for x in band.disturbed] == ["busy"]
+    assert "1 measured disturbed (host.state) left out: busy" in band.provenance()

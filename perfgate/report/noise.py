@@ -12,13 +12,14 @@ Only runs of one server config are pooled (the record's ``config`` hash, the new
 never makes a band narrower than it is. The band is per record and machine class (GPU model, count and
 interconnect): a history mixing classes keeps the class of the newest report.
 
-A history keeps its regressions out of its band. Per machine, the runs in time order are searched for
-sustained steps with :func:`perfgate.report.history.detect_steps` (the steps ``perfgate history`` flags) and only
-the stretch since the last step counts; within that stretch a run whose figure lies beyond
-:data:`OUTLIER_Z` robust sds (1.4826 x the MAD of the stretch's figures) and beyond :data:`OUTLIER_MIN_REL` from
-their median is set aside (a slowed run or two that no step explains), once the stretch has
-:data:`OUTLIER_MIN_RUNS` runs. Each :class:`Band` names the reports it used and those it left out, and the
-report being judged is never part of its own history (:func:`without_judged`).
+A history keeps its regressions out of its band. A run measured on a busy host or a throttled GPU (its
+``host.state`` is not ``quiet``, :mod:`perfgate.host.conditions`) is left out first. Per machine, the runs in
+time order are searched for sustained steps with :func:`perfgate.report.history.detect_steps` (the steps
+``perfgate history`` flags) and only the stretch since the last step counts; within that stretch a run whose
+figure lies beyond :data:`OUTLIER_Z` robust sds (1.4826 x the MAD of the stretch's figures) and beyond
+:data:`OUTLIER_MIN_REL` from their median is set aside (a slowed run or two that no step explains), once the
+stretch has :data:`OUTLIER_MIN_RUNS` runs. Each :class:`Band` names the reports it used and those it left out, and
+the report being judged is never part of its own history (:func:`without_judged`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from perfgate.host.conditions import QUIET
+from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.report.history import detect_steps, record_sigma
 from perfgate.report.records import Record, Report
 
@@ -66,6 +69,7 @@ class Band:
     before_step: tuple[str, ...] = ()  # left out: runs before their machine's last step
     outliers: tuple[str, ...] = ()  # left out: runs set aside as outliers of the stretch since the last step
     steps: tuple[str, ...] = ()  # the last step per machine that has one: "drop x0.970 at <label>"
+    disturbed: tuple[str, ...] = ()  # left out: runs measured on a busy host or a throttled GPU (host.state)
 
     def provenance(self) -> str:
         """Which reports the band rests on and which it left out, and why."""
@@ -75,6 +79,8 @@ class Band:
                      f"{_names(self.before_step)}")
         if self.outliers:
             text += f"; {len(self.outliers)} outlier(s) set aside: {_names(self.outliers)}"
+        if self.disturbed:
+            text += f"; {len(self.disturbed)} measured disturbed (host.state) left out: {_names(self.disturbed)}"
         return text
 
     def describe(self) -> str:
@@ -179,7 +185,10 @@ def bands_from_reports(reports: Iterable[Report]) -> dict[str, Band]:
         cls, config = machine_class(newest), newest.config
         runs = [(rep, r) for rep, r in items if machine_class(r) == cls and (not config or r.config == config)]
         per_machine: dict[str, list[tuple[Report, Record]]] = defaultdict(list)
+        disturbed = [rep for rep, r in runs if r.prop(HOST_STATE) not in ("", QUIET)]
         for i, (rep, r) in enumerate(runs):
+            if r.prop(HOST_STATE) not in ("", QUIET):
+                continue  # measured on a busy host or a throttled GPU: not the noise of a quiet start
             mid = r.prop("machine.id")
             per_machine[mid if mid and mid != "unknown" else f"unidentified-{i}"].append((rep, r))
         by_machine: dict[str, list[list[float]]] = defaultdict(list)
@@ -209,7 +218,7 @@ def bands_from_reports(reports: Iterable[Report]) -> dict[str, Band]:
         machine_cv = statistics.stdev(means) if len(means) >= MIN_MACHINES else None
         out[rid] = Band(record=rid, machine_class=cls, start_cv=start_cv, start_df=df, machine_cv=machine_cv,
                         machines=len(by_machine), runs=len(used), used=_labels(used), before_step=_labels(before),
-                        outliers=_labels(outliers), steps=tuple(steps))
+                        outliers=_labels(outliers), steps=tuple(steps), disturbed=_labels(disturbed))
     return out
 
 
