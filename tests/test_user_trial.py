@@ -189,7 +189,8 @@ def test_an_injected_slowdown_fails_and_perfgate_gate_blocks_it(wheel_env: Wheel
     # the gate judges the records of the user's own kind, each in its metric's direction
     blocking = gate.stdout.split("Blocking:", 1)[1]
     for mode in MODES:
-        assert re.search(rf"\[regressed\] perftests\.test_mine::test_decode\[mymodel:{mode}-tok_s\]", blocking), blocking
+        assert re.search(rf"\[(newly-broken, )?regressed\] perftests\.test_mine::test_decode\[mymodel:{mode}-tok_s\]",
+                         blocking), blocking
 
 
 def test_a_paired_run_judges_the_candidate_on_start_pairs(wheel_env: WheelEnv, project: Path) -> None:

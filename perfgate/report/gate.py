@@ -67,6 +67,12 @@ class GateResult:
     policy: GatePolicy
     message: str
 
+    @property
+    def blocking_records(self) -> tuple[str, ...]:
+        """The records that block, once each, in the order of their first finding (a record can break more than
+        one rule: newly broken and regressed)."""
+        return tuple(dict.fromkeys(f.key for f in self.blocking))
+
 
 def _detail(r: RecordDiff, rule: str) -> str:
     tp = r.throughput
@@ -74,9 +80,11 @@ def _detail(r: RecordDiff, rule: str) -> str:
         from perfgate.measuring.metrics import unit_of
 
         unit = unit_of(tp.metric)
+        from perfgate.report.words import judged_words
+
         what = unit if tp.metric == "tok_s" else tp.metric
         tail = f" {unit}" if unit and tp.metric != "tok_s" else ""
-        return f"{what} {tp.old:g} → {tp.new:g}{tail}: {tp.why}" + (f"; {tp.needs}" if tp.needs else "")
+        return f"{what} {tp.old:g} → {tp.new:g}{tail}: {judged_words(tp)}"
     o = r.old.outcome_label if r.old else "absent"
     n = r.new.outcome_label if r.new else "absent"
     return f"{o} → {n}"
@@ -131,9 +139,8 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
 
     if blocking:
         code = ExitCode.BLOCKED
-        msg = f"BLOCKED: {len(blocking)} blocking change(s): " + ", ".join(
-            sorted({f.rule for f in blocking})
-        )
+        records = len({f.key for f in blocking})
+        msg = f"BLOCKED: {records} blocking record(s): " + ", ".join(sorted({f.rule for f in blocking}))
         if updates:
             msg += f"; also {len(updates)} unblocked record(s) whose expectations must be updated"
     elif updates:

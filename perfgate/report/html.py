@@ -18,7 +18,7 @@ from perfgate.report.diff import diff
 from perfgate.report.history import History, build_history, order_reports
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
 from perfgate.report.records import Report
-from perfgate.report.render import SECTION_TITLES, fmt_num
+from perfgate.report.render import SECTION_TITLES, fmt_num, sections
 from perfgate.report.steps import StepRow, step_rows, steps_table
 
 _CSS = """
@@ -93,7 +93,7 @@ def _changes(reports: Sequence[Report]) -> str:
     if d.is_empty:
         return "<p>No change between the last two reports.</p>"
     out = []
-    for name, recs in d.sections().items():
+    for name, recs in sections(d).items():
         if not recs:
             continue
         out.append(f"<h3>{escape(SECTION_TITLES[name])} ({len(recs)})</h3>")

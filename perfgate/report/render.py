@@ -10,9 +10,10 @@ import json
 from collections.abc import Sequence
 
 from perfgate.report.diff import Diff, MetricChange, RecordDiff
-from perfgate.report.gate import GateResult
+from perfgate.report.gate import Finding, GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
+from perfgate.report.words import judged_words, moved
 
 FORMATS: tuple[str, ...] = ("text", "md", "json")
 
@@ -23,7 +24,9 @@ SECTION_TITLES: dict[str, str] = {
     "regressed": "Regressed beyond noise (tok/s, or the record's metric in its direction)",
     "improved": "Improved beyond noise (tok/s, or the record's metric in its direction)",
     "changed": "Other outcome changes",
-    "undecided": "Moved, undecided: the noise it crosses could hide it (not blocking; what would decide it)",
+    "undecided": "Moved, undecided: beyond its noise, the floor not decided (not blocking; what would decide it)",
+    "undecided-unmoved": "Undecided, not moved beyond its noise: too noisy to rule out the floor (not blocking; what "
+                         "would decide it)",
     "not-comparable": "Not comparable: the record's server config changed (not blocking)",
     "new": "New records",
     "gone": "Gone records",
@@ -134,8 +137,21 @@ def _stack_rows(d: Diff) -> list[list[str]]:
     ]
 
 
+def sections(d: Diff) -> dict[str, tuple[RecordDiff, ...]]:
+    """The diff's sections as every view shows them: an undecided record that did not move beyond its noise (its
+    interval holds no change) is not listed as moved (perfgate.report.words.moved)."""
+    out: dict[str, tuple[RecordDiff, ...]] = {}
+    for name, recs in d.sections().items():
+        if name != "undecided":
+            out[name] = recs
+            continue
+        out[name] = tuple(r for r in recs if r.throughput is None or moved(r.throughput))
+        out["undecided-unmoved"] = tuple(r for r in recs if r.throughput is not None and not moved(r.throughput))
+    return out
+
+
 def _summary(d: Diff) -> str:
-    parts = [f"{len(v)} {k}" for k, v in d.sections().items()]
+    parts = [f"{len(v)} {k}" for k, v in sections(d).items()]
     return ", ".join(parts) + f" (of {len(d.records)} records)"
 
 
@@ -168,7 +184,7 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
     out.append("Machine: " + _machine_line(d))
     out.append("")
     out.append("Summary: " + _summary(d))
-    for name, recs in d.sections().items():
+    for name, recs in sections(d).items():
         if not recs:
             continue
         out.append("")
@@ -190,21 +206,33 @@ def _judged_lines(recs: Sequence[RecordDiff]) -> list[str]:
         tp = r.throughput
         if tp is None or tp.verdict in ("unchanged",) or not tp.why:
             continue
-        out.append(f"    {r.key}: {tp.why}" + (f"; {tp.needs}" if tp.needs else ""))
+        out.append(f"    {r.key}: {judged_words(tp)}")
     return out
+
+
+def by_record(findings: Sequence[Finding]) -> list[tuple[str, str, str]]:
+    """Findings once per record: ``(key, its rules, their details)`` in the order of each record's first finding
+    (a record newly broken and regressed is one blocking record)."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for f in findings:
+        rules, details = out.setdefault(f.key, ([], []))
+        rules.append(f.rule)
+        if f.detail not in details:
+            details.append(f.detail)
+    return [(k, ", ".join(rules), "; ".join(details)) for k, (rules, details) in out.items()]
 
 
 def _gate_text(gate: GateResult) -> list[str]:
     out = []
     if gate.blocking:
-        out += ["", "Blocking:"]
-        out += [f"  [{f.rule}] {f.key}: {f.detail}" for f in gate.blocking]
+        out += ["", f"Blocking: {len(gate.blocking_records)} record(s)"]
+        out += [f"  [{rules}] {key}: {detail}" for key, rules, detail in by_record(gate.blocking)]
     if gate.expectation_updates:
         out += ["", "Expectations to update:"]
         out += [f"  {f.key}: {f.detail}" for f in gate.expectation_updates]
     if gate.ignored:
         out += ["", "Ignored by gate.ignore:"]
-        out += [f"  [{f.rule}] {f.key}: {f.detail}" for f in gate.ignored]
+        out += [f"  [{rules}] {key}: {detail}" for key, rules, detail in by_record(gate.ignored)]
     return out
 
 
@@ -233,14 +261,14 @@ def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
     out.append("**Machine:** " + _md_escape(_machine_line(d)))
     out.append("")
     out.append("**Summary:** " + _summary(d))
-    for name, recs in d.sections().items():
+    for name, recs in sections(d).items():
         if not recs:
             continue
         out += ["", f"#### {SECTION_TITLES[name]} ({len(recs)})", ""]
         out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
     if gate is not None and (gate.blocking or gate.expectation_updates):
         out += ["", "#### Gate findings", ""]
-        rows = [[f.key, f.rule, f.detail] for f in gate.blocking + gate.expectation_updates]
+        rows = [list(row) for row in by_record(gate.blocking + gate.expectation_updates)]
         out.append(md_table(["record", "rule", "detail"], rows))
     out += ["", f"<details><summary>All {len(d.records)} records and the full stack</summary>", ""]
     out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
@@ -285,6 +313,8 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "min_effect": tp.judgement.min_effect if tp.judgement else None,
             "detail": tp.why,
             "needs": tp.needs,
+            "moved": moved(tp),
+            "words": judged_words(tp),
             "old_ci": list(tp.old_ci) if tp.old_ci else None,
             "new_ci": list(tp.new_ci) if tp.new_ci else None,
             "history": None if tp.band is None else {
@@ -304,7 +334,7 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "hbm_ratio": d.machines.hbm_ratio, "gemm_ratio": d.machines.gemm_ratio,
             "summary": d.machines.describe(),
         },
-        "sections": {k: [r.key for r in v] for k, v in d.sections().items()},
+        "sections": {k: [r.key for r in v] for k, v in sections(d).items()},
         "records": [
             {
                 "key": r.key,
@@ -326,6 +356,7 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             "exit_code": int(gate.exit_code),
             "message": gate.message,
             "blocking": [{"key": f.key, "rule": f.rule, "detail": f.detail} for f in gate.blocking],
+            "blocking_records": list(gate.blocking_records),
             "expectation_updates": [
                 {"key": f.key, "rule": f.rule, "detail": f.detail} for f in gate.expectation_updates
             ],
