@@ -27,8 +27,12 @@ def test_an_undecided_change_whose_interval_excludes_1_moved_and_says_by_how_muc
     assert interval_words(tp) == "tok_s slower by 0.3-0.6 %; the 0.5 % floor is not decided"
     words = judged_words(tp)
     assert "indistinguishable" not in words
-    assert words.endswith("tok_s slower by 0.3-0.6 %; the 0.5 % floor is not decided; no number of start pairs "
-                          "perfgate would run decides it at this noise (sd 0.4 % from starts)")
+    # the interval [0.9942, 0.9968] straddles the floor 0.995 at 0.0005 from its middle, half-width 0.0013:
+    # 6 pairs x (0.0013 / 0.0005)^2 = 40.6
+    assert words.endswith("tok_s slower by 0.3-0.6 %; the 0.5 % floor is not decided; about 41 start pairs in all "
+                          "would decide it at this noise, more than a run takes (advised up to 20)")
+    on_floor = _change((0.990, 1.000), needs="the two arms are indistinguishable at this min effect")
+    assert needs_words(on_floor) == "it sits on the 0.5 % floor: no number of start pairs decides it"
 
 
 def test_a_latency_interval_reads_in_its_own_direction() -> None:

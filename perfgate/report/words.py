@@ -4,7 +4,8 @@ The judge (:mod:`perfgate.measuring.judge`) decides and writes one line of figur
 an undecided change (``needs``). Three of its phrasings mislead a reader, and the views say instead:
 
 - an undecided change whose interval excludes 1 *moved*: "slower by 0.3-0.6 %; the 0.5 % floor is not decided",
-  not "the two arms are indistinguishable";
+  and about how many start pairs would decide it (:func:`starts_to_decide`), not "the two arms are
+  indistinguishable";
 - an undecided change whose interval holds 1 did *not* move beyond its noise: it is not listed as moved
   (:func:`moved`);
 - advice is given only where a run can follow it: "about 740 starts per side (--perfgate-starts 740)" becomes what
@@ -13,11 +14,12 @@ an undecided change (``needs``). Three of its phrasings mislead a reader, and th
 
 from __future__ import annotations
 
+import math
 import re
 
 from perfgate.report.diff import UNDECIDED, MetricChange
 
-__all__ = ["MAX_STARTS_ADVICE", "moved", "interval_words", "needs_words", "judged_words"]
+__all__ = ["MAX_STARTS_ADVICE", "moved", "interval_words", "needs_words", "starts_to_decide", "judged_words"]
 
 #: the most server starts per side the report advises (a CI job of more starts than this is not a run anyone makes;
 #: stack-pair's default budget is 6 pairs)
@@ -66,17 +68,38 @@ def needs_words(tp: MetricChange) -> str:
     if j is None or not j.needs:
         return ""
     needs = j.needs
-    if _SAME in needs:  # the judge found no count that decides it within what it would run
-        what = "start pairs" if "paired" in j.detail else "starts"
-        return (f"no number of {what} perfgate would run decides it at this noise "
-                f"(sd {j.noise_cv * 100:.2g} % from {j.noise_source})" if j.noise_cv is not None else
-                f"no number of {what} perfgate would run decides it at this noise")
+    if _SAME in needs:  # the judge found no count within what it would run: how many, from the interval
+        unit, where = ("start pairs", "in all") if "paired" in j.detail else ("starts", "per side")
+        what = f"{unit} {where}"
+        need = starts_to_decide(tp)
+        if need is None:
+            return f"it sits on the {j.min_effect * 100:g} % floor: no number of {unit} decides it"
+        far = f", more than a run takes (advised up to {MAX_STARTS_ADVICE})" if need > MAX_STARTS_ADVICE else ""
+        return f"about {need} {what} would decide it at this noise{far}"
     m = _STARTS.search(needs)
     if m and int(m.group(1)) > MAX_STARTS_ADVICE:
         return (f"about {m.group(1)} starts per side would decide it, more than a run takes (advised up to "
                 f"{MAX_STARTS_ADVICE}); a paired run on one machine (--perfgate-candidate, interleaved starts) "
                 f"resolves smaller changes")
     return needs
+
+
+def starts_to_decide(tp: MetricChange) -> int | None:
+    """About how many starts (pairs, for a paired record) would take the interval off the floor it straddles: its
+    half-width shrinks as 1/sqrt(n), so ``n x (half-width / distance to the floor)^2``; None: it sits on the floor
+    (or no interval)."""
+    j = tp.judgement
+    if j is None or j.ci is None or j.n < 1:
+        return None
+    lo, hi = j.ci
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    floors = [f for f in (1 - j.min_effect, 1 + j.min_effect) if lo <= f <= hi]
+    if not floors or half <= 0:
+        return None
+    dist = min(abs(mid - f) for f in floors)
+    if dist < 1e-6:
+        return None
+    return max(j.n + 1, math.ceil(j.n * (half / dist) ** 2))
 
 
 def judged_words(tp: MetricChange) -> str:
