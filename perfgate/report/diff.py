@@ -412,6 +412,86 @@ def history_notes(rows: list[RecordDiff]) -> list[str]:
     return out
 
 
+#: an environment shift needs at least this many judged records ...
+SHIFT_MIN_RECORDS = 3
+#: ... this share of them moved the same way beyond their min effect ...
+SHIFT_SHARE = 0.75
+#: ... and those moves within this fraction of their median move (in log terms) of each other
+SHIFT_AGREEMENT = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shift:
+    """Many records of a report moved together: one cause under all of them (the environment, or the stack)."""
+
+    keys: tuple[str, ...]  # the records that moved together
+    judged: int  # the records judged on a number
+    goodness: float  # their median goodness (new/old for throughput, old/new for a latency; below 1: worse)
+    evidence: tuple[str, ...]  # what differs between the sides' environments
+    stack_changed: bool
+
+    def describe(self) -> str:
+        way = "slower" if self.goodness < 1 else "faster"
+        head = (f"{len(self.keys)} of {self.judged} judged records moved together, {way} (median x{self.goodness:.4f} "
+                "in each metric's good direction)")
+        if self.stack_changed:
+            return head + ": the stack changed, so it may be the stack; if not, the environment" + (
+                f" ({'; '.join(self.evidence)})" if self.evidence else "")
+        return ("environment shift: " + head + ", the stack did not change"
+                + (f"; evidence: {'; '.join(self.evidence)}" if self.evidence else "")
+                + "; their regressions and improvements are undecided: re-run both sides on one quiet machine")
+
+
+def environment_shift(rows: list[RecordDiff], old: Report, new: Report, machines: MachineMatch | None,
+                      changes: tuple[StackChange, ...]) -> Shift | None:
+    """Whether many judged records moved the same way by about as much (see the constants), and the evidence of
+    what moved under them: the machines, their calibration, and the host's state (``host.state``)."""
+    judged: list[tuple[str, float, float]] = []
+    for r in rows:
+        tp = r.throughput
+        if tp is None or tp.judgement is None or tp.goodness is None or tp.goodness <= 0:
+            continue
+        judged.append((r.key, math.log(tp.goodness), tp.judgement.min_effect))
+    if len(judged) < SHIFT_MIN_RECORDS:
+        return None
+    for sign in (-1, 1):
+        moved = [(k, g) for k, g, eff in judged if sign * g > math.log1p(eff)]
+        if len(moved) < SHIFT_SHARE * len(judged):
+            continue
+        mid = statistics.median(g for _, g in moved)
+        if sum(1 for _, g in moved if abs(g - mid) <= SHIFT_AGREEMENT * abs(mid)) < SHIFT_SHARE * len(judged):
+            continue
+        evidence = []
+        if machines is not None and machines.same is False:
+            evidence.append(machines.describe())
+        elif machines is not None and machines.same and machines.differences:
+            evidence.append(machines.describe())
+        for name, ratio in (("HBM bandwidth", machines.hbm_ratio if machines else None),
+                            ("GEMM throughput", machines.gemm_ratio if machines else None)):
+            if ratio is not None and abs(ratio - 1) > 0.01:
+                evidence.append(f"calibrated {name} x{ratio:.3f}")
+        for side, rep in (("OLD", old), ("NEW", new)):
+            states = {r.prop(HOST_STATE) for r in rep.records if r.prop(HOST_STATE) not in ("", QUIET)}
+            if states:
+                evidence.append(f"{side} {sum(1 for r in rep.records if r.prop(HOST_STATE) in states)} record(s) "
+                                f"measured disturbed ({sorted(states)[0]})")
+        return Shift(keys=tuple(k for k, _ in moved), judged=len(judged), goodness=math.exp(mid),
+                     evidence=tuple(evidence), stack_changed=bool(changes))
+    return None
+
+
+def _shifted(r: RecordDiff, shift: Shift) -> RecordDiff:
+    """A record that moved with an environment shift: its regression or improvement is undecided."""
+    tp = r.throughput
+    if tp is None or tp.judgement is None or tp.judgement.decision not in (Decision.REGRESSED, Decision.IMPROVED):
+        return r
+    j = replace(tp.judgement, decision=Decision.UNDECIDED,
+                detail=f"{tp.judgement.detail}; would be {tp.judgement.decision.value}, but it moved with "
+                       f"{len(shift.keys)} of {shift.judged} records (environment shift)",
+                needs="re-run both sides on one quiet machine (an environment shift moved many records at once)")
+    return replace(r, throughput=replace(tp, verdict=j.decision.value, judgement=j, why=j.detail))
+
+
 def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
     """Compare two reports record by record (matched by record key), numbers judged by ``judging``."""
     keys = sorted(set(old.by_key) | set(new.by_key))
@@ -428,6 +508,13 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
     if old.engine and new.engine and old.engine != new.engine:
         notes.append(f"the reports come from different engines: {old.engine} → {new.engine}")
     os_, ns = old.stack, new.stack
+    changes, machines = stack_changes(os_, ns), compare_machines(old, new)
+    shift = environment_shift(rows, old, new, machines, changes)
+    if shift is not None:
+        notes.append(shift.describe())
+        if not shift.stack_changed:
+            moved = set(shift.keys)
+            rows = [_shifted(r, shift) if r.key in moved else r for r in rows]
     return Diff(
         old_path=old.path,
         new_path=new.path,
@@ -437,10 +524,10 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
         new_engine=new.engine,
         old_stack=tuple(os_.items()),
         new_stack=tuple(ns.items()),
-        stack_changes=stack_changes(os_, ns),
+        stack_changes=changes,
         records=tuple(rows),
         notes=tuple(notes),
-        machines=compare_machines(old, new),
+        machines=machines,
         old_machine=tuple(old.machine.items()),
         new_machine=tuple(new.machine.items()),
     )
