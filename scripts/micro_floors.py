@@ -15,7 +15,7 @@ all-reduce latency on that box. Records that did not pass (xfail, fail) get no f
 
 ``--update PROFILE`` replaces the fragment between its BEGIN/END marker lines in the profile
 (or appends it), checks that the result loads, and only then writes the file (the writer of
-``--perfgate-update-baselines``, ``perfgate.plugin.ledger.write_profile``). A report that
+``--perfgate-update-baselines``, ``perfgate.profiles.writer.write_profile``). A report that
 holds the same backend, timing and size at two world sizes needs ``--world-size``.
 """
 
@@ -159,8 +159,8 @@ def splice(text: str, frag: str) -> str:
 
 def update(profile: Path, frag: str) -> None:
     """Write the fragment into ``profile``, but only if the result still loads as a profile (through
-    perfgate's one profile writer, :func:`perfgate.plugin.ledger.write_profile`)."""
-    from perfgate.plugin.ledger import write_profile
+    perfgate's one profile writer, :func:`perfgate.profiles.writer.write_profile`)."""
+    from perfgate.profiles.writer import write_profile
 
     write_profile(profile, splice(profile.read_text(), frag))
 

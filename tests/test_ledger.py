@@ -147,8 +147,8 @@ def test_a_floor_written_later_keeps_its_own_stamp_and_leaves_the_other_floors(t
     the measurement it came from, and a rewrite of one replaces only its own."""
     import tomlkit
 
-    from perfgate.plugin.ledger import STAMPED, write_updates
     from perfgate.profiles.load import load_profile
+    from perfgate.profiles.writer import STAMPED, write_updates
 
     prof = _profile(tmp_path)
     write_updates(prof, [("eagle3", "crossover", None, 18.0)],
@@ -231,8 +231,8 @@ n = 5
 def test_the_update_keeps_each_comment_above_the_table_or_key_it_describes(tmp_path: Path) -> None:
     """Issue 32: --perfgate-update-baselines put its [floors.<mode>.measured] stamp (and a new key) between a
     user's comment and the table the comment described. A golden profile text, updated twice."""
-    from perfgate.plugin.ledger import write_updates
     from perfgate.profiles.load import load_profile
+    from perfgate.profiles.writer import write_updates
 
     head, workload = PROFILE.replace("STARTUP", "0.2").split("\n# the workload")
     workload = "\n# the workload" + workload.split("# floors, deliberately")[0].replace("MAXCV", "0.5").replace(

@@ -9,9 +9,9 @@ import tomlkit
 from junitparser.xunit2 import JUnitXml
 
 from perfgate.errors import ConfigError
-from perfgate.plugin.ledger import write_updates
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.writer import write_updates
 from perfgate.serving.attach import check, mismatches
 from perfgate.serving.simprocess import SimProcess
 from tests import simproject

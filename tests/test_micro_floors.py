@@ -197,7 +197,7 @@ def test_update_replaces_only_the_marked_fragment_and_refuses_a_broken_result(tm
     prof.write_text(broken)
     assert mf.main([str(JUNIT), "--update", str(prof)]) == 1
     assert prof.read_text() == broken
-    # the refusal of perfgate's one profile writer (perfgate.plugin.ledger.write_profile), as for the floors
+    # the refusal of perfgate's one profile writer (perfgate.profiles.writer.write_profile), as for the floors
     assert f"updating {prof} would break it" in capsys.readouterr().err
     assert not list(prof.parent.glob(".*tmp"))
 

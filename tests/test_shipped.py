@@ -92,8 +92,8 @@ def test_the_writer_refuses_the_installed_shipped_copy(tmp_path: Path, monkeypat
     import pytest
 
     from perfgate.errors import ConfigError
-    from perfgate.plugin import ledger as baseline_update
     from perfgate.profiles import shipped
+    from perfgate.profiles import writer as baseline_update
 
     packaged = tmp_path / "site-packages" / "perfgate" / "data" / "project"
     prof = packaged / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"

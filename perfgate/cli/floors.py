@@ -20,8 +20,8 @@ def _floors_args(p: argparse.ArgumentParser) -> None:
 @subcommand("floors", "the decode floor every machine of a fleet can hold, from their reports; flags tolerances "
                       "narrower than the spread between machines (exit 1)", _floors_args)
 def _run_floors(args: argparse.Namespace) -> int:
-    from perfgate.plugin.ledger import write_updates
     from perfgate.profiles.load import load_profile
+    from perfgate.profiles.writer import write_updates
     from perfgate.report.fleet_floors import fleet_floors, narrow_tolerances
     from perfgate.report.gate import history_paths
     from perfgate.report.junit_read import read_reports
