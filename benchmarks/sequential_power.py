@@ -1,11 +1,13 @@
 """The paired gate's false alarms and power per metric, with the sequential rule (issue: verdicts with power).
 
-    python benchmarks/sequential_power.py                   # 2000 replicates per cell, under a minute
+    python benchmarks/sequential_power.py                   # 2000 replicates per cell, about two minutes
+    python benchmarks/sequential_power.py --boundary even   # the even (Bonferroni) split it replaced
     python benchmarks/sequential_power.py --replicates 500 --json out.json
 
 Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
 (current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
-:class:`~perfgate.measuring.judge.Sequential` plan (the metric's own prior, perfgate.profiles.noise), then one
+:class:`~perfgate.measuring.judge.Sequential` plan (its error-spending boundary, ``--boundary obf``, or the even
+split it replaced, ``--boundary even``) (the metric's own prior, perfgate.profiles.noise), then one
 more pair while it is undecided, up to ``--max-pairs`` (the default of ``--perfgate-max-starts``). A start's
 figure is drawn around its machine's with the metric's *true* noise between starts (the spread measured for it:
 :data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the measured, not a formula's:
@@ -100,9 +102,9 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
     return hits / replicates
 
 
-def table(replicates: int, seed: int, max_pairs: int) -> dict[str, dict[str, object]]:
+def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf") -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
-    plan = Sequential(first_pairs=1, max_pairs=max_pairs)
+    plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
     out: dict[str, dict[str, object]] = {}
     for (engine, metric), noise in TRUE_NOISE.items():
         aa = cell(rng, replicates, metric=metric, engine=engine, change=0.0, noise=noise, plan=plan)
@@ -124,10 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-pairs", type=int, default=6, help="the budget (--perfgate-max-starts)")
+    ap.add_argument("--boundary", choices=("obf", "even"), default="obf",
+                    help="the looks' boundary: obf = error spending (the judge's), even = the Bonferroni split before")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
-    t = table(args.replicates, args.seed, args.max_pairs)
-    print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates")
+    t = table(args.replicates, args.seed, args.max_pairs, args.boundary)
+    print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
+          f"boundary {args.boundary}")
     print(f"{'metric':<18}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
           + "".join(f"{d:>11.1%}" for d in CHANGES) + "   >=95 % from")
     for name, row in t.items():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from perfgate.categories import Word
@@ -173,7 +173,10 @@ def _judgement(log_mean: float, se: float, q: float, *, level: Level, noise_cv: 
                higher_is_better: bool, min_effect: float, n: int, confidence: float, what: str) -> tuple[
                    Judgement, float]:
     ratio = math.exp(log_mean)
-    ci = (math.exp(log_mean - q * se), math.exp(log_mean + q * se))
+    # an early look of the sequential rule on one degree of freedom has a quantile in the millions: its interval
+    # is bounded at e^-20 .. e^20 (no decision lies out there) rather than overflowing
+    half = min(q * se, 20.0 + abs(log_mean))
+    ci = (math.exp(max(log_mean - half, -20.0)), math.exp(min(log_mean + half, 20.0)))
     decision = decide(ratio, ci, higher_is_better=higher_is_better, min_effect=min_effect)
     noise = f"{noise_cv:.3%}" if noise_cv is not None else "?"
     detail = (f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({confidence * 100:.3g}% CI {what}, {_LEVEL_WORDS[level]}: "
@@ -187,22 +190,50 @@ class Sequential:
     """A group-sequential design for a paired comparison: looks after each interleaved start pair, from the
     pairs measured first up to ``max_pairs``, and a budget of time for the pairs added.
 
-    The false-alarm rate holds under the repeated looks by splitting it over them (Bonferroni over the planned
-    looks, i.e. uniform alpha spending): each look's interval is at ``1 - alpha / looks``, so the chance that
-    *any* look calls an A/A pair regressed is at most ``alpha`` whatever the dependence between looks. A
-    ``same`` at a look ends the comparison as well (a futility stop; it can only lower the false alarms).
+    The false-alarm rate holds under the repeated looks by spending it over them (:mod:`perfgate.measuring.spending`:
+    Lan-DeMets error spending of O'Brien-Fleming shape over the planned looks, information fraction = pairs /
+    ``max_pairs``): each side's ``(1 - confidence) / 2`` is spent so that the chance that *any* look calls
+    identical arms regressed is that budget under normal noise, strict at the first looks (the first of six at
+    4e-8) and looser at the last (2.0 %), where the even split it replaces (Bonferroni, ``1 - alpha / looks`` at
+    every look) spent about 0.1 % of a 2.5 % budget. A ``same`` at a look ends the comparison as well (a futility
+    stop; it can only lower the false alarms); it is judged on its own interval, at the even split's
+    ``1 - alpha / looks`` (:meth:`same_level`), so that calling a real change "same" stays as rare as before and
+    identical arms still end ``same`` early, where the spending boundary is widest.
     """
 
     first_pairs: int = 1  # pairs measured before the first look
     max_pairs: int = 6  # the most pairs the comparison may take
     max_time_s: float | None = None  # seconds the added pairs may take in the session (None: no limit)
+    #: "obf": the error-spending boundary; "even": the even (Bonferroni) split it replaced, every look at
+    #: :meth:`same_level` (kept to compare them: benchmarks/sequential_power.py --boundary even)
+    boundary: str = "obf"
+
+    def __post_init__(self) -> None:
+        if self.boundary not in ("obf", "even"):
+            raise ValueError(f"Sequential.boundary is 'obf' or 'even', got {self.boundary!r}")
 
     @property
     def looks(self) -> int:
         return max(1, self.max_pairs - self.first_pairs + 1)
 
-    def level(self, confidence: float) -> float:
-        """The confidence of each look's interval."""
+    def level(self, confidence: float, pairs: int | None = None) -> float:
+        """The two-sided confidence of the interval at the look after ``pairs`` pairs (None: the last look's):
+        ``1 - 2 p`` for the look's one-sided nominal level ``p`` (:func:`perfgate.measuring.spending.nominal_levels`
+        of ``(1 - confidence) / 2``). Before the first planned look it is the first look's, after the last the
+        last's; a plan of one look is the plain ``confidence``."""
+        if self.looks == 1 or self.boundary == "even":
+            return self.same_level(confidence)
+        from perfgate.measuring.spending import nominal_levels
+
+        first = max(1, self.first_pairs)
+        fractions = tuple(n / self.max_pairs for n in range(first, self.max_pairs + 1))
+        levels = nominal_levels(fractions, (1.0 - confidence) / 2)
+        k = len(levels) - 1 if pairs is None else min(max(pairs - first, 0), len(levels) - 1)
+        return 1.0 - 2.0 * levels[k]
+
+    def same_level(self, confidence: float) -> float:
+        """The two-sided confidence of the interval a ``same`` is judged on at every look: the even split of
+        ``1 - confidence`` over the planned looks (``1 - (1 - confidence) / looks``)."""
         return 1.0 - (1.0 - confidence) / self.looks
 
 
@@ -258,13 +289,20 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     mean = statistics.fmean(logs)
     noise = PRIOR_START_CV if prior_cv is None else prior_cv
     sd, df, source = pair_spread(logs, noise, PRIOR_DF if prior_df is None else prior_df)
-    level = plan.level(confidence)
-    q = t_quantile(0.5 + level / 2, df)
-    j, _ = _judgement(mean, sd / math.sqrt(n), q, level=Level.STARTS, noise_cv=sd / math.sqrt(2), source=source,
-                      higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=level,
-                      what=f"of {n} paired start(s), {metric}")
+
+    def at(level: float) -> Judgement:
+        q = t_quantile(0.5 + level / 2, df)
+        return _judgement(mean, sd / math.sqrt(n), q, level=Level.STARTS, noise_cv=sd / math.sqrt(2), source=source,
+                          higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=level,
+                          what=f"of {n} paired start(s), {metric}")[0]
+
+    j = at(plan.level(confidence, n))  # a change: on the error-spending boundary of this look
+    if j.decision in (Decision.SAME, Decision.UNDECIDED):  # "same": on its own interval (Sequential.same_level)
+        js = at(plan.same_level(confidence)) if plan.looks > 1 else j
+        j = js if js.decision is Decision.SAME else replace(j, decision=Decision.UNDECIDED)
     if j.decision is Decision.UNDECIDED:
-        need = pairs_needed(mean, sd, n, prior_df=df - n + 1 if source != "starts" else 0.0, level=level,
+        need = pairs_needed(mean, sd, n, prior_df=df - n + 1 if source != "starts" else 0.0,
+                            level=lambda m: plan.level(confidence, m), same_level=plan.same_level(confidence),
                             higher_is_better=higher_is_better, min_effect=min_effect,
                             limit=max(plan.max_pairs, n) * 4)
         budget = plan.max_pairs
@@ -279,17 +317,24 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     return j
 
 
-def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: float, higher_is_better: bool,
-                 min_effect: float, limit: int) -> int | None:
-    """The fewest pairs in all (> ``n``, at most ``limit``) whose interval, at the ratio and spread seen and the
+def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: float | Callable[[int], float],
+                 higher_is_better: bool, min_effect: float, limit: int, same_level: float | None = None) -> int | None:
+    """The fewest pairs in all (> ``n``, at most ``limit``) whose interval, at the ratio and spread seen, the
     degrees of freedom ``m`` pairs would have (``prior_df + m - 1``; the prior's share 0 where the pairs rejected
-    it), would decide; None when none would (a ratio on the edge of the band)."""
+    it) and the confidence of the look at ``m`` pairs (``level``: a number, or a function of ``m``:
+    :meth:`Sequential.level`), would decide; a ``same`` on the interval at ``same_level`` where given
+    (:meth:`Sequential.same_level`); None when none would (a ratio on the edge of the band)."""
+
+    def decision(lv: float, m: int) -> Decision:
+        half = t_quantile(0.5 + lv / 2, max(prior_df + m - 1, 1.0)) * sd / math.sqrt(m)
+        return decide(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
+                      higher_is_better=higher_is_better, min_effect=min_effect)
+
     for m in range(n + 1, limit + 1):
-        q = t_quantile(0.5 + level / 2, max(prior_df + m - 1, 1.0))
-        half = q * sd / math.sqrt(m)
-        d = decide(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), higher_is_better=higher_is_better,
-                   min_effect=min_effect)
-        if d is not Decision.UNDECIDED:
+        d = decision(level(m) if callable(level) else level, m)
+        if d in (Decision.REGRESSED, Decision.IMPROVED) or (d is Decision.SAME and same_level is None):
+            return m
+        if same_level is not None and decision(same_level, m) is Decision.SAME:
             return m
     return None
 

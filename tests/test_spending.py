@@ -1,0 +1,77 @@
+"""perfgate.measuring.spending: the O'Brien-Fleming-shaped Lan-DeMets boundary of the sequential paired rule, and
+perfgate.measuring.judge.Sequential's looks on it. Pure."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfgate.measuring.judge import Sequential
+from perfgate.measuring.spending import boundaries, crossing_probabilities, nominal_levels, obf_spent
+
+alphas = st.sampled_from([0.005, 0.01, 0.025, 0.05])
+looks = st.integers(min_value=1, max_value=8)
+
+
+@settings(max_examples=40)
+@given(t1=st.floats(0.0, 1.0), t2=st.floats(0.0, 1.0), alpha=alphas)
+def test_the_spending_function_rises_from_nothing_to_the_budget(t1, t2, alpha):
+    lo, hi = sorted((t1, t2))
+    assert 0.0 <= obf_spent(lo, alpha) <= obf_spent(hi, alpha) <= alpha
+    assert obf_spent(0.0, alpha) == 0.0 and obf_spent(1.0, alpha) == alpha
+
+
+@settings(max_examples=10, deadline=None)
+@given(k=looks, alpha=alphas)
+def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha):
+    ts = [i / k for i in range(1, k + 1)]
+    b = boundaries(ts, alpha)
+    assert all(x > y for x, y in zip(b, b[1:]))  # monotone: each look looser than the one before
+    levels = nominal_levels(ts, alpha)
+    assert all(x < y for x, y in zip(levels, levels[1:]))
+    assert levels[-1] <= alpha  # no look is looser than one test at the whole budget
+    # each look spends the spending function's increment, and all of them together exactly alpha
+    spent = crossing_probabilities(ts, b)
+    assert math.fsum(spent) == pytest.approx(alpha, rel=1e-6)
+    cum = [math.fsum(spent[: i + 1]) for i in range(k)]
+    assert cum == pytest.approx([obf_spent(t, alpha) for t in ts], rel=1e-5, abs=1e-12)
+
+
+def test_the_recursion_agrees_with_the_multivariate_normal():
+    """An independent check: for identical arms the looks' z statistics are jointly normal with corr
+    sqrt(t_i / t_j); the chance that none crosses is 1 - alpha (scipy's Genz integration, to its tolerance)."""
+    import numpy as np
+    from scipy.stats import multivariate_normal
+
+    ts = [1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1.0]
+    b = boundaries(ts, 0.025)
+    cov = np.array([[math.sqrt(min(a, c) / max(a, c)) for c in ts] for a in ts])
+    none = multivariate_normal(mean=np.zeros(len(ts)), cov=cov).cdf(np.array(b))
+    assert 1 - none == pytest.approx(0.025, abs=2e-4)
+    # the textbook two-look O'Brien-Fleming-type boundary (Lan-DeMets, t = 0.5, 1; one-sided 2.5 %): 2.963, 1.969
+    assert boundaries([0.5, 1.0], 0.025) == pytest.approx((2.963, 1.969), abs=1e-3)
+
+
+def test_one_look_is_the_plain_level_and_a_bad_plan_is_refused():
+    assert boundaries([1.0], 0.025)[0] == pytest.approx(1.959964, abs=1e-6)
+    with pytest.raises(ValueError, match="must rise strictly"):
+        boundaries([0.5, 0.5], 0.025)
+    with pytest.raises(ValueError, match="0 < alpha < 1"):
+        nominal_levels([1.0], 0.0)
+
+
+def test_the_sequential_plan_spends_its_budget_where_the_even_split_did_not():
+    plan = Sequential(first_pairs=1, max_pairs=6)
+    levels = [plan.level(0.95, n) for n in range(1, 7)]
+    assert all(x > y for x, y in zip(levels, levels[1:]))  # the first looks the strictest
+    even = 1 - 0.05 / plan.looks  # what the even (Bonferroni) split gave every look: 99.17 %
+    assert levels[0] > even > levels[-1] > 0.95  # stricter than it at first, looser at the last, never below 95 %
+    assert plan.level(0.95, 9) == plan.level(0.95) == levels[-1]  # past the plan: the last look's
+    assert plan.level(0.95, 0) == levels[0]
+    one = Sequential(first_pairs=1, max_pairs=1)
+    assert one.level(0.95) == one.level(0.95, 4) == 0.95  # one look: the plain confidence
+    two_first = Sequential(first_pairs=2, max_pairs=6)  # looks after 2..6 pairs: information 2/6 .. 1
+    assert two_first.level(0.95, 2) == pytest.approx(1 - 2 * nominal_levels([2 / 6, 3 / 6, 4 / 6, 5 / 6, 1], 0.025)[0])
