@@ -194,3 +194,18 @@ def test_a_log_dir_keeps_one_folder_per_session(pytester: pytest.Pytester) -> No
         (line,) = {x for x in r.stdout.lines if x.startswith("perfgate: server logs in ")}  # header and summary
         seen.append(Path(line.removeprefix("perfgate: server logs in ")))
     assert seen[0] != seen[1] and all(p.parent == logs.resolve() and p.name.startswith("run-") for p in seen), seen
+
+
+@pytest.mark.parametrize(("answer", "fix"), [
+    ((None, "GET /server_info answered HTTP 404"), "point --perfgate-url at the SGLang server's own address"),
+    ((None, "GET /server_info answered HTTP 503"), "start the server there first"),
+    ((None, "connection refused: nothing listens there"), "start the server there first"),
+    (({"status": "ok"}, ""), "point --perfgate-url at the SGLang server's own address"),
+    (({"model_path": "/m", "tp_size": 1, "port": 1}, ""), "")])
+def test_each_unreadable_server_info_gets_its_own_fix(monkeypatch: pytest.MonkeyPatch, answer: tuple[object, str],
+                                                      fix: str) -> None:
+    import perfgate.serving.attach as attach
+
+    monkeypatch.setattr(attach, "_get_info", lambda url, timeout_s: answer)
+    info, why, got = attach.probe("http://box:30000")
+    assert got.startswith(fix) and (info is None) == bool(why)
