@@ -21,6 +21,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
+           "PAIR_ORDER",
            "CANDIDATE", "CANDIDATE_PREFIX"]
 
 
@@ -99,6 +100,9 @@ PAIR_CI_LOW = "pair_ci_low"
 PAIR_CI_HIGH = "pair_ci_high"
 PAIR_N = "pair_n"
 PAIR_DECISION = "pair_decision"
+#: the order of each pair's starts, comma-separated in pair order: ``AB`` the current (baseline) arm first, ``BA``
+#: the candidate (variant) first; alternated, AB, BA, AB ... (perfgate.measuring.order)
+PAIR_ORDER = "pair_order"
 #: a stack-pair record's --perfgate-candidate SPEC; the candidate arm's stack where it differs is
 #: ``candidate.stack.<key>`` (the current arm's is the record's own ``stack.<key>``)
 CANDIDATE = "candidate"
@@ -107,7 +111,8 @@ CANDIDATE_PREFIX = "candidate."
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
-    "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, CANDIDATE,
+    "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
+    CANDIDATE,
 })
 
 

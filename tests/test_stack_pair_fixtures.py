@@ -1,6 +1,6 @@
 """The stack-pair comparison written with the public fixtures in a user's own test (perf_candidate, measure,
 perf_compare), as users run it (pytester, real subprocesses, the simulated server): the same measurements give the
-same verdict as the built-in record, and its arms start interleaved on their own."""
+same verdict as the built-in record, and its arms start interleaved on their own, their order alternated."""
 
 import pytest
 
@@ -22,7 +22,7 @@ def test_my_stack_gate(perf_server, perf_candidate, measure, perf_compare):
 #: what the paired judgement and the candidate arm put on a record
 VERDICT = ("outcome", "category", "pair_ratio", "pair_ci_low", "pair_ci_high", "pair_n", "pair_decision", "candidate",
            "candidate.tok_s", "candidate.tok_s_ci_low", "candidate.tok_s_ci_high", "candidate.n", "token_match",
-           "tok_s", "n_starts", "start_values")
+           "tok_s", "n_starts", "start_values", "pair_order")
 
 
 def _stack(record):
@@ -49,7 +49,7 @@ def test_a_users_stack_pair_gets_the_built_in_records_verdict(pytester, spec, ou
     assert r.ret in (0, 1), r.stdout.str()
     # the built-in record measured both arms, interleaved; the user's record reused them and started nothing
     # (--perfgate-max-starts 2: no pairs added while undecided, so both judge the same two pairs)
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline@candidate", "baseline"]  # A B, B A
     recs = _records(pytester)
     built_in, mine = recs["test_stack_pair[m:baseline]"], recs["test_my_stack_gate[m:baseline]"]
     assert built_in["kind"] == "stack-pair" and mine["kind"] == "my-stack-gate"
@@ -68,9 +68,10 @@ def test_a_users_stack_pair_alone_starts_its_arms_interleaved_and_skips_without_
                                       "sim-stack=torch=2.10.0;nccl=2.28.3",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]  # A B A B
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline@candidate", "baseline"]  # A B, B A
     p = _records(pytester)["test_my_stack_gate[m:baseline]"]
     assert p["pair_n"] == "2" and p["pair_decision"] in ("same", "improved", "undecided")
+    assert p["pair_order"] == "AB,BA"
     assert p["candidate.stack.torch"] == "2.10.0" and float(p["candidate.tok_s"]) > 0 and p["n_starts"] == "2"
     r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "-rs", "--junitxml=none.xml",
                                       "-p", "no:cacheprovider")

@@ -87,7 +87,8 @@ def test_two_starts_per_config_interleaved_with_the_baseline_and_the_start_prope
     r = pytester.runpytest_subprocess("perftests", "-m", "baseline or backends", f"--perfgate-profile={prof}",
                                       "--perfgate-starts", "2", "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret in (0, 1), r.stdout.str()
-    assert _starts(pytester) == ["baseline", "baseline+quiet-logs", "baseline", "baseline+quiet-logs"]  # A B A B
+    # interleaved, the order alternated (A B, B A): a place in the pair favours neither config
+    assert _starts(pytester) == ["baseline", "baseline+quiet-logs", "baseline+quiet-logs", "baseline"]
     r.stdout.fnmatch_lines(["*4 server start(s) for 2 distinct config(s)*",
                             "*server starts per config (--perfgate-starts 2): baseline 2, baseline+quiet-logs 2*"])
     recs = _records(pytester)
@@ -108,6 +109,7 @@ def test_two_starts_per_config_interleaved_with_the_baseline_and_the_start_prope
         # the noise inside a start, beside it: a fraction of the median (not ms, not percent), as tok_s_cv is
         assert all(0 <= float(p[f"{m}_cv"]) < 0.5 for m in ("tok_s", "ttft_ms", "itl_ms")), p
     assert variant["pair_n"] == "2" and variant["pair_decision"] in ("same", "undecided", "improved", "regressed")
+    assert variant["pair_order"] == "AB,BA"
     lo, hi = float(variant["vs_baseline_ci_low"]), float(variant["vs_baseline_ci_high"])
     assert lo <= float(variant["vs_baseline"]) <= hi
 
@@ -144,9 +146,14 @@ def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pyt
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive: never failed
     starts = _starts(pytester)
     pairs = len(starts) // 2  # 2 first, then one more pair at a time while undecided (at most 6)
-    assert 2 <= pairs <= 6 and starts == ["baseline", "baseline@candidate"] * pairs
+    # pair 1 current first, pair 2 candidate first, ...: alternated, also in the pairs added while undecided
+    ab, ba = ["baseline", "baseline@candidate"], ["baseline@candidate", "baseline"]
+    assert 2 <= pairs <= 6 and starts == [x for k in range(pairs) for x in (ba if k % 2 else ab)]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["kind"] == "stack-pair" and p["outcome"] in ("pass", "inconclusive")
+    assert p["pair_order"] == ",".join("BA" if k % 2 else "AB" for k in range(pairs))  # recorded, pair by pair
+    assert p["pair_decision"] != "regressed" and "regressed" not in {p[f"pair.{m}.decision"] for m in ("tok_s",
+                                                                                                      "ttft_ms")}
     assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == str(pairs)
     assert p["pair_decision"] != "undecided" or pairs == 6  # undecided only when the budget ran out
     assert float(p["pair_ci_low"]) <= float(p["pair_ratio"]) <= float(p["pair_ci_high"])
@@ -166,9 +173,9 @@ def test_the_stack_pair_stops_at_the_max_starts_budget(pytester):
                                       "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline@candidate", "baseline"]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
-    assert p["pair_n"] == "2"
+    assert p["pair_n"] == "2" and p["pair_order"] == "AB,BA"
     if p["pair_decision"] == "undecided":  # says what would decide it, beyond the budget given
         assert "more than the budget of 2 (--perfgate-max-starts)" in p["reason"] or "pairs in all" in p["reason"]
 
@@ -183,7 +190,7 @@ def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is worse on tok_s by*"])
-    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline", "baseline@candidate"]
+    assert _starts(pytester) == ["baseline", "baseline@candidate", "baseline@candidate", "baseline"]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["outcome"] == "fail" and p["category"] == "slower-than-baseline" and p["pair_decision"] == "regressed"
     assert float(p["pair_ratio"]) < 0.9 and p["pair_n"] == "2" and p["candidate"] == spec
@@ -359,7 +366,7 @@ def test_speculation_is_judged_on_start_pairs_with_the_baseline(pytester):
                                       f"--perfgate-profile={prof}", "--perfgate-starts", "2", "--junitxml=r.xml",
                                       "-p", "no:cacheprovider")
     assert r.ret in (0, 1), r.stdout.str()
-    assert _starts(pytester) == ["baseline", "eagle3", "baseline", "eagle3"]  # interleaved
+    assert _starts(pytester) == ["baseline", "eagle3", "eagle3", "baseline"]  # interleaved, alternated
     p = _records(pytester)["test_speculation_beats_baseline[m:eagle3]"]
     assert p["pair_n"] == "2" and p["n_starts"] == "2" and p["pair_decision"] in (
         "regressed", "improved", "same", "undecided")
@@ -380,8 +387,9 @@ backend = "nccl"
     r = pytester.runpytest_subprocess("perftests", "-m", "baseline or backends", f"--perfgate-profile={prof}",
                                       "--perfgate-starts", "2", "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=2, failed=1)
-    assert _starts(pytester) == ["baseline", "baseline+nccl-tree", "baseline+quiet-logs", "baseline",
-                                 "baseline+quiet-logs"]
+    # round 2 in reverse (alternated), the failed config not started again
+    assert _starts(pytester) == ["baseline", "baseline+nccl-tree", "baseline+quiet-logs", "baseline+quiet-logs",
+                                 "baseline"]
     recs = _records(pytester)
     assert recs["test_variant[m:baseline+nccl-tree]"]["category"] == "cuda-graph-capture"
     assert recs["test_variant[m:baseline+quiet-logs]"]["pair_n"] == "2"

@@ -45,7 +45,8 @@ class _Item:
 @dataclass
 class _M:
     config_name: str
-    starts: tuple[object, ...] = ()
+    starts: tuple[_M, ...] = ()
+    start_no: int = 0
 
 
 @dataclass
@@ -54,19 +55,34 @@ class _Perf:
     budget: int  # pairs more_starts may add
     added: int = 0
     recorded: list[str] = field(default_factory=list)
+    properties: dict[str, object] = field(default_factory=dict)
+    started: int = 2  # the session's server starts so far: pair 1, A then B
+    order: list[str] = field(default_factory=list)  # the configs in the order more_starts started them
 
     def no_more_starts(self, base: _M, m: _M) -> str:
         return f"the budget of {self.budget + 1} start pairs (--perfgate-max-starts) is spent" \
             if self.added >= self.budget else ""
 
     def more_starts(self, base: _M, m: _M) -> tuple[_M, _M] | None:
+        """As PerfRun.more_starts: pair number n (0-based) starts its arms as given when even, reversed when odd."""
+        from perfgate.measuring.order import in_pair_order
+
         assert not self.no_more_starts(base, m)
         self.added += 1
         n = len(m.starts) or 1
-        return _M(base.config_name, starts=(None,) * (n + 1)), _M(m.config_name, starts=(None,) * (n + 1))
+        new: dict[str, _M] = {}
+        for x in in_pair_order([base, m], n):
+            self.started += 1
+            self.order.append(x.config_name)
+            new[x.config_name] = _M(x.config_name, start_no=self.started)
+        return (_M(base.config_name, starts=(*(base.starts or (base,)), new[base.config_name])),
+                _M(m.config_name, starts=(*(m.starts or (m,)), new[m.config_name])))
 
     def _record_measurement(self, m: _M, prefix: str = "") -> None:
         self.recorded.append(prefix + m.config_name)
+
+    def record(self, name: str, value: object) -> None:
+        self.properties[name] = value
 
 
 def _judge(decisions: list[Decision | tuple[Decision, str]]) -> Any:
@@ -87,7 +103,7 @@ def _judge(decisions: list[Decision | tuple[Decision, str]]) -> Any:
 
 def _run(decisions: list[Decision | tuple[Decision, str]], budget: int) -> tuple[Verdict, _Perf]:
     perf = _Perf(item=_Item(_Config(_Terminal())), budget=budget)
-    v = until_decided(perf, _judge(decisions), _M("v"), _M("baseline"))  # type: ignore[arg-type]
+    v = until_decided(perf, _judge(decisions), _M("v", start_no=2), _M("baseline", start_no=1))  # type: ignore[arg-type]
     return v, perf
 
 
@@ -96,11 +112,14 @@ def test_each_pair_is_said_before_it_is_added_with_the_figures_it_was_undecided_
     assert v.decision is Decision.REGRESSED and perf.added == 2
     assert perf.item.config.tr.lines == [
         "perfgate: test_variant[m:baseline:v]: undecided after 1 start pair(s) at ×0.9900 [0.9800, 1.0010]; "
-        "adding pair 2 (baseline, then v)",
+        "adding pair 2 (v, then baseline)",
         "perfgate: test_variant[m:baseline:v]: undecided after 2 start pair(s) at ×0.9880 [0.9800, 1.0010]; "
         "adding pair 3 (baseline, then v)",
     ]
     assert perf.recorded == ["v", "v"]  # the record's numbers again from the pooled starts, at each look
+    # the arms alternate within pairs (A B, B A, A B) and the record says so, pair by pair
+    assert perf.order == ["v", "baseline", "baseline", "v"]
+    assert perf.properties["pair_order"] == "AB,BA,AB"
 
 
 def test_the_budget_ends_it_undecided_saying_so_and_a_decision_ends_it_at_once():
@@ -111,6 +130,7 @@ def test_the_budget_ends_it_undecided_saying_so_and_a_decision_ends_it_at_once()
         "no more: the budget of 2 start pairs (--perfgate-max-starts) is spent")
     v, perf = _run([Decision.SAME], budget=5)
     assert v.decision is Decision.SAME and perf.added == 0 and perf.item.config.tr.lines == []
+    assert perf.properties["pair_order"] == "AB"  # one pair, the baseline's start first
 
 
 def test_a_metric_the_budget_would_decide_gets_its_pairs_after_the_primary_decided():

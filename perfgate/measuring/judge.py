@@ -271,8 +271,8 @@ def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tupl
 def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
            prior_cv: float | None = None, prior_df: float | None = None, plan: Sequential = ONE_LOOK,
            metric: str = "tok_s") -> Judgement:
-    """Candidate/current ratios of interleaved start pairs (A1 B1 A2 B2 ...) on one machine, at one look of
-    ``plan``.
+    """Candidate/current ratios of interleaved start pairs (A1 B1 B2 A2 ..., alternated: perfgate.measuring.order)
+    on one machine, at one look of ``plan``.
 
     The interval is a t-interval on the mean log ratio across pairs, at the look's confidence
     (:meth:`Sequential.level`), on the spread of :func:`pair_spread`: the pairs' own, pooled with the prior of

@@ -179,6 +179,9 @@ class Measurement:
     ttft_ms_p99: Stat | None = None
     itl_ms_p99: Stat | None = None
     concurrency: int = 1  # requests in flight while it was measured
+    #: the session's server start it was measured on (1, 2, ...; 0: unknown, an attached server, or a pool of
+    #: several starts, whose own are in ``starts``): what tells the order of a pair's arms (perfgate.measuring.order)
+    start_no: int = 0
     #: with --perfgate-starts N > 1: one measurement per server start, in start order (this one pools their
     #: trials, its medians are the medians over starts: perfgate.plugin.starts.combine); () for one start
     starts: tuple[Measurement, ...] = ()

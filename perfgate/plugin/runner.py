@@ -8,7 +8,7 @@ must fail for its stated reason.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
@@ -211,11 +211,14 @@ class PerfRun(Checks):
         return ""
 
     def more_starts(self, *measured: Measurement) -> tuple[Measurement, ...] | None:
-        """One more server start of each measured config, in the order given (current then candidate, baseline
-        then variant: interleaved A B), each measured as before and pooled with its earlier starts in the ledger;
-        None when :meth:`no_more_starts` says why not, or a start failed."""
+        """One more server start of each measured config, each measured as before and pooled with its earlier
+        starts in the ledger, returned in the order given (current then candidate, baseline then variant); started
+        in the order of the pair's number (perfgate.measuring.order.in_pair_order: the pair after ``n`` pairs is
+        number ``n``, as given when even, reversed when odd: A B, B A, A B ...); None when :meth:`no_more_starts`
+        says why not, or a start failed."""
         import time
 
+        from perfgate.measuring.order import in_pair_order
         from perfgate.plugin.starts import combine, fresh_start
 
         st = self.state
@@ -225,8 +228,9 @@ class PerfRun(Checks):
         launched = self.servers.launched
         if launched is not None and launched.current is not None:  # what runs now was measured: a new start each
             st.ledger.note_measured_start(launched.starts)
-        out = []
-        for m, case, config, workload, mkey in hows:
+        pair = max(len(m.starts) or 1 for m in measured)  # the pairs so far: this one's number, 0-based
+        pooled_of: dict[int, Measurement] = {}
+        for m, case, config, workload, mkey in in_pair_order(hows, pair):
             st.selected_configs.setdefault(config.key, config)  # named in the summary's starts line
             t0 = time.monotonic()
             fresh_start(st, config)
@@ -248,8 +252,8 @@ class PerfRun(Checks):
             self._how.append((pooled, case, config, workload, mkey))
             if self._measured is m:
                 self._measured = pooled
-            out.append(pooled)
-        return tuple(out)
+            pooled_of[id(m)] = pooled
+        return tuple(pooled_of[id(m)] for m in measured)
 
     def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
         """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
@@ -305,6 +309,9 @@ class PerfRun(Checks):
             run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
                              log_path=log_path)
         m = run.measurement
+        launched = self.servers.launched
+        if launched is not None and launched.current is not None and launched.current.config.key == config.key:
+            m = replace(m, start_no=launched.starts)  # which start it was: the order of a pair's arms
         if m.failures:
             # a server that died while serving is classified from its log
             err = self.servers.exit_error(config)
@@ -327,8 +334,6 @@ class PerfRun(Checks):
     def sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:
         """The optional concurrency sweep on the config's (still running) server (perfgate.procedure.run_sweep):
         2 x c requests per level, on the mode's workload as the session resolves it."""
-        from dataclasses import replace
-
         from perfgate.procedure import run_sweep
 
         st = self.state

@@ -1,7 +1,7 @@
 """The paired stack comparison (record kind ``stack-pair``): the current stack against a candidate on one box.
 
 The strongest way to gate a stack upgrade (issue 22): both stacks in one session on one machine, config by
-config, their server starts interleaved (current 1, candidate 1, current 2, candidate 2, ...:
+config, their server starts interleaved and their order alternated (current 1, candidate 1, candidate 2, current 2, ...:
 ``--perfgate-starts N``, at least 2 recommended), and the verdict from the candidate/current ratio of each
 start pair (``perfgate.measuring.judge.paired``, with the judge's practical floor for throughput, 0.5 %), so the
 machine's own offset, which a comparison of two reports from two machines cannot tell from a regression,
@@ -69,7 +69,8 @@ class CandidateServer:
     """The record's own config on the candidate stack (``perf_candidate``; ``--perfgate-candidate SPEC``).
 
     Its server is not started for it: ``measure(perf_candidate)`` measures this record's own config first, then
-    the candidate arm, their starts interleaved (current 1, candidate 1, ... with ``--perfgate-starts N``), and
+    the candidate arm, their starts interleaved (current 1, candidate 1, candidate 2, current 2, ... with
+    ``--perfgate-starts N``: the order alternated, ``pair_order``), and
     records the candidate's numbers under ``candidate.``; a candidate that fails fails this record as a
     dependency. ``perf_compare(measure(perf_candidate), measure(perf_server))`` concludes on the pair."""
 

@@ -2,11 +2,13 @@
 
 A restart on the same machine moves decode tok/s by more than the trials inside one start say (issue 22),
 so with N > 1 every config a session measures is started N times, each start measured with the workload's
-trials, and the configs compared with each other are started interleaved (A B A B, never A A B B): when a
+trials, and the configs compared with each other are started interleaved (A B B A ..., never A A B B): when a
 config's measurement is first needed, :func:`measure_interleaved` measures it and every config it is
 compared with (directly or through another: the connected group of :attr:`PerfgateState.compared`), start by
-start, each start a new server process, and caches one pooled :class:`~perfgate.measuring.metrics.Measurement` per
-config whose ``starts`` keep the per-start measurements (:func:`combine`). Comparisons then judge the
+start, each start a new server process, the order within each round alternated (A B, then B A: a place in the
+pair favours neither config; perfgate.measuring.order), and caches one pooled
+:class:`~perfgate.measuring.metrics.Measurement` per config whose ``starts`` keep the per-start measurements
+(:func:`combine`). Comparisons then judge the
 per-start pairs (:func:`perfgate.measuring.metrics.paired_ratios`, ``perfgate.measuring.judge.paired``); a record
 carries the between-start
 spread (:func:`start_properties`). pytest's item order is untouched.
@@ -157,13 +159,16 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
                         measure_one: Callable[[ServerConfig], Measurement], *,
                         confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
                         key_of: Callable[[ServerConfig], str] = lambda c: c.key) -> None:
-    """Start each of ``configs`` ``n`` times, round by round (A B A B ...), measure each start with
-    ``measure_one`` and cache the pooled measurement in ``st.ledger``. A config whose start or
+    """Start each of ``configs`` ``n`` times, round by round, each round's order alternated (A B, B A, A B ...:
+    :func:`perfgate.measuring.order.in_pair_order`, so that a place in the pair favours neither arm), measure each
+    start with ``measure_one`` and cache the pooled measurement in ``st.ledger``. A config whose start or
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
+    from perfgate.measuring.order import in_pair_order
+
     pool = pool_of(st)
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
-    for _ in range(n):
-        for cfg in configs:
+    for pair in range(n):
+        for cfg in in_pair_order(configs, pair):
             if pool.failure(cfg) is not None or st.ledger.measurement(key_of(cfg)) is not None:
                 continue
             fresh_start(st, cfg)
