@@ -26,9 +26,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -50,6 +50,9 @@ _PROCESS_SIGNS = ("subprocess", "Popen", "runpytest", "sys.executable", "multipr
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the suite's own parallel workers and simulated servers are the host's load: records made here are not judged
+    # by it (perfgate.host.conditions.WATCH_ENV); tests of the watch turn it back on
+    os.environ.setdefault("PERFGATE_HOST_WATCH", "off")
     try:  # matplotlib's first import runs a font-cache subprocess: done once here, so plot tests stay unit tests
         import matplotlib.backends.backend_agg  # noqa: F401
     except ImportError:  # pragma: no cover - the dev extra installs it

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from perfgate.host.conditions import Conditions, Watch, combine
+from perfgate.host.conditions import Conditions, Watch, combine, watch_enabled
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -24,7 +24,11 @@ _SEEN = pytest.StashKey["dict[str, list[Conditions]]"]()
 
 @contextmanager
 def watched(st: PerfgateState, config_key: str) -> Iterator[None]:
-    """Watch the measurement inside the block and keep its conditions under the config."""
+    """Watch the measurement inside the block and keep its conditions under the config (not with
+    ``PERFGATE_HOST_WATCH=off``)."""
+    if not watch_enabled():
+        yield
+        return
     watch = Watch().start()
     try:
         yield
