@@ -55,6 +55,7 @@ def test_word_level_stand_in_tokenizer_has_the_vocabulary(tmp_path):
     assert t.vocab_size == 1000 and t.decode([5, 7]) == "t5 t7"
 
 
+@pytest.mark.timing
 def test_sglang_bench_agrees_with_perfgate_on_the_simulated_server(tmp_path, monkeypatch):
     why = _importable()
     if why:
@@ -208,6 +209,7 @@ def test_h200_five_request_run_agrees_per_cycle():
     assert bench.cycles_s == pytest.approx(139.53, abs=0.01)
 
 
+@pytest.mark.timing
 def test_crosscheck_record_on_the_simulated_server(pytester, monkeypatch):
     """The whole record (plugin, runner, SGLang's real benchmark, verdict, JUnit) with --perfgate-crosscheck on:
     both modes of the simulated seed box, SGLang's benchmark repeated once per trial, the speculative mode

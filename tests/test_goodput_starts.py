@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
 import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,6 +76,7 @@ def _project(pytester, floor: str) -> Path:
     return path
 
 
+@pytest.mark.timing
 def test_goodput_over_three_starts_is_searched_on_each_and_judged_on_their_means(pytester):
     path = _project(pytester, "\ngoodput_rps = 0.01")
     r = pytester.runpytest_subprocess("perftests", "-m", "load", "-k", "goodput and baseline",
@@ -97,6 +99,7 @@ def test_goodput_over_three_starts_is_searched_on_each_and_judged_on_their_means
     r.stdout.fnmatch_lines(["*(goodput goodput_rps)*pass [[]*"])
 
 
+@pytest.mark.timing
 def test_update_writes_the_mean_of_the_starts_with_the_tolerance_of_their_spread(pytester):
     path = _project(pytester, "")
     r = pytester.runpytest_subprocess("perftests", "-m", "load", "-k", "goodput and baseline",

@@ -3,6 +3,7 @@ other than decode tok/s and acceptance with its own tolerance (``<metric>_tolera
 perfgate.profiles.noise.limit_tolerance), and an identical re-run passes every limit it just wrote (A/A, per
 metric), as users run it (pytester, real subprocesses, the simulated server)."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ def test_limit(perf_server, measure, perf_check, metric):
 '''.replace("METRICS", repr(list(METRICS)))
 
 
+@pytest.mark.timing
 def test_an_identical_rerun_passes_every_limit_just_written(pytester):
     prof = _project(pytester, trials=3)
     (pytester.path / "mytests").mkdir()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.simproject import make_project as _make
 from tests.test_plugin import PROFILE, cases, props
 
@@ -24,6 +26,7 @@ eagle3 = { expect = "xfail", category = "slower-than-baseline", reason = "verify
 """
 
 
+@pytest.mark.records
 def test_goodput_and_crossover_records_carry_their_numbers_and_meet_their_floors(pytester):
     text = (PROFILE.replace("FLOOR", "89.5").replace("tolerance = 0.05", "tolerance = 0.05\ngoodput_rps = 0.01")
             .replace("accept_len = 1.5", "accept_len = 1.5\ncrossover = 1")) + SLO
@@ -60,6 +63,7 @@ def test_goodput_and_crossover_records_carry_their_numbers_and_meet_their_floors
     r.stdout.fnmatch_lines(["*(goodput goodput_rps)*", "*(crossover crossover)*xfail slower-than-baseline 0*"])
 
 
+@pytest.mark.records
 def test_update_baselines_writes_the_goodput_floor_and_refuses_a_crossover_that_never_pays(pytester):
     import tomllib
 

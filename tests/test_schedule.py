@@ -77,6 +77,7 @@ def sim(tmp_path_factory):
         yield s
 
 
+@pytest.mark.timing
 def test_open_loop_against_the_simulator_keeps_its_schedule_in_server_time(sim):
     url = f"http://127.0.0.1:{sim.port}"
     info = get_json(url, "/server_info")

@@ -22,6 +22,8 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from perfgate.client import GenRequest, RequestOutput, flush_cache, run_batch
 from perfgate.engines.sim import DEFAULT_SIM_SPEEDUP
 from perfgate.measuring.workload import load_prompts, requests_for
@@ -52,6 +54,7 @@ def _record(url: str, trials: list[list[GenRequest]]) -> tuple[list[int | None],
     return [o.spec_verify_ct for t in outs for o in t], ttft
 
 
+@pytest.mark.timing
 def test_a_flushed_measurement_draws_as_on_a_fresh_server(tmp_path):
     prof = load_profile(PROFILE)
     w = prof.workload_for("eagle3")

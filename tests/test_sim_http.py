@@ -91,6 +91,7 @@ def test_non_streaming_matches_streaming_and_accepts_text(base):
     assert out["meta_info"]["prompt_tokens"] == 5
 
 
+@pytest.mark.timing
 def test_decode_timing_follows_the_cost_model(base):
     plan = simulate_launch(SEED_BOX, {"tp-size": 8, "cuda-graph-max-bs-decode": 128}, {})
     arrivals = []

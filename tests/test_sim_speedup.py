@@ -130,6 +130,7 @@ def test_the_rule_passes_rounds_within_the_tolerance_and_fails_rounds_beyond_it(
 
 
 @pytest.mark.parametrize("mode", sorted(WORKLOADS))
+@pytest.mark.timing
 def test_the_default_speedup_measures_what_real_time_measures(mode, tmp_path):
     got = _rounds(mode, tmp_path)
     slow, fast = got[1.0], got[DEFAULT_SIM_SPEEDUP]

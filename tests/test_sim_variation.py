@@ -156,6 +156,7 @@ def _decode_tok_s(sim: SimProcess, n: int = 4, tokens: int = 96) -> float:
     return statistics.median(rates)
 
 
+@pytest.mark.timing
 def test_scale_0_99_measures_1_percent_slower_through_a_real_server(tmp_path) -> None:
     args = ["--tp-size", "8", "--mem-fraction-static", "0.88", "--cuda-graph-max-bs-decode", "128",
             "--random-seed", "7"]
