@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfgate.categories import Category, Outcome
+from perfgate.measuring.checks import confounded_verdict, not_exercised_verdict, sweep_verdict, token_match_failure
 from perfgate.measuring.metrics import Measurement, token_match
 from perfgate.measuring.verdict import (
     Verdict,
@@ -61,10 +61,9 @@ class Checks:
         tm = token_match(candidate.outputs, baseline.outputs)
         if tm is not None:
             self.record("token_match", tm)
-            if tm < w.token_match_min:
-                return Verdict(outcome=Outcome.FAIL, category=Category.WRONG_OUTPUT,
-                               message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
-                                       f"{w.token_match_min:.0%}): the output changed")
+            wrong = token_match_failure(tm, w.token_match_min, what=what)
+            if wrong is not None:
+                return wrong
         # the session's sequential plan: a paired comparison judged again as start pairs are added keeps its
         # false-alarm rate (perfgate.measuring.judge.Sequential)
         v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what,
@@ -74,22 +73,12 @@ class Checks:
         return v
 
     def sweep_verdict(self, m: Measurement) -> Verdict:
-        """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests."""
-        for pt in m.sweep:
-            for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):
-                value = getattr(pt, name)
-                if value is not None:
-                    self.record(f"c{pt.concurrency}_{name}", value)
-        if not m.sweep:
-            return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
-                           message="the concurrency sweep produced no points")
-        failed = {pt.concurrency: pt.failures for pt in m.sweep if pt.failures}
-        if failed:
-            return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
-                           message="requests failed in the concurrency sweep: " + ", ".join(
-                               f"{n} at concurrency {c}" for c, n in failed.items()))
-        levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
-        return Verdict(outcome=Outcome.PASS, message=f"output tok/s by concurrency {levels}")
+        """Record ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level; fail if a level lost requests
+        (:func:`perfgate.measuring.checks.sweep_verdict`)."""
+        v = sweep_verdict(m)
+        for k, val in v.properties.items():
+            self.record(k, val)
+        return v
 
     def explain_speculation(self, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
         """Attach the cost model's breakdown; a slower speculation says what it would take."""
@@ -135,9 +124,7 @@ class Checks:
         why = not_exercised(variant.backend, read_evidence(m.log_path))
         if why is None:
             return v
-        return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED, properties=v.properties,
-                       message=f"inconclusive: not exercised: {case.variant} is meant for {variant.backend}, "
-                               f"but {why}; measured: {v.message}")
+        return not_exercised_verdict(v, variant=str(case.variant), backend=variant.backend, why=why)
 
     def preflight(self, case: Case) -> None:
         """Before any launch: SGLang's own parser on this record's flags (bad-flag record) and the variant's
@@ -157,18 +144,4 @@ class Checks:
         bad = confounders(cand, ref)
         if bad:
             self._identity(case, cand)
-            self.conclude(case, Verdict(
-                outcome=Outcome.INCONCLUSIVE, category=Category.CONFOUNDED,
-                message=(f"inconclusive: confounded: {case.variant} differs from the {_baseline_of(case.mode)} in "
-                         f"{', '.join(sorted(bad))}, which the variant does not declare "
-                         f"({_diffs(cand, ref, bad)}); make the runs differ only in the variant's keys")))
-
-
-def _diffs(a: ServerConfig, b: ServerConfig, keys: set[str]) -> str:
-    sa, sb = a.settings(), b.settings()
-    return ", ".join(f"{k}: {sb.get(k)!r} -> {sa.get(k)!r}" for k in sorted(keys))
-
-
-def _baseline_of(mode: str) -> str:
-    """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
-    return "baseline" if mode == "baseline" else f"{mode} baseline"
+            self.conclude(case, confounded_verdict(str(case.variant), case.mode, cand.settings(), ref.settings(), bad))

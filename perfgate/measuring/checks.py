@@ -1,0 +1,76 @@
+"""The judgements of the built-in checks of a record, as pure functions: numbers and the profile's limits in, a
+:class:`~perfgate.measuring.verdict.Verdict` with its properties out.
+
+perfgate.plugin.checks gives them the profile's context and records what they return; a speculation's or a
+variant's speed is :func:`perfgate.measuring.verdict.compare_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from perfgate.categories import Category, Outcome
+from perfgate.measuring.metrics import Measurement
+from perfgate.measuring.verdict import Verdict
+
+__all__ = ["sweep_verdict", "token_match_failure", "not_exercised_verdict", "confounded_verdict", "SWEEP_FIGURES"]
+
+#: the figures a concurrency sweep records per level, as ``c<N>_<figure>``
+SWEEP_FIGURES = ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
+
+
+def sweep_verdict(m: Measurement) -> Verdict:
+    """A concurrency sweep's record: ``c<N>_output_tok_s`` and TTFT/ITL p50/p99 per level in its properties; a
+    crash if the sweep has no points or a level lost requests."""
+    props: dict[str, object] = {}
+    for pt in m.sweep:
+        for name in SWEEP_FIGURES:
+            value = getattr(pt, name)
+            if value is not None:
+                props[f"c{pt.concurrency}_{name}"] = value
+    if not m.sweep:
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, properties=props,
+                       message="the concurrency sweep produced no points")
+    failed = {pt.concurrency: pt.failures for pt in m.sweep if pt.failures}
+    if failed:
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, properties=props,
+                       message="requests failed in the concurrency sweep: " + ", ".join(
+                           f"{n} at concurrency {c}" for c, n in failed.items()))
+    levels = ", ".join(f"{pt.concurrency}: {pt.output_tok_s:.1f}" for pt in m.sweep if pt.output_tok_s)
+    return Verdict(outcome=Outcome.PASS, message=f"output tok/s by concurrency {levels}", properties=props)
+
+
+def token_match_failure(tm: float, minimum: float, *, what: str) -> Verdict | None:
+    """``wrong-output`` where fewer than ``minimum`` of the baseline's greedy tokens matched (speculation and a
+    variant must be lossless); None where enough did."""
+    if tm >= minimum:
+        return None
+    return Verdict(outcome=Outcome.FAIL, category=Category.WRONG_OUTPUT, properties={"token_match": tm},
+                   message=f"{what}: only {tm:.1%} of the baseline's greedy tokens matched (threshold "
+                           f"{minimum:.0%}): the output changed")
+
+
+def not_exercised_verdict(v: Verdict, *, variant: str, backend: str, why: str) -> Verdict:
+    """A variant meant for ``backend`` whose log shows it never ran (``why``) tested nothing: whatever its speed,
+    the difference is not the variant's doing, so it is inconclusive (``not-exercised``), keeping ``v``'s
+    properties and saying what was measured."""
+    return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED, properties=v.properties,
+                   message=f"inconclusive: not exercised: {variant} is meant for {backend}, "
+                           f"but {why}; measured: {v.message}")
+
+
+def confounded_verdict(variant: str, mode: str, candidate: Mapping[str, object], reference: Mapping[str, object],
+                       keys: set[str]) -> Verdict:
+    """A variant's config differs from its baseline's (``candidate`` and ``reference``: their settings) in
+    ``keys``, which the variant does not declare: inconclusive (``confounded``)."""
+    diffs = ", ".join(f"{k}: {reference.get(k)!r} -> {candidate.get(k)!r}" for k in sorted(keys))
+    return Verdict(
+        outcome=Outcome.INCONCLUSIVE, category=Category.CONFOUNDED,
+        message=(f"inconclusive: confounded: {variant} differs from the {_baseline_of(mode)} in "
+                 f"{', '.join(sorted(keys))}, which the variant does not declare "
+                 f"({diffs}); make the runs differ only in the variant's keys"))
+
+
+def _baseline_of(mode: str) -> str:
+    """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
+    return "baseline" if mode == "baseline" else f"{mode} baseline"
