@@ -430,13 +430,26 @@ class Shift:
     evidence: tuple[str, ...]  # what differs between the sides' environments
     stack_changed: bool
 
+    configs_changed: bool = False  # a moved record's config (flags, env) differs between the sides
+
+    @property
+    def environmental(self) -> bool:
+        """The environment is the likely cause: neither the stack nor a moved record's config changed, and the
+        sides' environments differ on record (the machine, its calibration, a disturbed host). Without such
+        evidence the decisions stand: a regression is never set aside on the pattern alone."""
+        return not self.stack_changed and not self.configs_changed and bool(self.evidence)
+
     def describe(self) -> str:
         way = "slower" if self.goodness < 1 else "faster"
         head = (f"{len(self.keys)} of {self.judged} judged records moved together, {way} (median x{self.goodness:.4f} "
                 "in each metric's good direction)")
-        if self.stack_changed:
-            return head + ": the stack changed, so it may be the stack; if not, the environment" + (
+        if self.stack_changed or self.configs_changed:
+            what = "the stack" if self.stack_changed else "their configs"
+            return head + f": {what} changed, so it may be {what}; if not, the environment" + (
                 f" ({'; '.join(self.evidence)})" if self.evidence else "")
+        if not self.evidence:
+            return (head + ": nothing recorded differs between the sides' environments (the same machine, its "
+                    "calibration, a quiet host), so the decisions stand; if nothing else changed, re-run both sides")
         return ("environment shift: " + head + ", the stack did not change"
                 + (f"; evidence: {'; '.join(self.evidence)}" if self.evidence else "")
                 + "; their regressions and improvements are undecided: re-run both sides on one quiet machine")
@@ -475,8 +488,11 @@ def environment_shift(rows: list[RecordDiff], old: Report, new: Report, machines
             if states:
                 evidence.append(f"{side} {sum(1 for r in rep.records if r.prop(HOST_STATE) in states)} record(s) "
                                 f"measured disturbed ({sorted(states)[0]})")
-        return Shift(keys=tuple(k for k, _ in moved), judged=len(judged), goodness=math.exp(mid),
-                     evidence=tuple(evidence), stack_changed=bool(changes))
+        keys = tuple(k for k, _ in moved)
+        configs = any(o.prop("config") != n.prop("config") for k in keys
+                      if (o := old.by_key.get(k)) is not None and (n := new.by_key.get(k)) is not None)
+        return Shift(keys=keys, judged=len(judged), goodness=math.exp(mid), evidence=tuple(evidence),
+                     stack_changed=bool(changes), configs_changed=configs)
     return None
 
 
@@ -512,7 +528,7 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
     shift = environment_shift(rows, old, new, machines, changes)
     if shift is not None:
         notes.append(shift.describe())
-        if not shift.stack_changed:
+        if shift.environmental:
             moved = set(shift.keys)
             rows = [_shifted(r, shift) if r.key in moved else r for r in rows]
     return Diff(
