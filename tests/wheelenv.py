@@ -88,7 +88,8 @@ class WheelEnv:
         return self.py.parent
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """A user's environment: this venv's bin first on PATH (no other venv's), no PERFGATE_/PYTEST_ variables,
+        """A user's environment: this venv's bin first on PATH (no other venv's), no PERFGATE_/PYTEST_ variables (but the suite's
+        PERFGATE_HOST_WATCH),
         no PYTHONPATH, no GPU visible."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PERFGATE_", "PYTEST_", "PYTHONPATH", "VIRTUAL_ENV", "PIP_"))}
@@ -97,6 +98,8 @@ class WheelEnv:
         env["PATH"] = os.pathsep.join([str(self.bin), *path])
         env["VIRTUAL_ENV"] = str(self.venv)
         env["CUDA_VISIBLE_DEVICES"] = ""  # the simulated seed box, even on a GPU machine
+        if "PERFGATE_HOST_WATCH" in os.environ:  # the suite's own load is not the user's (tests/conftest.py)
+            env["PERFGATE_HOST_WATCH"] = os.environ["PERFGATE_HOST_WATCH"]
         env.update(extra or {})
         return env
 
