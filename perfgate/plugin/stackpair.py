@@ -27,29 +27,16 @@ shown). With one start per arm the pair's spread is the judge's prior.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from perfgate.categories import Category, Outcome
-from perfgate.measuring.outcomes import Claim, outcome_of
-from perfgate.measuring.verdict import Verdict, judged_text, pct
+from perfgate.categories import Outcome
+from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.kinds import STACK_PAIR
-from perfgate.record import (
-    CANDIDATE,
-    CANDIDATE_PREFIX,
-    PAIR_CI_HIGH,
-    PAIR_CI_LOW,
-    PAIR_DECISION,
-    PAIR_N,
-    PAIR_RATIO,
-    START_VALUES,
-    Case,
-    case_of,
-)
+from perfgate.record import CANDIDATE, CANDIDATE_PREFIX, Case, case_of
 
 if TYPE_CHECKING:
-    from perfgate.measuring.judge import Judgement
     from perfgate.measuring.metrics import Measurement
     from perfgate.plugin.runner import PerfRun
     from perfgate.plugin.state import PerfgateState
@@ -57,7 +44,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["CandidateServer", "candidate_of", "measure_candidate", "on_candidate_arm", "stack_pair_verdict",
-           "pair_judgements", "candidate_stack_properties", "KIND", "DECIDES", "PAIR_METRICS", "PRIMARY"]
+           "candidate_stack_properties", "KIND", "DECIDES"]
 
 KIND = STACK_PAIR  # perfgate.plugin.kinds
 #: the categories a stack-pair record decides (an expectation naming another does not apply to it)
@@ -126,58 +113,13 @@ def on_candidate_arm(st: PerfgateState, case: Case, m: Measurement) -> bool:
     return st.settings.candidate is not None and m.config_key == st.config_for(case.on_candidate()).key
 
 
-#: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
-#: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
-PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
-#: the metric the record concludes on; more start pairs are collected while it is undecided, and while another
-#: metric of PAIR_METRICS is undecided that the budget's pairs would decide at the spread seen (Verdict.wants_more)
-PRIMARY = "tok_s"
-
-
-def _start_values(m: Measurement, metric: str) -> list[float]:
-    """The per-start values of ``metric`` (:meth:`Measurement.start_values`; the acceptance length is no Stat)."""
-    if metric == "accept_len":
-        return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
-    return [v for v in m.start_values(metric) if v > 0]
-
-
-def pair_judgements(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> dict[str, Judgement]:
-    """Each of :data:`PAIR_METRICS` both arms carry, judged on its candidate/current start-pair ratios at this
-    look of the session's plan, against its own prior (perfgate.profiles.noise) and practical floor. Decode
-    tok/s, the sequential rule's target, has the whole false-alarm rate of a look; the other metrics share one
-    more (each at its share: a Bonferroni split), so an identical candidate fails the record at most twice the
-    workload's ``1 - confidence`` in all (docs/gate.md "Deciding")."""
-    from perfgate.measuring.judge import default_min_effect, paired
-    from perfgate.measuring.metrics import METRICS, RECORD_METRICS
-    from perfgate.profiles.noise import prior_cv
-
-    st = perf.state
-    w = st.settings.workload(st.profile.workload_for(case.mode))
-    series = {}
-    for metric in PAIR_METRICS:
-        a, b = _start_values(current, metric), _start_values(candidate, metric)
-        if a and b and len(a) == len(b):
-            series[metric] = [y / x for x, y in zip(a, b)]
-    out = {}
-    for metric, ratios in series.items():
-        conf = w.confidence if metric == PRIMARY else 1 - (1 - w.confidence) / max(1, len(series) - 1)
-        spec = METRICS.get(metric) or RECORD_METRICS[metric]
-        out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
-                             min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
-                             confidence=conf, plan=perf.plan(),
-                             prior_cv=prior_cv(metric, "starts", simulated=st.profile.simulated))
-    return out
-
-
 def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, current: Measurement) -> Verdict:
-    """The candidate arm against the current arm on this box: greedy tokens recorded (``token_match``), then every
-    metric of :data:`PAIR_METRICS` on the candidate/current ratio of each start pair
-    (``perfgate.measuring.judge.paired`` at the look of the session's sequential plan, each metric against its own
-    noise and practical floor, 0.5 % for decode tok/s); ``pair_ratio``, its CI, ``pair_n`` and ``pair_decision``
-    (decode tok/s) and ``pair.<metric>.*`` recorded, with both arms' per-start values. Undecided on decode tok/s carries
-    :attr:`Verdict.decision` so that :mod:`perfgate.plugin.compare` adds start pairs while the budget lasts."""
-    from perfgate.measuring.judge import Decision
-    from perfgate.measuring.metrics import token_match
+    """The candidate arm against the current arm on this box (:func:`perfgate.measuring.stackpair.stack_pair_verdict`
+    at the look of the session's sequential plan, with the workload's confidence and the profile's noise priors),
+    its properties recorded at each look. Undecided on decode tok/s carries :attr:`Verdict.decision` so that
+    :mod:`perfgate.plugin.compare` adds start pairs while the budget lasts."""
+    from perfgate.measuring import stackpair
+    from perfgate.profiles.noise import prior_cv
 
     st = perf.state
     cand = st.settings.candidate
@@ -186,50 +128,16 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
         raise TypeError(f"perf_compare(): a {KIND} record compares its config on the candidate stack with the same "
                         f"config on the current one ({own.name}): perf_compare(measure(perf_candidate), "
                         f"measure(perf_server)); got {candidate.config_name} and {current.config_name}")
-    if current.tok_s is None or candidate.tok_s is None:
-        arm = "candidate" if candidate.tok_s is None else "current"
-        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
-                       message=f"stack-pair: no successful request on the {arm} arm")
-    tm = token_match(candidate.outputs, current.outputs)
-    if tm is not None:
-        perf.record("token_match", tm)
-    js = pair_judgements(perf, case, candidate, current)
-    j = js[PRIMARY]
-    assert j.ratio is not None and j.ci is not None
-    for k, val in {PAIR_RATIO: j.ratio, PAIR_CI_LOW: j.ci[0], PAIR_CI_HIGH: j.ci[1], PAIR_N: j.n,
-                   PAIR_DECISION: str(j.decision)}.items():
+    w = st.settings.workload(st.profile.workload_for(case.mode))
+    simulated = st.profile.simulated
+    v = stackpair.stack_pair_verdict(candidate, current, mode=case.mode, spec=cand.spec, confidence=w.confidence,
+                                     plan=perf.plan(),
+                                     prior_cv=lambda metric: prior_cv(metric, "starts", simulated=simulated))
+    for k, val in v.properties.items():
         perf.record(k, val)
-    for metric, mj in js.items():
-        assert mj.ratio is not None and mj.ci is not None
-        perf.record(f"pair.{metric}.ratio", mj.ratio)
-        perf.record(f"pair.{metric}.ci_low", mj.ci[0])
-        perf.record(f"pair.{metric}.ci_high", mj.ci[1])
-        perf.record(f"pair.{metric}.decision", str(mj.decision))
-        if len(current.starts) >= 2:
-            perf.record(f"{START_VALUES}.{metric}", ",".join(f"{v:.6g}" for v in _start_values(current, metric)))
-            perf.record(f"{CANDIDATE_PREFIX}{START_VALUES}.{metric}",
-                        ",".join(f"{v:.6g}" for v in _start_values(candidate, metric)))
-    desc = (f"stack-pair {case.mode}: candidate ({cand.spec}) {candidate.tok_s.median:.1f} vs current "
-            f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")
-    others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
-                       for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
-    tail = f"; {others}" if others else ""
-    # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen
-    budget = perf.plan().max_pairs
-    wants = ",".join(m for m, x in js.items() if m != PRIMARY and x.decision is Decision.UNDECIDED
-                     and x.pairs_needed is not None and x.pairs_needed <= budget)
-    worse = [m for m, x in js.items() if outcome_of(x.decision, Claim.NOT_SLOWER) is Outcome.FAIL]
-    if worse:
-        what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
-        return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
-                       judged=judged_text(j.ratio, j.ci),
-                       message=f"{desc}: the candidate stack is worse on {what}{tail}")
-    if outcome_of(j.decision, Claim.NOT_SLOWER) is Outcome.PASS:
-        return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
-                       judged=judged_text(j.ratio, j.ci), wants_more=wants)
-    more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
-    return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
-                   wants_more=wants, message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
+    # recorded at this look; the record concludes without them, so that the pooled starts' values recorded after
+    # the last look (perfgate.plugin.compare.until_decided) stand
+    return replace(v, properties={})
 
 
 def candidate_stack_properties(st: PerfgateState, config: ServerConfig) -> dict[str, str]:

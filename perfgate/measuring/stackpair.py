@@ -1,0 +1,125 @@
+"""The stack-pair record's judgement, pure: the candidate arm against the current arm on one box, on the
+candidate/current ratio of each interleaved start pair (:func:`perfgate.measuring.judge.paired`), every metric
+against its own noise and practical floor.
+
+perfgate.plugin.stackpair checks that the two measurements are the record's config on the two arms and records
+what :func:`stack_pair_verdict` returns; perfgate.plugin.compare adds start pairs while it is undecided.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from perfgate.categories import Category, Outcome
+from perfgate.measuring.judge import Decision, Judgement, Sequential, default_min_effect, paired
+from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
+from perfgate.measuring.outcomes import Claim, outcome_of
+from perfgate.measuring.verdict import Verdict, judged_text, pct
+from perfgate.record import (
+    CANDIDATE_PREFIX,
+    PAIR_CI_HIGH,
+    PAIR_CI_LOW,
+    PAIR_DECISION,
+    PAIR_N,
+    PAIR_RATIO,
+    START_VALUES,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "pair_judgements", "stack_pair_verdict"]
+
+#: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
+#: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
+PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
+#: the metric the record concludes on; more start pairs are collected while it is undecided, and while another
+#: metric of PAIR_METRICS is undecided that the budget's pairs would decide at the spread seen (Verdict.wants_more)
+PRIMARY = "tok_s"
+
+
+def start_values(m: Measurement, metric: str) -> list[float]:
+    """The per-start values of ``metric`` above zero (:meth:`Measurement.start_values`; the acceptance length is
+    no Stat)."""
+    if metric == "accept_len":
+        return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
+    return [v for v in m.start_values(metric) if v > 0]
+
+
+def pair_judgements(candidate: Measurement, current: Measurement, *, confidence: float, plan: Sequential,
+                    prior_cv: Callable[[str], float]) -> dict[str, Judgement]:
+    """Each of :data:`PAIR_METRICS` both arms carry for the same starts, judged on its candidate/current start-pair
+    ratios at this look of ``plan``, against its own prior (``prior_cv(metric)``: one start's noise) and practical
+    floor. Decode tok/s, the sequential rule's target, has the whole false-alarm rate of a look (``1 -
+    confidence``); the other metrics share one more (each at its share: a Bonferroni split), so an identical
+    candidate fails the record at most twice ``1 - confidence`` in all (docs/gate.md "Deciding")."""
+    series = {}
+    for metric in PAIR_METRICS:
+        a, b = start_values(current, metric), start_values(candidate, metric)
+        if a and b and len(a) == len(b):
+            series[metric] = [y / x for x, y in zip(a, b)]
+    out = {}
+    for metric, ratios in series.items():
+        conf = confidence if metric == PRIMARY else 1 - (1 - confidence) / max(1, len(series) - 1)
+        spec = METRICS.get(metric) or RECORD_METRICS[metric]
+        out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
+                             min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
+                             confidence=conf, plan=plan, prior_cv=prior_cv(metric))
+    return out
+
+
+def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: str, spec: str, confidence: float,
+                       plan: Sequential, prior_cv: Callable[[str], float]) -> Verdict:
+    """The candidate arm (``spec``: the ``--perfgate-candidate`` SPEC) against the current arm of ``mode``'s config:
+    greedy tokens (``token_match``), then every metric of :data:`PAIR_METRICS` (:func:`pair_judgements`).
+
+    pass: same or improved on decode tok/s and no metric regressed; fail (``slower-than-baseline``): regressed on
+    any metric; inconclusive: decode tok/s undecided, saying how many start pairs would decide it. Undecided
+    carries :attr:`Verdict.decision`, and :attr:`Verdict.wants_more` names the other metrics undecided that
+    ``plan``'s pairs would decide at the spread seen. Its properties: ``token_match``, ``pair_ratio``, its CI,
+    ``pair_n`` and ``pair_decision`` (decode tok/s), ``pair.<metric>.*``, and with two starts or more both arms'
+    per-start values."""
+    if current.tok_s is None or candidate.tok_s is None:
+        arm = "candidate" if candidate.tok_s is None else "current"
+        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
+                       message=f"stack-pair: no successful request on the {arm} arm")
+    props: dict[str, object] = {}
+    tm = token_match(candidate.outputs, current.outputs)
+    if tm is not None:
+        props["token_match"] = tm
+    js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv)
+    j = js[PRIMARY]
+    assert j.ratio is not None and j.ci is not None
+    props.update({PAIR_RATIO: j.ratio, PAIR_CI_LOW: j.ci[0], PAIR_CI_HIGH: j.ci[1], PAIR_N: j.n,
+                  PAIR_DECISION: str(j.decision)})
+    for metric, mj in js.items():
+        assert mj.ratio is not None and mj.ci is not None
+        props[f"pair.{metric}.ratio"] = mj.ratio
+        props[f"pair.{metric}.ci_low"] = mj.ci[0]
+        props[f"pair.{metric}.ci_high"] = mj.ci[1]
+        props[f"pair.{metric}.decision"] = str(mj.decision)
+        if len(current.starts) >= 2:
+            props[f"{START_VALUES}.{metric}"] = ",".join(f"{v:.6g}" for v in start_values(current, metric))
+            props[f"{CANDIDATE_PREFIX}{START_VALUES}.{metric}"] = ",".join(
+                f"{v:.6g}" for v in start_values(candidate, metric))
+    desc = (f"stack-pair {mode}: candidate ({spec}) {candidate.tok_s.median:.1f} vs current "
+            f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")
+    others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
+                       for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
+    tail = f"; {others}" if others else ""
+    # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen
+    wants = ",".join(m for m, x in js.items() if m != PRIMARY and x.decision is Decision.UNDECIDED
+                     and x.pairs_needed is not None and x.pairs_needed <= plan.max_pairs)
+    worse = [m for m, x in js.items() if outcome_of(x.decision, Claim.NOT_SLOWER) is Outcome.FAIL]
+    if worse:
+        what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
+        return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
+                       judged=judged_text(j.ratio, j.ci), properties=props,
+                       message=f"{desc}: the candidate stack is worse on {what}{tail}")
+    if outcome_of(j.decision, Claim.NOT_SLOWER) is Outcome.PASS:
+        return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
+                       judged=judged_text(j.ratio, j.ci), wants_more=wants, properties=props)
+    more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
+    return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
+                   wants_more=wants, properties=props,
+                   message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")

@@ -1,0 +1,72 @@
+"""The stack-pair judgement (perfgate.measuring.stackpair): pure, the two arms' measurements in, the verdict with its
+properties out; the plugin's adapter (perfgate.plugin.stackpair) records them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perfgate.categories import Category, Outcome
+from perfgate.measuring.judge import Decision, Sequential
+from perfgate.measuring.metrics import Measurement, Trial, summarize
+from perfgate.measuring.stackpair import stack_pair_verdict, start_values
+
+PLAN = Sequential(first_pairs=1, max_pairs=6)
+
+
+def _arm(name: str, tok_s: list[float], *, ttft_ms: float = 50.0) -> Measurement:
+    """One arm over len(tok_s) starts, each of three trials at that decode rate."""
+    starts = [summarize(config_key=name, config_name=name, outputs=((1, 2, 3),), trials=[
+        Trial(tok_s=t * f, output_tok_s=t * f, ttft_ms=ttft_ms, itl_ms=1000 / t if t else 0.0, accept_len=None,
+              completion_tokens=100, failures=0) for f in (0.999, 1.0, 1.001)]) for t in tok_s]
+    if len(starts) == 1:
+        return starts[0]
+    pooled = summarize(config_key=name, config_name=name, outputs=((1, 2, 3),),
+                       trials=[t for s in starts for t in s.trials])
+    return replace(pooled, starts=tuple(starts))
+
+
+def _judge(candidate: Measurement, current: Measurement):
+    return stack_pair_verdict(candidate, current, mode="baseline", spec="python=/other/bin/python", confidence=0.95,
+                              plan=PLAN, prior_cv=lambda metric: 0.001)
+
+
+def test_identical_arms_pass_with_their_properties():
+    v = _judge(_arm("cand", [100.0, 100.1, 99.9]), _arm("cur", [100.0, 100.1, 99.9]))
+    assert v.outcome is Outcome.PASS and v.decision is Decision.SAME
+    assert v.message.startswith("stack-pair baseline: candidate (python=/other/bin/python) 100.0 vs current 100.0 "
+                                "tok/s, paired ")
+    p = v.properties
+    assert p["token_match"] == 1.0 and p["pair_ratio"] == 1.0 and p["pair_n"] == 3 and p["pair_decision"] == "same"
+    assert p["pair.itl_ms.decision"] == "same" and "pair.accept_len.ratio" not in p  # no acceptance measured
+    assert p["start_values.tok_s"] == "100,100.1,99.9" and p["candidate.start_values.tok_s"] == "100,100.1,99.9"
+    assert list(p)[:6] == ["token_match", "pair_ratio", "pair_ci_low", "pair_ci_high", "pair_n", "pair_decision"]
+
+
+def test_a_slower_candidate_fails_naming_each_metric_worse():
+    v = _judge(_arm("cand", [90.0, 90.1, 89.9]), _arm("cur", [100.0, 100.1, 99.9]))
+    assert (v.outcome, v.category, v.decision) == (Outcome.FAIL, Category.SLOWER_THAN_BASELINE, Decision.REGRESSED)
+    assert "the candidate stack is worse on tok_s by 10" in v.message and "itl_ms by" in v.message
+    assert v.properties["pair.tok_s.decision"] == "regressed"
+
+
+def test_one_start_per_arm_on_a_wide_prior_is_undecided_and_says_so():
+    v = stack_pair_verdict(_arm("cand", [99.8]), _arm("cur", [100.0]), mode="eagle3", spec="s", confidence=0.95,
+                           plan=PLAN, prior_cv=lambda metric: 0.05)
+    assert v.outcome is Outcome.INCONCLUSIVE and v.decision is Decision.UNDECIDED
+    assert v.message.startswith("inconclusive: undecided: stack-pair eagle3:")
+    assert "(one start per arm: the spread is the judge's prior; use --perfgate-starts 2)" in v.message
+    assert "start_values.tok_s" not in v.properties  # per-start values only with two starts or more
+
+
+def test_an_arm_without_a_successful_request_is_a_crash():
+    empty = summarize(config_key="cand", config_name="cand", trials=[])
+    v = _judge(empty, _arm("cur", [100.0]))
+    assert (v.outcome, v.category) == (Outcome.FAIL, Category.CRASH)
+    assert v.message == "stack-pair: no successful request on the candidate arm" and v.properties == {}
+
+
+def test_start_values_leave_out_zeros_and_read_the_acceptance_length_per_start():
+    m = _arm("a", [100.0, 0.0])
+    assert start_values(m, "tok_s") == [100.0]
+    spec = replace(_arm("s", [100.0]), accept_len=3.2)
+    assert start_values(spec, "accept_len") == [3.2]
