@@ -5,12 +5,20 @@ through the profile's expectations like any record."""
 from __future__ import annotations
 
 import json
-import statistics
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.crossover import Crossover, Point, crossover, predicted
-from perfgate.measuring.metrics import Measurement, Stat
+from perfgate.measuring.loadrecord import (
+    CROSSOVER,
+    CROSSOVER_LEVELS,
+    baseline_levels,
+    crossover_of,
+    crossover_properties,
+    crossover_text,
+    level_json,
+)
+from perfgate.measuring.loadrecord import max_running as max_running  # tests/test_crossover.py
+from perfgate.measuring.metrics import Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
@@ -43,14 +51,7 @@ SEND_LAG_MS_P99 = "send_lag_ms_p99"  # the worst level's send lag p99 (ms, serve
 ARRIVAL = "arrival"
 LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, decision, requests, attainment, ...)
 GOODPUT_STARTS = "goodput_starts"  # JSON, with --perfgate-starts N: per start, its interval, levels and requests
-# crossover records (kind "crossover")
-CROSSOVER = "crossover"  # the load (streams) where speculation stops beating the baseline (+ _ci_low/_ci_high)
-CROSSOVER_RESULT = "crossover_result"  # at | never | always
-CROSSOVER_PREDICTED = "crossover_predicted"  # the cost model's, from decode step times
-CROSSOVER_PREDICTED_RESULT = "crossover_predicted_result"
-CROSSOVER_WINS = "crossover_wins"  # the levels where speculation beat the baseline, comma-separated
-CROSSOVER_LEVELS = "crossover_levels"  # JSON: per level, both modes' output tok/s, ratio and CI, TTFT, ITL
-CROSSOVER_BASELINE = "crossover_baseline"  # the mode compared against
+# crossover records (kind "crossover"): perfgate.measuring.loadrecord names them
 
 
 def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float, str]:
@@ -130,7 +131,7 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
         perf.record(SEND_LAG_MS_P99, max(lags))
     if g.across is not None:
         return _conclude_starts(perf, case, g.across, what_slo=slo.describe())
-    perf.record(LOAD_LEVELS, json.dumps([_level_json(lv) for lv in s.levels], separators=(",", ":")))
+    perf.record(LOAD_LEVELS, json.dumps([level_json(lv) for lv in s.levels], separators=(",", ":")))
     if s.inconclusive is not None:
         return _conclude_behind(perf, case, s.inconclusive)
     if s.failed is not None:
@@ -189,7 +190,7 @@ def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: st
     from perfgate.plugin.starts import start_stats
     from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
-    levels = [{"start": k, **_level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]
+    levels = [{"start": k, **level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]
     perf.record(LOAD_LEVELS, json.dumps(levels, separators=(",", ":")))
     per = [{"start": k, "low": round(s.low, 4), "high": _r(s.high, 4),
             "rate": s.best.rate if s.best is not None else None,
@@ -223,111 +224,20 @@ def _conclude_behind(perf: PerfRun, case: Case, lv: LoadLevel) -> None:
                                 message=f"inconclusive: {lv.why}"))
 
 
-def _level_json(lv: object) -> dict[str, object]:
-    from perfgate.measuring.goodput import LoadLevel
-
-    assert isinstance(lv, LoadLevel)
-    tok = [t.output_tok_s for t in lv.trials if t.output_tok_s is not None]
-    bounds = {f"{k}_bounds": [_r(x, 3) if x is not None and x != float("inf") else None for x in b]
-              for k, b in lv.bounds.items()}
-    return {"rate": lv.rate, "meets": lv.meets, "decision": lv.decision, "requests": lv.requests,
-            "trials": len(lv.trials), "good": lv.good, "attainment": round(lv.attainment, 4),
-            "attainment_ci": [round(lv.attainment_low, 4), round(lv.attainment_high, 4)],
-            "goodput_rps": round(lv.goodput_rps, 4) if lv.goodput_rps is not None else None,
-            "achieved_rps": round(lv.achieved_rps, 4) if lv.achieved_rps is not None else None,
-            "output_tok_s": round(statistics.median(tok), 2) if tok else None,
-            "send_lag_ms_p99": round(lv.send_lag_ms_p99, 3) if lv.send_lag_ms_p99 is not None else None,
-            "limiting": lv.limiting, **{k: round(v, 3) for k, v in {**lv.p99, **lv.values}.items()}, **bounds}
-
-
-def _point(c: int, b: Measurement, s: Measurement) -> Point:
-    def med(m: Measurement, name: str) -> float | None:
-        st = m.stat(name)
-        return st.median if st is not None else None
-
-    bt, sp = med(b, "output_tok_s") or 0.0, med(s, "output_tok_s") or 0.0
-    lo = hi = None
-    bs, ss = b.output_tok_s, s.output_tok_s
-    if bs is not None and ss is not None and bs.noise_known and ss.noise_known:
-        from perfgate.measuring.metrics import bootstrap_ratio_ci
-
-        lo, hi = bootstrap_ratio_ci(ss.samples, bs.samples)
-    return Point(load=c, base_tok_s=bt, spec_tok_s=sp, ratio=sp / bt if bt else 0.0, ratio_ci_low=lo,
-                 ratio_ci_high=hi, base_itl_ms=med(b, "itl_ms"), spec_itl_ms=med(s, "itl_ms"),
-                 base_ttft_ms=med(b, "ttft_ms"), spec_ttft_ms=med(s, "ttft_ms"), base_decode_tok_s=med(b, "tok_s"),
-                 spec_decode_tok_s=med(s, "tok_s"))
-
-
-def crossover_of(base: Levels, spec: Levels) -> tuple[Crossover, tuple[str, float | None]]:
-    """The measured crossover of ``spec`` against ``base`` (same loads) and the cost model's prediction."""
-    pts = [_point(c, b, s) for c, b, s in zip(base.loads, base.measurements, spec.measurements)]
-    samples = [(b.output_tok_s.samples if b.output_tok_s else (), s.output_tok_s.samples if s.output_tok_s else ())
-               for b, s in zip(base.measurements, spec.measurements)]
-    x = crossover(base.loads, [b for b, _ in samples], [s for _, s in samples], points=pts)
-    acc = [m.accept_len for m in spec.measurements if m.accept_len]
-    return x, predicted(pts, statistics.median(acc) if acc else None, base_cap=max_running(base.measurements),
-                        spec_cap=max_running(spec.measurements))
-
-
-def max_running(ms: tuple[Measurement, ...]) -> int | None:
-    """SGLang's ``max_running_requests`` from the server log's start-up line (the simulator prints it too)."""
-    import re
-
-    for m in ms:
-        if not m.log_path:
-            continue
-        try:
-            with open(m.log_path, errors="replace") as f:
-                found = re.findall(r"\bmax_running_requests=(\d+)", f.read(1 << 22))
-        except OSError:
-            continue
-        if found:
-            return int(found[-1])
-    return None
-
-
 def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | None) -> None:
     """The baseline's record: its levels, recorded (pass). A speculative mode's: the crossover against
     them, judged against ``[floors.<mode>] crossover`` (higher is better)."""
     if spec is None:
-        perf.record(CROSSOVER_LEVELS, json.dumps([
-            {"load": c, "output_tok_s": _r(m.output_tok_s.median if m.output_tok_s else None),
-             "itl_ms": _r(m.itl_ms.median if m.itl_ms else None),
-             "ttft_ms": _r(m.ttft_ms.median if m.ttft_ms else None)}
-            for c, m in zip(base.loads, base.measurements)], separators=(",", ":")))
+        perf.record(CROSSOVER_LEVELS, baseline_levels(base.loads, base.measurements))
         perf.conclude(case, Verdict(outcome=Outcome.PASS,
                                     message=f"the baseline's output tok/s at {len(base.loads)} loads "
-                                                            f"({', '.join(map(str, base.loads))} streams), recorded"))
+                                            f"({', '.join(map(str, base.loads))} streams), recorded"))
         return
-    x, (presult, pload) = crossover_of(base, spec)
+    x, pred = crossover_of(base.loads, base.measurements, spec.measurements)
     _metric(perf, CROSSOVER)
-    perf.record(CROSSOVER_BASELINE, base.mode)
-    perf.record(CROSSOVER_RESULT, x.result)
-    perf.record(CROSSOVER, x.value)
-    if x.ci_low is not None and x.ci_high is not None:
-        perf.record(f"{CROSSOVER}_ci_low", x.ci_low)
-        perf.record(f"{CROSSOVER}_ci_high", x.ci_high)
-    perf.record(CROSSOVER_WINS, ",".join(map(str, x.wins)))
-    perf.record(CROSSOVER_PREDICTED_RESULT, presult)
-    if pload is not None:
-        perf.record(CROSSOVER_PREDICTED, pload)
-    perf.record(CROSSOVER_LEVELS, json.dumps([
-        {"load": p.load, "base_tok_s": _r(p.base_tok_s), "spec_tok_s": _r(p.spec_tok_s), "ratio": _r(p.ratio, 4),
-         "ratio_ci": [_r(p.ratio_ci_low, 4), _r(p.ratio_ci_high, 4)], "base_itl_ms": _r(p.base_itl_ms),
-         "spec_itl_ms": _r(p.spec_itl_ms), "base_ttft_ms": _r(p.base_ttft_ms), "spec_ttft_ms": _r(p.spec_ttft_ms)}
-        for p in x.points], separators=(",", ":")))
-    pred = f"{pload:.3g} streams" if pload is not None else presult
-    if x.result == "at":
-        what = (f"{case.mode} stops beating {base.mode} at {x.load:.3g} streams (CI {x.ci_low:.3g}-{x.ci_high:.3g}; "
-                f"the cost model predicts {pred})")
-    elif x.result == "never":
-        what = f"{case.mode} beats {base.mode} at no load from {base.loads[0]} to {base.loads[-1]} streams " \
-               f"(the cost model predicts {pred})"
-    else:
-        what = f"{case.mode} still beats {base.mode} at {base.loads[-1]} streams, the highest load measured " \
-               f"(the cost model predicts {pred})"
-    if x.wins and x.result != "never":
-        what += f"; it wins at {', '.join(map(str, x.wins))} streams"
+    for k, val in crossover_properties(x, pred, base_mode=base.mode).items():
+        perf.record(k, val)
+    what = crossover_text(x, pred, mode=case.mode, base_mode=base.mode, loads=base.loads)
     # a floor written from this run is the CI's low end: the crossover's own interval is several per cent wide,
     # wider than any tolerance, so its median as the floor would fail half the runs of an unchanged stack
     perf.conclude(case, _against_floor(perf, case, CROSSOVER, x.value, what,
