@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perfgate.categories import Category, Outcome
+from perfgate.categories import TRACE_FAMILIES, Category, Outcome
 from perfgate.measuring.metrics import Measurement
+from perfgate.measuring.trace import StepProfile
 from perfgate.measuring.verdict import Verdict
 
-__all__ = ["sweep_verdict", "token_match_failure", "not_exercised_verdict", "confounded_verdict", "SWEEP_FIGURES"]
+__all__ = ["sweep_verdict", "token_match_failure", "not_exercised_verdict", "confounded_verdict", "profile_verdict",
+           "SWEEP_FIGURES"]
 
 #: the figures a concurrency sweep records per level, as ``c<N>_<figure>``
 SWEEP_FIGURES = ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
@@ -69,6 +71,30 @@ def confounded_verdict(variant: str, mode: str, candidate: Mapping[str, object],
         message=(f"inconclusive: confounded: {variant} differs from the {_baseline_of(mode)} in "
                  f"{', '.join(sorted(keys))}, which the variant does not declare "
                  f"({diffs}); make the runs differ only in the variant's keys"))
+
+
+def profile_verdict(prof: StepProfile, *, tp: int, backend: str = "", variant: str | None = None) -> Verdict:
+    """The ``profile`` record's verdict from its step profile (``tp``: the config's tensor parallel size; ``backend``:
+    the all-reduce family the variant is meant to exercise): pass, ``fallback`` where the trace shows another
+    family carrying the all-reduces, ``not-exercised`` at tensor parallel 1 or with no all-reduce in the step."""
+    what = "verify pass" if prof.speculative else "decode step"
+    summary = (f"{prof.allreduce_count:g} all-reduce(s) per {what}, {prof.allreduce_us / 1000:.2f} of "
+               f"{prof.step_us / 1000:.2f} ms ({prof.allreduce_share:.0%}), backend {prof.allreduce_backend}")
+    if prof.skew_us > 0:
+        summary += f", rank skew {prof.skew_us / 1000:.2f} ms"
+    if backend in TRACE_FAMILIES and variant:
+        if tp <= 1:
+            return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED,
+                           message=f"{variant} is meant to exercise {backend}, but at tensor parallel 1 there is no "
+                                   f"all-reduce to carry ({summary})")
+        if prof.allreduce_count == 0:
+            return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED,
+                           message=f"{variant}: no all-reduce in the profiled steps, so {backend} carried none")
+        if prof.allreduce_backend != backend:
+            return Verdict(outcome=Outcome.FAIL, category=Category.FALLBACK,
+                           message=f"{variant} asks for {backend}, but its trace shows {prof.allreduce_backend} "
+                                   f"carrying the all-reduces: {summary}")
+    return Verdict(outcome=Outcome.PASS, message=summary)
 
 
 def _baseline_of(mode: str) -> str:

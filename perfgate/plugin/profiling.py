@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
+from perfgate.measuring.checks import profile_verdict as profile_verdict  # tests/test_trace.py
 from perfgate.measuring.trace import StepProfile, TraceError, analyze
 from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.kinds import PROFILE
@@ -40,28 +41,6 @@ def _int_flag(config: ServerConfig, name: str, default: int) -> int:
     """A whole-number flag of the config (``tp-size``), or ``default`` where it is absent, 0 or not a number."""
     v = config.flag_dict.get(name)
     return int(v) if isinstance(v, (int, float, str)) and v and str(v).lstrip("-").isdigit() else default
-
-
-def profile_verdict(prof: StepProfile, *, tp: int, backend: str = "", variant: str | None = None) -> Verdict:
-    """The record's verdict from its profile (``backend``: what the variant is meant to exercise)."""
-    what = "verify pass" if prof.speculative else "decode step"
-    summary = (f"{prof.allreduce_count:g} all-reduce(s) per {what}, {prof.allreduce_us / 1000:.2f} of "
-               f"{prof.step_us / 1000:.2f} ms ({prof.allreduce_share:.0%}), backend {prof.allreduce_backend}")
-    if prof.skew_us > 0:
-        summary += f", rank skew {prof.skew_us / 1000:.2f} ms"
-    if backend in ALLREDUCE_FAMILIES and variant:
-        if tp <= 1:
-            return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED,
-                           message=f"{variant} is meant to exercise {backend}, but at tensor parallel 1 there is no "
-                                   f"all-reduce to carry ({summary})")
-        if prof.allreduce_count == 0:
-            return Verdict(outcome=Outcome.INCONCLUSIVE, category=Category.NOT_EXERCISED,
-                           message=f"{variant}: no all-reduce in the profiled steps, so {backend} carried none")
-        if prof.allreduce_backend != backend:
-            return Verdict(outcome=Outcome.FAIL, category=Category.FALLBACK,
-                           message=f"{variant} asks for {backend}, but its trace shows {prof.allreduce_backend} "
-                                   f"carrying the all-reduces: {summary}")
-    return Verdict(outcome=Outcome.PASS, message=summary)
 
 
 class StepProfiler:
