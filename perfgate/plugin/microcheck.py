@@ -28,14 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.verdict import Verdict, judge_limit
+from perfgate.measuring.micro import CANNOT_RUN, allreduce_verdict, cannot_run_expectation
+from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.kinds import ALLREDUCE
 from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
@@ -44,25 +44,11 @@ if TYPE_CHECKING:
     from perfgate.allreduce.results import AllReduceResult
     from perfgate.measuring.metrics import Measurement
     from perfgate.plugin.state import PerfgateState
-    from perfgate.profiles import Expectation
 
 __all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "expectation_key",
            "MicroCheck", "micro_cases", "micro_plan"]
 
 KIND = ALLREDUCE  # perfgate.plugin.kinds
-
-CANNOT_RUN: Mapping[str, str] = {
-    "missing-dependency": "cannot run here",
-    "unsupported-arch": "not supported on this GPU",
-    "cuda-graph-capture": "cannot be captured in a CUDA graph here",
-    "fallback": "declines this size (falls back to NCCL)",
-    "config-error": "cannot run this request here",
-}
-"""The built-in expectations of the micro tier, as data: a record that fails with one of these categories
-is an xfail (with that category) unless the profile has an ``[expectations."allreduce:<backend>"]``
-entry for its mode, which then decides alone. Not strict: a backend that runs here passes. Only a
-backend that says it cannot run (``BackendUnavailable``) or a size it declines gets this default; a rank
-that crashed is a failure whatever its category."""
 
 DECIDES: frozenset[str] = frozenset({
     *CANNOT_RUN, "wrong-output", "crash", "nccl-error", "oom", "startup-timeout", "slower-than-baseline",
@@ -257,16 +243,6 @@ class MicroRun(PerfRun):
         return None
 
 
-def _default(v: Verdict) -> Expectation | None:
-    """The built-in expectation for a record that cannot run here (:data:`CANNOT_RUN`), else None."""
-    from perfgate.profiles import Expectation
-
-    if v.outcome != "fail" or v.category is None or v.category not in CANNOT_RUN:
-        return None
-    return Expectation(expect=Outcome.XFAIL, category=v.category, reason=CANNOT_RUN[v.category],
-                       key=f"perfgate.plugin.microcheck.CANNOT_RUN[{v.category!r}]")
-
-
 class MicroCheck:
     """``micro_check(micro_case)``: measure one all-reduce record, record it and conclude it. Ends the test.
 
@@ -306,7 +282,7 @@ def _check(run: MicroRun, case: MicroCase) -> None:
         unavailable = isinstance(e, BackendUnavailable)
         v = Verdict(outcome=Outcome.FAIL, category=Category(cat),
                     message=getattr(e, "short", str(e)) if unavailable else str(e))
-        run.conclude(case, v, decides=DECIDES, default=_default(v) if unavailable else None)
+        run.conclude(case, v, decides=DECIDES, default=cannot_run_expectation(v) if unavailable else None)
 
     assert launch.results is not None
     want_numel = max(1, case.nbytes // 2)
@@ -319,49 +295,8 @@ def _check(run: MicroRun, case: MicroCase) -> None:
     for k, val in r.as_properties().items():
         if k not in ("backend", "world_size"):
             run.record(k, val)
-    v = _verdict(case, r, micro_plan(st), os.path.dirname(launch.log))
-    run.conclude(case, v, decides=DECIDES, default=_default(v))
-
-
-def _verdict(case: MicroCase, r: AllReduceResult, plan: MicroPlan, log_dir: str) -> Verdict:
-    """One measured (or declined) size: its own failure, its floor, or a pass (properties recorded)."""
-    if not r.ok:
-        cat = r.category or "crash"
-        if cat in CANNOT_RUN:
-            return Verdict(outcome=Outcome.FAIL, category=Category(cat), message=r.reason)
-        return Verdict(outcome=Outcome.FAIL, category=Category(cat),
-                       message=(f"{case.backend} at world size {case.world_size}, {r.bytes} B ({r.dtype}): {r.reason} "
-                                f"[rank logs: {log_dir}]"))
-    props: dict[str, object] = {}
+    plan = micro_plan(st)
     floor = plan.micro.floor(case.backend, case.mode, r.bytes, case.world_size) if plan.micro is not None else None
-    if floor is not None:  # a ceiling on the median latency measured on this box (the profile's [micro.floors])
-        props = {"floor_latency_us": floor.latency_us, "tolerance": floor.tolerance}
-        if r.latency_us is not None:  # the one judge of a limit, as every record's
-            v = judge_limit(
-                "latency_us", r.latency_us, floor.latency_us, floor.tolerance, noise=None, max_cv=None,
-                what=(f"all-reduce latency {r.latency_us:.2f} µs ({case.backend}, {case.mode}, {r.bytes} B "
-                      f"{r.dtype}, world size {case.world_size}, p99 {r.latency_p99_us or 0:.2f} µs)"),
-                where=f"{plan.profile_path}, {floor.key}",
-                update_hint=("`pytest perftests/ -m micro --junitxml=run.xml`, then `python scripts/micro_floors.py "
-                             f"run.xml --update {plan.profile_path or 'PROFILE'}` (a new stack or box)"))
-            if v.outcome is Outcome.FAIL:
-                return replace(v, properties=props)
-    bad = _implausible(r)
-    if bad:
-        return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, properties=props,
-                       message=f"{case.backend}, {r.bytes} B: implausible measurement: {bad}")
-    msg = (f"{case.backend}, {case.mode}, {r.bytes} B {r.dtype}, world size {case.world_size}: median "
-           f"{r.latency_us:.2f} µs, p99 {r.latency_p99_us:.2f} µs, busbw {r.busbw_gbps:.3g} GB/s")
-    if floor is not None:
-        msg += f" (<= ceiling {floor.latency_us:g} µs × (1 + {floor.tolerance:g}))"
-    return Verdict(outcome=Outcome.PASS, message=msg + (f"; {r.note}" if r.note else ""), properties=props)
-
-
-def _implausible(r: AllReduceResult) -> str:
-    if r.latency_us is None or r.latency_us <= 0:
-        return f"median latency {r.latency_us} µs"
-    if r.latency_p99_us is None or r.latency_p99_us < r.latency_us:
-        return f"p99 {r.latency_p99_us} µs below the median {r.latency_us} µs"
-    if r.busbw_gbps is None or r.busbw_gbps < 0:
-        return f"busbw {r.busbw_gbps} GB/s"
-    return ""
+    v = allreduce_verdict(r, backend=case.backend, timing=case.mode, world_size=case.world_size, floor=floor,
+                          profile_path=plan.profile_path, log_dir=os.path.dirname(launch.log))
+    run.conclude(case, v, decides=DECIDES, default=cannot_run_expectation(v))
