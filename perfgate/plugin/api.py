@@ -359,7 +359,7 @@ def _check_limits(metric: str, limit: float | None, tolerance: float | None) -> 
 
 def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) -> None:
     """The metric's median, CI and CV over trials, and its per-start values (measure() wrote decode tok/s's)."""
-    from perfgate.plugin.starts import start_properties
+    from perfgate.measuring.starts import start_properties
 
     stat = m.stat(metric)
     if stat is not None:

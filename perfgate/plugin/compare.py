@@ -139,7 +139,7 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
     if order:
         perf.record(PAIR_ORDER, order)
     if candidate and len(m.starts) >= 2:
-        from perfgate.plugin.starts import start_properties
+        from perfgate.measuring.starts import start_properties
 
         for key, val in start_properties(m).items():
             perf.record(CANDIDATE_PREFIX + key, val)

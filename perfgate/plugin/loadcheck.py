@@ -187,7 +187,7 @@ def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: st
     interval the floor is judged on, their spread as the goodput noise between starts; a floor written from it
     is the mean of the starts' low ends, with the tolerance that noise gives (``goodput_rps_tolerance``)."""
     from perfgate.measuring.goodputfloor import interval_text
-    from perfgate.plugin.starts import start_stats
+    from perfgate.measuring.starts import start_stats
     from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
     levels = [{"start": k, **level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]

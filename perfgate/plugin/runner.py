@@ -118,7 +118,7 @@ class PerfRun(Checks):
             self.record(prefix + "failed_requests", m.failures)
         self.record(prefix + "cached_tokens", m.cached_tokens)
         if not prefix:
-            from perfgate.plugin.starts import start_properties
+            from perfgate.measuring.starts import start_properties
 
             for k, v in start_properties(m).items():
                 self.record(k, v)
@@ -219,7 +219,8 @@ class PerfRun(Checks):
         import time
 
         from perfgate.measuring.order import in_pair_order
-        from perfgate.plugin.starts import combine, fresh_start
+        from perfgate.measuring.starts import combine
+        from perfgate.plugin.starts import fresh_start
 
         st = self.state
         if self.no_more_starts(*measured):

@@ -8,88 +8,29 @@ compared with (directly or through another: the connected group of :attr:`Perfga
 start, each start a new server process, the order within each round alternated (A B, then B A: a place in the
 pair favours neither config; perfgate.measuring.order), and caches one pooled
 :class:`~perfgate.measuring.metrics.Measurement` per config whose ``starts`` keep the per-start measurements
-(:func:`combine`). Comparisons then judge the
+(:func:`perfgate.measuring.starts.combine`). Comparisons then judge the
 per-start pairs (:func:`perfgate.measuring.metrics.paired_ratios`, ``perfgate.measuring.judge.paired``); a record
 carries the between-start
-spread (:func:`start_properties`). pytest's item order is untouched.
+spread (:func:`perfgate.measuring.starts.start_properties`). pytest's item order is untouched.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
+from perfgate.measuring.metrics import Measurement
+from perfgate.measuring.starts import combine
 from perfgate.plugin.kinds import Compares, compares_of
 from perfgate.plugin.pool import ServerFailed, pool_of
-from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, Case, case_of
+from perfgate.record import Case, case_of
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["combine", "start_stats", "start_properties", "note_comparison", "note_comparisons",
+__all__ = ["note_comparison", "note_comparisons",
            "compared_configs", "group_of", "group_for", "measure_interleaved", "fresh_start", "label", "starts_line"]
-
-
-def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
-    """One measurement of N starts: the trials pooled (CI and CV over all of them), each metric's median the
-    median over the starts' medians, ``starts`` the per-start measurements (their outputs: the first's)."""
-    if not per_start:
-        raise ValueError("combine() needs at least one start")
-    if len(per_start) == 1:
-        return per_start[0]
-    first, last = per_start[0], per_start[-1]
-    pooled = summarize(config_key=first.config_key, config_name=first.config_name,
-                       trials=[t for m in per_start for t in m.trials], confidence=confidence,
-                       outputs=first.outputs, startup_s=first.startup_s, log_path=last.log_path,
-                       concurrency=first.concurrency)
-    over: dict[str, Stat | None] = {}
-    for name in METRICS:
-        s = pooled.stat(name)
-        meds = [st.median for x in per_start if (st := x.stat(name)) is not None]
-        over[name] = replace(s, median=statistics.median(meds)) if s is not None and meds else s
-    # METRICS names exactly Measurement's Stat | None fields; mypy cannot see a dict's keys as those fields
-    return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]  # (see above)
-
-
-def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
-    """(between-start CV, CI low, CI high) of the mean across starts (a t-interval); Nones below 2 starts."""
-    if len(values) < 2:
-        return None, None, None
-    from perfgate.measuring.judge import t_quantile
-
-    mean, sd = statistics.fmean(values), statistics.stdev(values)
-    half = t_quantile(0.5 + confidence / 2, len(values) - 1) * sd / math.sqrt(len(values))
-    return (sd / mean if mean else None), mean - half, mean + half
-
-
-def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float = 0.95) -> dict[str, object]:
-    """The record's between-start properties (none for a single start): for the record's ``metric`` its per-start
-    values (``start_values``), their spread and the mean's interval; for every metric measured its per-start values
-    as ``start_values.<metric>``, so each metric's noise between starts can be read from the record
-    (:func:`perfgate.report.noise.start_values`), not only the one it is judged on."""
-    if len(m.starts) < 2:
-        return {}
-    values = m.start_values(metric)
-    cv, lo, hi = start_stats(values, confidence)
-    out: dict[str, object] = {N_STARTS: len(m.starts), START_VALUES: _joined(values)}
-    if cv is not None:
-        out[START_CV] = cv
-    if lo is not None and hi is not None:
-        out[START_CI_LOW], out[START_CI_HIGH] = lo, hi
-    for name in METRICS:
-        per_start = m.start_values(name)
-        if len(per_start) >= 2:
-            out[f"{START_VALUES}.{name}"] = _joined(per_start)
-    return out
-
-
-def _joined(values: Sequence[float]) -> str:
-    return ",".join(f"{v:.6g}" for v in values)
 
 
 def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:
