@@ -23,9 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement
-from perfgate.profiles import DEFAULT_TOLERANCE
-from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
+from perfgate.measuring.metrics import METRICS, Measurement
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
@@ -277,7 +275,6 @@ class PerfCheck:
 
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
-        from perfgate.measuring.verdict import acceptance_verdict, limit_verdict
         from perfgate.plugin.loadrun import Goodput, Levels
 
         _check_limits(metric, limit, tolerance)
@@ -292,38 +289,24 @@ class PerfCheck:
         if metric not in METRICS and metric != ACCEPT_LEN:
             raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}, {ACCEPT_LEN}, "
                              f"{SWEEP}")
+        from perfgate.measuring.floorcheck import limit_at, limit_check
+
         perf = self._perf
         case = _case_of_test(perf)
         st = perf.state
         p = st.profile
         w = p.workload_for(case.mode)
-        floors = p.floors.get(case.mode)
-        same_c = m.concurrency == w.concurrency
-        table = case.mode if same_c else f"{case.mode}.c{m.concurrency}"  # the [floors.<table>] it reads and writes
-        at = (floors.at(m.concurrency) if floors is not None else None) or (floors if same_c else None)
-        stored = at.limit(metric) if at is not None else None
-        lim = limit if limit is not None else stored
-        tol = tolerance if tolerance is not None else (at.tolerance_for(metric) if at is not None else
-                                                       DEFAULT_TOLERANCE)
-        spec = METRICS.get(metric) or RECORD_METRICS[metric]
-        perf.record(METRIC, metric)
-        perf.record(DIRECTION, spec.direction)
-        if metric in METRICS:
-            _record_stat(perf, m, metric, w.confidence)
-        if lim is not None:
-            perf.record(LIMIT, lim)
-            perf.record(TOLERANCE, tol)
-        where = f"{p.path}, mode {case.mode}" if same_c else f"{p.path}, [floors.{table}]"
-        max_cv = p.max_cv_for(case.mode, at)
-        hint = perf.update_command()
-        v = (limit_verdict(m, metric, lim, tol, max_cv=max_cv, where=where, update_hint=hint) if metric in METRICS
-             else acceptance_verdict(m.accept_len, lim, tol, where=where, update_hint=hint))
+        at = limit_at(p.floors.get(case.mode), metric, mode=case.mode, concurrency=m.concurrency,
+                      workload_concurrency=w.concurrency, limit=limit, tolerance=tolerance, profile_path=str(p.path))
+        max_cv = p.max_cv_for(case.mode, at.floor)
+        v = limit_check(m, at, confidence=w.confidence, max_cv=max_cv, update_hint=perf.update_command())
+        for k, val in v.properties.items():
+            perf.record(k, val)
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
             from perfgate.plugin.ledger import note_update
 
-            note_update(st, case.mode, metric, stored, m, v, max_cv=max_cv, table=table)
-        word = "floor" if spec.higher_is_better else "ceiling"
-        perf.conclude(case, v, stored_floor=f"the {table} {word} ({lim:g} {spec.unit})" if lim is not None else None)
+            note_update(st, case.mode, metric, at.stored, m, v, max_cv=max_cv, table=at.table)
+        perf.conclude(case, v, stored_floor=at.stored_floor)
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
@@ -355,22 +338,6 @@ def _check_limits(metric: str, limit: float | None, tolerance: float | None) -> 
                                   or not 0 <= tolerance <= 1):
         raise ValueError(f"perf_check(): tolerance is a fraction of the limit from 0 to 1, got {tolerance!r}; fix: "
                          f"tolerance=0.03 for 3 %, or leave it out for the profile's tolerance")
-
-
-def _record_stat(perf: PerfRun, m: Measurement, metric: str, confidence: float) -> None:
-    """The metric's median, CI and CV over trials, and its per-start values (measure() wrote decode tok/s's)."""
-    from perfgate.measuring.starts import start_properties
-
-    stat = m.stat(metric)
-    if stat is not None:
-        perf.record(metric, stat.median)
-        if stat.ci_low is not None and stat.ci_high is not None:
-            perf.record(f"{metric}_ci_low", stat.ci_low)
-            perf.record(f"{metric}_ci_high", stat.ci_high)
-        if stat.cv is not None:
-            perf.record(cv_name(metric), stat.cv)
-    for k, val in start_properties(m, metric, confidence=confidence).items():
-        perf.record(k, val)
 
 
 def _case_of_test(perf: PerfRun) -> Case:
