@@ -1,10 +1,22 @@
-"""The crossover record's figures and words (perfgate.measuring.loadrecord), from scripted measurements: pure."""
+"""The load records' figures and words (goodput, crossover) (perfgate.measuring.loadrecord), from scripted measurements: pure."""
 
 from __future__ import annotations
 
 import json
 
-from perfgate.measuring.loadrecord import baseline_levels, crossover_of, crossover_properties, crossover_text
+from perfgate.measuring.goodput import LoadLevel, Search
+from perfgate.measuring.goodputfloor import AcrossStarts
+from perfgate.measuring.loadrecord import (
+    baseline_levels,
+    crossover_of,
+    crossover_properties,
+    crossover_text,
+    search_properties,
+    search_text,
+    starts_properties,
+    starts_spread,
+    starts_text,
+)
 from perfgate.measuring.metrics import Measurement, Trial, summarize
 
 LOADS = (1, 4, 16)
@@ -48,3 +60,39 @@ def test_the_baselines_levels_are_its_medians_per_load():
     assert json.loads(baseline_levels((1, 4), _levels(100, 300))) == [
         {"load": 1, "output_tok_s": 100.0, "itl_ms": 5.0, "ttft_ms": 40.0},
         {"load": 4, "output_tok_s": 300.0, "itl_ms": 5.0, "ttft_ms": 40.0}]
+
+
+def _level(rate: float, meets: bool | None, why: str = "") -> LoadLevel:
+    return LoadLevel(rate=rate, trials=(), meets=meets, limiting="" if meets else "ttft_ms_p90", why=why,
+                     attainment=1.0 if meets else 0.5, goodput_rps=rate if meets else None, send_lag_ms_p99=1.0,
+                     achieved_rps=rate, requests=300, attainment_low=0.95 if meets else 0.4)
+
+
+def _search(low: float | None, high: float | None) -> Search:
+    best = _level(low, True) if low is not None else None
+    failed = _level(high, False, why="ttft_ms_p90 shown above 2000") if high is not None else None
+    return Search(levels=tuple(x for x in (best, failed) if x is not None), best=best, failed=failed)
+
+
+def test_a_goodput_search_says_where_the_slos_hold_and_break():
+    s = _search(4, 8)
+    assert search_properties(s) == {"goodput_rate_next": 8, "limiting_metric": "ttft_ms_p90",
+                                    "goodput_resolution": 1.0, "goodput_rate": 4, "attainment": 1.0,
+                                    "attainment_low": 0.95, "level_requests": 300}
+    assert search_text(s) == "goodput [4, 8) req/s (the SLOs hold at 4 and break at 8 req/s)"
+    assert search_text(_search(4, None)).endswith("(the SLOs hold up to 4 req/s, and no level above failed)")
+    assert search_text(_search(None, 8)).endswith(
+        "(no level passed (ttft_ms_p90 shown above 2000; lower [slo] rate_start to find one that does))")
+
+
+def test_a_goodput_over_starts_records_each_start_and_their_spread():
+    a = AcrossStarts(searches=(_search(4, 8), _search(6, 8), _search(5, None)))
+    p = starts_properties(a)
+    assert p["n_starts"] == 3 and p["start_values"] == "4,6,5" and p["start_values.goodput_rps"] == "4,6,5"
+    assert p["start_values.goodput_rps_high"] == "8,8,-"
+    assert [x["start"] for x in json.loads(str(p["goodput_starts"]))] == [1, 2, 3]
+    cv, spread = starts_spread(a)
+    assert cv == 0.2 and set(spread) == {"start_cv", "start_ci_low", "start_ci_high"}
+    assert starts_text(a, cv, what_slo="ttft_ms_p90 <= 2000").startswith(
+        "goodput [5, -) req/s (the mean of 3 server starts' intervals: [4, 8) req/s; ")
+    assert starts_text(a, cv, what_slo="x").endswith(", between-start CV 20.0%; SLOs x)")

@@ -10,13 +10,37 @@ import re
 import statistics
 
 from perfgate.measuring.crossover import Crossover, Point, crossover, predicted
-from perfgate.measuring.goodput import LoadLevel
+from perfgate.measuring.goodput import LoadLevel, Search
+from perfgate.measuring.goodputfloor import AcrossStarts, interval_text
 from perfgate.measuring.metrics import Measurement, bootstrap_ratio_ci
+from perfgate.measuring.starts import start_stats
+from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
 __all__ = ["CROSSOVER", "CROSSOVER_RESULT", "CROSSOVER_PREDICTED", "CROSSOVER_PREDICTED_RESULT", "CROSSOVER_WINS",
            "CROSSOVER_LEVELS", "CROSSOVER_BASELINE", "level_json", "point_of", "crossover_of", "max_running",
-           "baseline_levels", "crossover_properties", "crossover_text"]
+           "baseline_levels", "crossover_properties", "crossover_text", "search_properties", "search_text",
+           "starts_properties", "starts_spread", "starts_text"]
 
+# goodput records (kind "goodput"): goodput as an interval (perfgate.measuring.goodput.search)
+GOODPUT = "goodput_rps"  # the interval's low end: good requests per second at the highest level passed
+GOODPUT_LOW = "goodput_rps_low"  # the same figure, under the interval's name (0: no level passed)
+GOODPUT_HIGH = "goodput_rps_high"  # the interval's high end: the rate achieved at the lowest level failed
+GOODPUT_RATE = "goodput_rate"  # the highest level passed (offered, req/s)
+GOODPUT_RATE_NEXT = "goodput_rate_next"  # the lowest level failed (absent: none failed)
+GOODPUT_RESOLUTION = "goodput_resolution"  # (next - rate) / rate
+GOODPUT_UNRESOLVED = "goodput_unresolved"  # the levels between the two left unresolved, comma-separated (req/s)
+GOODPUT_MIN_REQUESTS = "goodput_min_requests"  # the fewest requests with which a level can pass (the sizing rule)
+SLO = "slo"  # the SLOs, as text
+SLO_ATTAINMENT = "slo_attainment"  # the required attainment
+SLO_CONFIDENCE = "slo_confidence"  # the one-sided confidence of each bound a level is decided on
+ATTAINMENT = "attainment"  # the attainment at goodput_rate, pooled over its requests
+ATTAINMENT_LOW = "attainment_low"  # its Clopper-Pearson lower bound
+LEVEL_REQUESTS = "level_requests"  # the requests at goodput_rate, pooled over its trials
+LIMITING_METRIC = "limiting_metric"  # the bound most requests missed at goodput_rate_next
+SEND_LAG_MS_P99 = "send_lag_ms_p99"  # the worst level's send lag p99 (ms, server time)
+ARRIVAL = "arrival"
+LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, decision, requests, attainment, ...)
+GOODPUT_STARTS = "goodput_starts"  # JSON, with --perfgate-starts N: per start, its interval, levels and requests
 # crossover records (kind "crossover")
 CROSSOVER = "crossover"  # the load (streams) where speculation stops beating the baseline (+ _ci_low/_ci_high)
 CROSSOVER_RESULT = "crossover_result"  # at | never | always
@@ -40,6 +64,76 @@ def level_json(lv: LoadLevel) -> dict[str, object]:
             "output_tok_s": round(statistics.median(tok), 2) if tok else None,
             "send_lag_ms_p99": round(lv.send_lag_ms_p99, 3) if lv.send_lag_ms_p99 is not None else None,
             "limiting": lv.limiting, **{k: round(v, 3) for k, v in {**lv.p99, **lv.values}.items()}, **bounds}
+
+
+def search_properties(s: Search) -> dict[str, object]:
+    """A goodput search's answer (one server start): the lowest level failed and its limiting metric, the
+    resolution between the two, and the highest level passed with its attainment and requests."""
+    out: dict[str, object] = {}
+    if s.failed is not None:
+        out[GOODPUT_RATE_NEXT] = s.failed.rate
+        if s.failed.limiting:
+            out[LIMITING_METRIC] = s.failed.limiting
+    if s.resolution is not None:
+        out[GOODPUT_RESOLUTION] = s.resolution
+    if s.best is not None:
+        out[GOODPUT_RATE] = s.best.rate
+        out[ATTAINMENT] = s.best.attainment
+        out[ATTAINMENT_LOW] = s.best.attainment_low
+        out[LEVEL_REQUESTS] = s.best.requests
+    return out
+
+
+def search_text(s: Search) -> str:
+    """What a goodput record of one start says: its interval and where the SLOs hold and break (none passed: the
+    first level's reason and the fix)."""
+    if s.best is not None and s.failed is not None:
+        where = f"the SLOs hold at {s.best.rate:g} and break at {s.failed.rate:g} req/s"
+    elif s.best is not None:
+        where = f"the SLOs hold up to {s.best.rate:g} req/s, and no level above failed"
+    else:
+        first = min(s.levels, key=lambda lv: lv.rate) if s.levels else None
+        hint = ("lower [slo] rate_start to find one that does" if first is None or first.meets is False else
+                "raise [slo] max_requests to resolve the levels below")
+        where = f"no level passed ({first.why if first else 'nothing measured'}; {hint})"
+    return f"goodput {interval_text(s)} ({where})"
+
+
+def starts_properties(a: AcrossStarts) -> dict[str, object]:
+    """A goodput record over N server starts: every start's levels (``load_levels``) and interval
+    (``goodput_starts``), and the starts' low and high ends (``start_values.*``)."""
+    levels = [{"start": k, **level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]
+    per = [{"start": k, "low": round(s.low, 4), "high": _r(s.high, 4),
+            "rate": s.best.rate if s.best is not None else None,
+            "rate_next": s.failed.rate if s.failed is not None else None,
+            "requests": s.best.requests if s.best is not None else 0,
+            "unresolved": [lv.rate for lv in s.unresolved]} for k, s in enumerate(a.searches, 1)]
+    return {LOAD_LEVELS: json.dumps(levels, separators=(",", ":")),
+            GOODPUT_STARTS: json.dumps(per, separators=(",", ":")),
+            N_STARTS: len(a.searches),
+            START_VALUES: ",".join(f"{x:.6g}" for x in a.lows),
+            f"{START_VALUES}.{GOODPUT}": ",".join(f"{x:.6g}" for x in a.lows),
+            f"{START_VALUES}.{GOODPUT_HIGH}": ",".join("-" if x is None else f"{x:.6g}" for x in a.highs)}
+
+
+def starts_spread(a: AcrossStarts) -> tuple[float | None, dict[str, object]]:
+    """The goodput noise between starts: the CV of the starts' low ends, and its properties (``start_cv``, the
+    mean's interval)."""
+    cv, lo, hi = start_stats(a.lows)
+    out: dict[str, object] = {}
+    if cv is not None:
+        out[START_CV] = cv
+    if lo is not None and hi is not None:
+        out[START_CI_LOW] = lo
+        out[START_CI_HIGH] = hi
+    return cv, out
+
+
+def starts_text(a: AcrossStarts, cv: float | None, *, what_slo: str) -> str:
+    """What a goodput record over N starts says: the mean interval, each start's, their spread and the SLOs."""
+    spread = f", between-start CV {cv:.1%}" if cv is not None else ""
+    return (f"goodput {interval_text(a)} (the mean of {len(a.searches)} server starts' intervals: "
+            + "; ".join(interval_text(s) for s in a.searches) + f"{spread}; SLOs {what_slo})")
 
 
 def point_of(c: int, b: Measurement, s: Measurement) -> Point:

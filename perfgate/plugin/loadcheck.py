@@ -9,14 +9,30 @@ from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.loadrecord import (
+    ARRIVAL,
     CROSSOVER,
     CROSSOVER_LEVELS,
+    GOODPUT,
+    GOODPUT_HIGH,
+    GOODPUT_LOW,
+    GOODPUT_MIN_REQUESTS,
+    LOAD_LEVELS,
+    SEND_LAG_MS_P99,
+    SLO,
+    SLO_ATTAINMENT,
+    SLO_CONFIDENCE,
     baseline_levels,
     crossover_of,
     crossover_properties,
     crossover_text,
     level_json,
+    search_properties,
+    search_text,
+    starts_properties,
+    starts_spread,
+    starts_text,
 )
+from perfgate.measuring.loadrecord import GOODPUT_UNRESOLVED as GOODPUT_UNRESOLVED  # perfgate.plugin.terminal
 from perfgate.measuring.loadrecord import max_running as max_running  # tests/test_crossover.py
 from perfgate.measuring.metrics import Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
@@ -31,27 +47,7 @@ if TYPE_CHECKING:
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
 
-# goodput records (kind "goodput"): goodput as an interval (perfgate.measuring.goodput.search)
-GOODPUT = "goodput_rps"  # the interval's low end: good requests per second at the highest level passed
-GOODPUT_LOW = "goodput_rps_low"  # the same figure, under the interval's name (0: no level passed)
-GOODPUT_HIGH = "goodput_rps_high"  # the interval's high end: the rate achieved at the lowest level failed
-GOODPUT_RATE = "goodput_rate"  # the highest level passed (offered, req/s)
-GOODPUT_RATE_NEXT = "goodput_rate_next"  # the lowest level failed (absent: none failed)
-GOODPUT_RESOLUTION = "goodput_resolution"  # (next - rate) / rate
-GOODPUT_UNRESOLVED = "goodput_unresolved"  # the levels between the two left unresolved, comma-separated (req/s)
-GOODPUT_MIN_REQUESTS = "goodput_min_requests"  # the fewest requests with which a level can pass (the sizing rule)
-SLO = "slo"  # the SLOs, as text
-SLO_ATTAINMENT = "slo_attainment"  # the required attainment
-SLO_CONFIDENCE = "slo_confidence"  # the one-sided confidence of each bound a level is decided on
-ATTAINMENT = "attainment"  # the attainment at goodput_rate, pooled over its requests
-ATTAINMENT_LOW = "attainment_low"  # its Clopper-Pearson lower bound
-LEVEL_REQUESTS = "level_requests"  # the requests at goodput_rate, pooled over its trials
-LIMITING_METRIC = "limiting_metric"  # the bound most requests missed at goodput_rate_next
-SEND_LAG_MS_P99 = "send_lag_ms_p99"  # the worst level's send lag p99 (ms, server time)
-ARRIVAL = "arrival"
-LOAD_LEVELS = "load_levels"  # JSON: every level measured, in order (rate, decision, requests, attainment, ...)
-GOODPUT_STARTS = "goodput_starts"  # JSON, with --perfgate-starts N: per start, its interval, levels and requests
-# crossover records (kind "crossover"): perfgate.measuring.loadrecord names them
+# the records' property names: perfgate.measuring.loadrecord
 
 
 def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float, str]:
@@ -115,8 +111,6 @@ def _metric(perf: PerfRun, metric: str) -> None:
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """Record a goodput search (its interval, every level) and conclude the record on its floor
     (:func:`perfgate.measuring.goodputfloor.floor_verdict`)."""
-    from perfgate.measuring.goodputfloor import interval_text
-
     s, slo = g.search, g.slo
     _metric(perf, GOODPUT)
     perf.record(SLO, slo.describe())
@@ -134,29 +128,11 @@ def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     perf.record(LOAD_LEVELS, json.dumps([level_json(lv) for lv in s.levels], separators=(",", ":")))
     if s.inconclusive is not None:
         return _conclude_behind(perf, case, s.inconclusive)
-    if s.failed is not None:
-        perf.record(GOODPUT_RATE_NEXT, s.failed.rate)
-        if s.failed.limiting:
-            perf.record(LIMITING_METRIC, s.failed.limiting)
-    if s.resolution is not None:
-        perf.record(GOODPUT_RESOLUTION, s.resolution)
-    if s.best is not None:
-        perf.record(GOODPUT_RATE, s.best.rate)
-        perf.record(ATTAINMENT, s.best.attainment)
-        perf.record(ATTAINMENT_LOW, s.best.attainment_low)
-        perf.record(LEVEL_REQUESTS, s.best.requests)
-    if s.best is not None and s.failed is not None:
-        where = f"the SLOs hold at {s.best.rate:g} and break at {s.failed.rate:g} req/s"
-    elif s.best is not None:
-        where = f"the SLOs hold up to {s.best.rate:g} req/s, and no level above failed"
-    else:
-        first = min(s.levels, key=lambda lv: lv.rate) if s.levels else None
-        hint = ("lower [slo] rate_start to find one that does" if first is None or first.meets is False else
-                "raise [slo] max_requests to resolve the levels below")
-        where = f"no level passed ({first.why if first else 'nothing measured'}; {hint})"
+    for k, val in search_properties(s).items():
+        perf.record(k, val)
     # a floor written from this run is the interval's low end (shown met within the SLOs), as the crossover's is
     # its CI's low end: a level passed or failed at the knee is the levels' noise, not a change of the server
-    _conclude_on_floor(perf, case, s, what=f"goodput {interval_text(s)} ({where})",
+    _conclude_on_floor(perf, case, s, what=search_text(s),
                        n=s.best.requests if s.best is not None else 0, cv=None, starts=(),
                        why="" if s.best is not None else "no level passed the SLOs: no goodput to make a floor of")
 
@@ -186,33 +162,14 @@ def _conclude_starts(perf: PerfRun, case: Case, a: AcrossStarts, *, what_slo: st
     """A goodput record over N server starts: every start's interval and levels, the starts' means as the
     interval the floor is judged on, their spread as the goodput noise between starts; a floor written from it
     is the mean of the starts' low ends, with the tolerance that noise gives (``goodput_rps_tolerance``)."""
-    from perfgate.measuring.goodputfloor import interval_text
-    from perfgate.measuring.starts import start_stats
-    from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
-
-    levels = [{"start": k, **level_json(lv)} for k, s in enumerate(a.searches, 1) for lv in s.levels]
-    perf.record(LOAD_LEVELS, json.dumps(levels, separators=(",", ":")))
-    per = [{"start": k, "low": round(s.low, 4), "high": _r(s.high, 4),
-            "rate": s.best.rate if s.best is not None else None,
-            "rate_next": s.failed.rate if s.failed is not None else None,
-            "requests": s.best.requests if s.best is not None else 0,
-            "unresolved": [lv.rate for lv in s.unresolved]} for k, s in enumerate(a.searches, 1)]
-    perf.record(GOODPUT_STARTS, json.dumps(per, separators=(",", ":")))
-    perf.record(N_STARTS, len(a.searches))
-    perf.record(START_VALUES, ",".join(f"{x:.6g}" for x in a.lows))
-    perf.record(f"{START_VALUES}.{GOODPUT}", ",".join(f"{x:.6g}" for x in a.lows))
-    perf.record(f"{START_VALUES}.{GOODPUT_HIGH}", ",".join("-" if x is None else f"{x:.6g}" for x in a.highs))
+    for k, val in starts_properties(a).items():
+        perf.record(k, val)
     if a.inconclusive is not None:
         return _conclude_behind(perf, case, a.inconclusive)
-    cv, lo, hi = start_stats(a.lows)
-    if cv is not None:
-        perf.record(START_CV, cv)
-    if lo is not None and hi is not None:
-        perf.record(START_CI_LOW, lo)
-        perf.record(START_CI_HIGH, hi)
-    spread = f", between-start CV {cv:.1%}" if cv is not None else ""
-    what = (f"goodput {interval_text(a)} (the mean of {len(a.searches)} server starts' intervals: "
-            + "; ".join(interval_text(s) for s in a.searches) + f"{spread}; SLOs {what_slo})")
+    cv, spread = starts_spread(a)
+    for k, val in spread.items():
+        perf.record(k, val)
+    what = starts_text(a, cv, what_slo=what_slo)
     passed = all(s.best is not None for s in a.searches)
     _conclude_on_floor(perf, case, a, what=what, n=len(a.searches), cv=cv, starts=a.lows,
                        why="" if passed else "a start passed no level of the SLOs: no goodput to make a floor of")
