@@ -78,11 +78,12 @@ def test_html_report_contains_matrix_plots_and_stack(tmp_path: Path) -> None:
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>")
     assert '<table class="matrix">' in page
-    for variant in ("(none)", "nccl-tree", "flashinfer-ar-fusion", "mscclpp"):
+    for variant in (NO_VARIANT, "nccl-tree", "flashinfer-ar-fusion", "mscclpp"):
         assert f"<th>{variant}</th>" in page
     assert 'class="o-xpass"' in page and 'class="o-fail"' in page
     assert "SIMULATED" in page
-    assert '<tr class="changed"><td>flashinfer</td><td>0.7.2</td><td>0.8.0</td></tr>' in page.replace("\n", "")
+    assert ('<tr class="changed"><td class="key">flashinfer</td><td class="why"><small>#1:</small> 0.7.2<br>'
+            '<small>#2:</small> 0.8.0</td></tr>') in page.replace("\n", "")
     assert "Unblocked" in page
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == 2
@@ -102,9 +103,9 @@ def test_history_panel_axis_keeps_a_tiny_wobble_flat_and_spans_the_intervals() -
     from perfgate.report.plot import MIN_Y_SPAN, _y_range
 
     values = [89.500, 89.502, 89.498]
-    wobble = [Cell(outcome="pass", tok_s=v) for v in values]
+    wobble = [Cell(outcome="pass", value=v) for v in values]
     lo, hi = _y_range(wobble, values)
     assert hi - lo >= 89.5 * MIN_Y_SPAN * 0.999  # ±2 %: 0.004 tok/s of spread is not a cliff
-    wide = [Cell(outcome="pass", tok_s=100.0, ci=(60.0, 140.0)), Cell(outcome="pass", tok_s=101.0)]
+    wide = [Cell(outcome="pass", value=100.0, ci=(60.0, 140.0)), Cell(outcome="pass", value=101.0)]
     lo, hi = _y_range(wide, [100.0, 101.0])
     assert lo <= 60.0 and hi >= 140.0  # every recorded interval is inside the panel

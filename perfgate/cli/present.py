@@ -97,12 +97,14 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="leave the PNG plots out (no matplotlib needed)")
 
 
-@subcommand("report", "one-page HTML: matrix, plots (embedded PNG) and stack side by side", _report_args)
+@subcommand("report", "one-page HTML, verdict first: the gate's exit and what blocks, each record's verdict on its own "
+            "metric, the matrix, trends (embedded PNG), stack and machine", _report_args)
 def _run_report(args: argparse.Namespace) -> int:
     from perfgate.report.html import render_html
     from perfgate.report.junit_read import read_reports
+    from perfgate.report.policy import load_policy
 
-    page = render_html(read_reports(args.reports), plots=not args.no_plots, title=args.title)
+    page = render_html(read_reports(args.reports), plots=not args.no_plots, title=args.title, policy=load_policy())
     emit(page, args.output)
     print(args.output)
     return EXIT_OK

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
-from perfgate.plugin.kinds import FLOOR, figure_of, in_matrix, kind_of
+from perfgate.plugin.kinds import figure_of, in_matrix
 from perfgate.plugin.pool import Attacher, pool_of
 from perfgate.record import (
     DIRECTION,
@@ -26,6 +26,7 @@ from perfgate.record import (
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
+    from perfgate.report.records import Record
 
 __all__ = ["banner", "summary", "matrix_lines", "record_lines", "record_detail", "COMPARISONS", "attach_warnings",
            "write_updates"]
@@ -82,50 +83,61 @@ def banner(st: PerfgateState) -> list[str]:
     return lines
 
 
-def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
-    """The records of this run as a variant x mode matrix (outcome, category, tok/s, vs baseline)."""
-    cells: dict[tuple[str, str], str] = {}
-    modes: list[str] = []
-    rows: list[str] = []
+def _records(stats: dict[str, list[Any]]) -> list[Record]:
+    """This run's records as the report reads them (one per test, its last report's properties)."""
+    from perfgate.report.records import Record, parse_number
+
+    out: dict[str, Record] = {}
     for reports in stats.values():
         for rep in reports:
             props = dict(getattr(rep, "user_properties", ()) or ())
-            kind = props.get("kind", "")
-            metric = props.get("metric", "")
-            if not props.get("outcome") or not in_matrix(kind):
+            if not props.get("outcome"):
                 continue
-            mode = props.get("mode", "")
-            k = kind_of(kind)
-            if k is not None and k.matrix:
-                row = props.get("variant") or ("(baseline)" if kind == FLOOR else "(speculation)")
-            else:  # a user's record: one row per kind and metric
-                row = (f"({kind}" + (f" {metric}" if metric else "") + ")"
-                       + (f" +{props['variant']}" if props.get("variant") else ""))
-            text = props["outcome"]
-            if props.get("category"):
-                text += f" {props['category']}"
-            if metric and props.get(f"{metric}_low") is not None:  # an interval (goodput): [low, high)
-                text += " " + interval_cell(props, metric)
-            elif metric and props.get(metric):
-                text += f" {float(props[metric]):.4g}"
-            elif props.get("tok_s"):
-                text += f" {float(props['tok_s']):.1f}"
-            if props.get("vs_baseline"):
-                text += f" x{float(props['vs_baseline']):.2f}"
-            cells[(row, mode)] = text
-            if mode not in modes:
-                modes.append(mode)
-            if row not in rows:
-                rows.append(row)
-    if not cells:
+            key = str(getattr(rep, "nodeid", id(rep)))
+            texts = tuple((str(k), str(v)) for k, v in props.items())
+            numbers = tuple((k, x) for k, v in texts if (x := parse_number(v)) is not None)
+            out[key] = Record(key=key, id=key, classname="", name=key, outcome=str(props["outcome"]),
+                              outcome_source="property", properties=texts, numbers=numbers)
+    return list(out.values())
+
+
+def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
+    """The records of this run as a row (kind or variant) x mode matrix: outcome, category, the record's own metric,
+    x baseline. Built by the report's matrix builder (perfgate.report.matrix.matrix_of: one row per record kind, the
+    worst outcome of a shared cell by its one severity order)."""
+    from perfgate.report.matrix import matrix_of
+
+    m = matrix_of(_records(stats), shown=lambda r: in_matrix(r.kind))
+    if m.is_empty:
         return []
+    cells: dict[tuple[str, str], str] = {}
+    for i, row in enumerate(m.rows):
+        for j, mode in enumerate(m.columns):
+            cell = m.cells[i][j]
+            if cell is not None:
+                cells[(row, mode)] = _cell_text(dict(cell.record.properties))
+    rows, modes = m.rows, m.columns
     w0 = max(len(r) for r in rows)
-    widths = {m: max(len(m), *(len(cells.get((r, m), "")) for r in rows)) for m in modes}
-    out = ["perfgate: records (outcome, category, decode tok/s or the record's metric, x baseline):",
-           "  " + " " * w0 + "  " + "  ".join(m.ljust(widths[m]) for m in modes)]
+    widths = {c: max(len(c), *(len(cells.get((r, c), "")) for r in rows)) for c in modes}
+    out = ["perfgate: records (outcome, category, the record's own metric, x baseline):",
+           "  " + " " * w0 + "  " + "  ".join(c.ljust(widths[c]) for c in modes)]
     for r in rows:
-        out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, m), "-").ljust(widths[m]) for m in modes))
+        out.append("  " + r.ljust(w0) + "  " + "  ".join(cells.get((r, c), "-").ljust(widths[c]) for c in modes))
     return out
+
+
+def _cell_text(props: dict[str, str]) -> str:
+    text = props["outcome"]
+    if props.get("category"):
+        text += f" {props['category']}"
+    metric = figure_of(props.get("kind", ""), props.get(METRIC, ""))
+    if props.get(f"{metric}_low") is not None:  # an interval (goodput): [low, high)
+        text += " " + interval_cell(props, metric)
+    elif _num(props.get(metric)) is not None:
+        text += f" {metric} {_fig(float(props[metric]))}"
+    if props.get("vs_baseline"):
+        text += f" x{float(props['vs_baseline']):.2f}"
+    return text
 
 
 def interval_cell(props: dict[str, Any], metric: str) -> str:

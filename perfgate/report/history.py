@@ -1,9 +1,12 @@
-"""History across many reports: a table of outcome and tok/s per record, and change points.
+"""History across many reports: a table of outcome and each record's own metric per record, and change points.
+
+Each row follows the metric its record is judged on (:attr:`Record.metric`: ``ttft_ms`` for a latency record,
+``output_tok_s``, decode ``tok_s`` unless it names another), so a TTFT-only regression shows as a step in its row.
 
 Reports are ordered by time: the ``perfgate.started_at`` suite property, else the testsuite
 timestamp; reports with neither keep their command-line order, after the dated ones.
 
-A *step* (change point) is a sustained change of level in a record's tok/s series, found by
+A *step* (change point) is a sustained change of level in a record's series, found by
 binary segmentation on medians (pure Python, :mod:`statistics`; no numpy):
 
 1. the split point is the one that minimises the summed absolute deviation of both segments
@@ -12,7 +15,7 @@ binary segmentation on medians (pure Python, :mod:`statistics`; no numpy):
 2. the split is a step when the medians differ by more than ``threshold`` (default 3) times
    the noise scale — the larger of the report-to-report scatter (MAD of successive
    differences / sqrt 2, which a step or an outlier barely moves) and the median per-report
-   noise recorded in the reports (CI half-width / 1.96, else ``cv · tok_s``) — and by at least
+   noise recorded in the reports (CI half-width / 1.96, else ``cv · value``) — and by at least
    ``min_rel_step`` (default 1%) of the old level, and at least 75% of the points of each
    segment lie on their own side of the midpoint between the two medians;
 3. both segments are searched again for further steps.
@@ -46,19 +49,25 @@ class Column:
 
 @dataclass(frozen=True, kw_only=True)
 class Cell:
-    """One record in one report."""
+    """One record in one report: its outcome and its own metric's value."""
 
     outcome: str
-    tok_s: float | None = None
-    # noise of this measurement as a standard deviation in tok/s, when the report recorded one
+    value: float | None = None
+    metric: str = "tok_s"
+    # noise of this measurement as a standard deviation in the metric's unit, when the report recorded one
     sigma: float | None = None
     # the recorded confidence interval of the median, when the report recorded one
     ci: tuple[float, float] | None = None
 
+    @property
+    def tok_s(self) -> float | None:
+        """Decode tok/s, None when the record is judged on another metric."""
+        return self.value if self.metric == "tok_s" else None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Step:
-    """A sustained change of level: from column ``index`` on, tok/s sits at ``after``."""
+    """A sustained change of level: from column ``index`` on, the row's metric sits at ``after``."""
 
     index: int
     before: float
@@ -80,10 +89,22 @@ class HistoryRow:
     key: str
     cells: tuple[Cell | None, ...]
     steps: tuple[Step, ...] = ()
+    metric: str = "tok_s"  # the record's own metric (the newest report's record names it)
+    higher_is_better: bool = True
+
+    @property
+    def values(self) -> list[float | None]:
+        return [c.value if c else None for c in self.cells]
 
     @property
     def tok_s(self) -> list[float | None]:
         return [c.tok_s if c else None for c in self.cells]
+
+    @property
+    def unit(self) -> str:
+        from perfgate.record import unit_of
+
+        return unit_of(self.metric)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,7 +213,7 @@ def build_history(
     threshold: float = 3.0,
     min_rel_step: float = 0.01,
 ) -> History:
-    """Order the reports by time, tabulate every record and detect tok/s steps."""
+    """Order the reports by time, tabulate every record's own metric and detect its steps."""
     ordered = order_reports(reports)
     columns = tuple(
         Column(label=r.label, path=r.path, time=r.started_at, stack=tuple(r.stack.items())) for r in ordered
@@ -205,20 +226,25 @@ def build_history(
                 seen.add(rec.key)
                 keys.append(rec.key)
     rows = []
+    from perfgate.record import METRICS
+
     for key in sorted(keys):
+        newest = next(r.by_key[key] for r in reversed(ordered) if key in r.by_key)
+        metric = newest.metric
+        up = METRICS[metric].higher_is_better if metric in METRICS else newest.prop("direction") != "lower"
         cells: list[Cell | None] = []
         for r in ordered:
             found = r.by_key.get(key)
             cells.append(
-                None if found is None else Cell(outcome=found.outcome, tok_s=found.num("tok_s"),
-                                                sigma=record_sigma(found), ci=found.tok_s_ci())
+                None if found is None else Cell(outcome=found.outcome, value=found.num(metric), metric=metric,
+                                                sigma=record_sigma(found, metric), ci=found.metric_ci(metric))
             )
         steps = detect_steps(
-            [c.tok_s if c else None for c in cells],
+            [c.value if c else None for c in cells],
             [c.sigma if c else None for c in cells],
             min_segment=min_segment,
             threshold=threshold,
             min_rel_step=min_rel_step,
         )
-        rows.append(HistoryRow(key=key, cells=tuple(cells), steps=steps))
+        rows.append(HistoryRow(key=key, cells=tuple(cells), steps=steps, metric=metric, higher_is_better=up))
     return History(columns=columns, rows=tuple(rows))

@@ -1,8 +1,12 @@
-"""A one-page, self-contained HTML report: matrix, plots (base64 PNG) and stack side by side.
+"""A one-page, self-contained HTML report (inline styles, base64 PNGs, no network), verdict first.
 
-The newest report (by time) gives the compatibility matrix; all reports give the stack table
-(one column per report, changed keys highlighted), the tok/s history plot and, with two or
-more reports, the changes between the last two.
+With two or more reports the newest is gated against the one before it (the older ones are its history: their noise
+bands), and the page opens with the gate's verdict in one line (exit code, what blocks and why), then the records
+newly broken, regressed, unblocked and undecided, each with its own metric, Δ and interval, all drawn from
+:func:`perfgate.report.verdicts.verdicts` (the page decides nothing). Then the compatibility matrix of the newest
+report (one row per record kind), each record's own metric over the reports with its steps, and the stack and
+machine of every report. Panels stack one under another; a wide table scrolls inside its panel and long names wrap,
+so nothing overlaps from 2 to 100 reports and hundreds of records.
 """
 
 from __future__ import annotations
@@ -14,27 +18,43 @@ from html import escape
 
 from perfgate._version import __version__
 from perfgate.errors import ReportError
-from perfgate.report.diff import diff
+from perfgate.report.diff import diff, stack_changes
 from perfgate.report.history import History, build_history, order_reports
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
+from perfgate.report.policy import GatePolicy
 from perfgate.report.records import Report
-from perfgate.report.render import SECTION_TITLES, fmt_num, sections
+from perfgate.report.render import SECTION_TITLES, fmt_num
 from perfgate.report.steps import StepRow, step_rows, steps_table
+from perfgate.report.verdicts import RecordVerdict, Verdicts, verdict_of_reports, verdicts
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.4em; }
-.row { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
-.panel { flex: 1 1 420px; min-width: 320px; }
+* { box-sizing: border-box; }
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1em 1.5em; color: #222; max-width: 1600px; }
+h1 { font-size: 1.3em; margin: 0.2em 0 0.4em; } h2 { font-size: 1.1em; margin: 0 0 0.5em; }
+h3 { font-size: 1em; margin: 0.8em 0 0.3em; }
+.verdict { font-size: 1.05em; padding: 0.6em 0.9em; border-radius: 4px; border-left: 6px solid #2e7d32;
+  background: #e8f5e9; overflow-wrap: anywhere; }
+.verdict.blocked { border-color: #c62828; background: #ffebee; }
+.verdict.unblocked { border-color: #1565c0; background: #e3f2fd; }
+.verdict.none { border-color: #757575; background: #f5f5f5; }
+.panel { margin: 1em 0; padding: 0.6em 0.8em; border: 1px solid #ddd; border-radius: 4px; min-width: 0; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.scroll.tall { max-height: 36em; overflow-y: auto; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
+td.key, td.why { overflow-wrap: anywhere; word-break: break-word; }
+td.key { min-width: 14em; max-width: 34em; } td.why { min-width: 16em; max-width: 40em; }
+td.num { text-align: right; white-space: nowrap; }
 table.matrix td { text-align: center; min-width: 7em; }
 tr.changed td { background: #fff3cd; }
-.banner { padding: 0.5em 1em; border-radius: 4px; background: #e3f2fd; }
+.banner { padding: 0.4em 0.8em; border-radius: 4px; background: #e3f2fd; margin: 0.4em 0; }
 .banner.sim { background: #fff3e0; }
-img { max-width: 100%; border: 1px solid #eee; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; display: block; }
 small { color: #666; }
+details summary { cursor: pointer; }
+ul.legend { columns: 2 28em; margin: 0.3em 0; padding-left: 1.2em; font-size: 0.85em; }
+ul.legend li { overflow-wrap: anywhere; }
 """
 
 
@@ -66,68 +86,144 @@ def matrix_table(m: Matrix) -> str:
     return "\n".join(out)
 
 
+def _runs(values: Sequence[str]) -> list[tuple[int, int, str]]:
+    """Consecutive equal values as (first, last, value), indices from 0."""
+    out: list[tuple[int, int, str]] = []
+    for i, v in enumerate(values):
+        if out and out[-1][2] == v:
+            out[-1] = (out[-1][0], i, v)
+        else:
+            out.append((i, i, v))
+    return out
+
+
+def _runs_table(name: str, keys: Sequence[str], value_of: Sequence[dict[str, str]], strip: str = "") -> str:
+    """One row per key: its value and the reports that had it (``#1–#99: 0.5.23; #100: 0.5.24``), so 100 reports
+    read as a short table; keys that changed first, highlighted."""
+    if not keys:
+        return f"<p><small>No {name} properties recorded.</small></p>"
+    n = len(value_of)
+    rows = []
+    for k in keys:
+        runs = _runs([v.get(k, "unknown") for v in value_of])
+        changed = len({v for _, _, v in runs}) > 1
+        if not changed:
+            cell = f"{escape(runs[0][2])} <small>(all {n} reports)</small>" if n > 1 else escape(runs[0][2])
+        else:
+            cell = "<br>".join(f"<small>#{a + 1}{'' if a == b else f'–#{b + 1}'}:</small> {escape(v)}"
+                               for a, b, v in runs)
+        cls = ' class="changed"' if changed else ""
+        rows.append((not changed, f'<tr{cls}><td class="key">{escape(k.removeprefix(strip))}</td>'
+                                  f'<td class="why">{cell}</td></tr>'))
+    rows.sort(key=lambda r: r[0])
+    return (f'<table class="stack"><tr><th>{escape(name)}</th><th>value (reports, oldest first)</th></tr>'
+            + "".join(r for _, r in rows) + "</table>")
+
+
 def _stack_table(reports: Sequence[Report]) -> str:
     stacks = [r.stack for r in reports]
     keys: list[str] = []
     for s in stacks:
         keys += [k for k in s if k not in keys]
-    if not keys:
-        return "<p><small>No stack properties recorded.</small></p>"
-    out = ["<table>", "<tr><th>stack</th>"]
-    out += [f"<th>#{i + 1}</th>" for i in range(len(reports))]
-    out.append("</tr>")
-    for k in keys:
-        values = [s.get(k, "unknown") for s in stacks]
-        cls = ' class="changed"' if len(set(values)) > 1 else ""
-        out.append(f"<tr{cls}><td>{escape(k.removeprefix('stack.'))}</td>")
-        out += [f"<td>{escape(v)}</td>" for v in values]
-        out.append("</tr>")
-    out.append("</table>")
-    return "\n".join(out)
+    return _runs_table("stack", keys, stacks, "stack.")
 
 
-def _changes(reports: Sequence[Report]) -> str:
-    if len(reports) < 2:
-        return "<p><small>One report: nothing to compare.</small></p>"
-    d = diff(reports[-2], reports[-1])
-    if d.is_empty:
-        return "<p>No change between the last two reports.</p>"
+#: the verdict sections the page lists first, in this order (the rest follow under "Other changes")
+FIRST_SECTIONS: tuple[str, ...] = ("newly-broken", "regressed", "unblocked", "unblocked-expected", "undecided",
+                                   "undecided-unmoved")
+OTHER_SECTIONS: tuple[str, ...] = ("improved", "changed", "not-comparable", "new", "gone")
+
+
+def _verdict_row(v: RecordVerdict) -> str:
+    outcome = v.new_outcome if v.old_outcome == v.new_outcome else f"{v.old_outcome} → {v.new_outcome}"
+    unit = f" {v.unit}" if v.unit else ""
+    old = "—" if v.old is None else f"{fmt_num(v.old)}{unit}"
+    new = "—" if v.new is None else f"{fmt_num(v.new)}{unit}"
+    delta = "—" if v.delta_pct is None else f"{v.delta_pct:+.1f} %"
+    noise = ", ".join(x for x in (v.noise_level, v.noise_source) if x)
+    decision = v.decision + (f" <b>blocks: {escape(', '.join(v.blocks))}</b>" if v.blocks else "")
+    return (f'<tr class="rec"><td class="key"><code>{escape(v.key)}</code></td><td>{escape(outcome)}</td>'
+            f'<td class="metric"><code>{escape(v.metric)}</code> {"↑" if v.higher_is_better else "↓"}</td>'
+            f'<td class="num">{escape(old)}</td><td class="num">{escape(new)}</td><td class="num">{escape(delta)}</td>'
+            f'<td class="num">{escape(v.interval or "—")}</td><td>{decision}</td><td>{escape(noise)}</td>'
+            f'<td class="why">{escape(v.why)}</td></tr>')
+
+
+_VERDICT_HEAD = ("<tr><th>record</th><th>outcome</th><th>metric</th><th>old</th><th>new</th><th>Δ</th>"
+                 "<th>interval of Δ</th><th>decision</th><th>noise (level, source)</th><th>why</th></tr>")
+
+
+def _section_tables(vs: Verdicts, names: Sequence[str]) -> str:
     out = []
-    for name, recs in sections(d).items():
+    for name in names:
+        recs = vs.in_section(name)
         if not recs:
             continue
-        out.append(f"<h3>{escape(SECTION_TITLES[name])} ({len(recs)})</h3>")
-        out.append("<table><tr><th>record</th><th>outcome</th><th>tok/s old</th><th>tok/s new</th></tr>")
-        for r in recs:
-            o = r.old.outcome_label if r.old else "absent"
-            n = r.new.outcome_label if r.new else "absent"
-            to = fmt_num(r.old.num("tok_s")) if r.old else "—"
-            tn = fmt_num(r.new.num("tok_s")) if r.new else "—"
-            out.append(
-                f"<tr><td><code>{escape(r.key)}</code></td><td>{escape(o)} → {escape(n)}</td>"
-                f"<td>{escape(to)}</td><td>{escape(tn)}</td></tr>"
-            )
-        out.append("</table>")
+        out.append(f'<h3 id="s-{escape(name)}">{escape(SECTION_TITLES[name])} ({len(recs)})</h3>')
+        out.append('<div class="scroll tall"><table class="verdicts">' + _VERDICT_HEAD)
+        out += [_verdict_row(v) for v in recs]
+        out.append("</table></div>")
     return "\n".join(out)
+
+
+def _verdict_of(ordered: Sequence[Report], policy: GatePolicy) -> tuple[Verdicts | None, str]:
+    """The newest report gated against the one before it (the older ones its history); None with one report. A
+    pair the gate refuses (other hardware, engines) is diffed without a gate, and the line says why."""
+    if len(ordered) < 2:
+        return None, "one report: nothing to gate"
+    old, new = ordered[-2], ordered[-1]
+    try:
+        _, _, vs = verdict_of_reports(old, new, policy, ordered[:-2])
+        return vs, ""
+    except ReportError as e:
+        return verdicts(diff(old, new)), f"not gated: {e}"
+
+
+def _verdict_panel(vs: Verdicts | None, why_not: str, ordered: Sequence[Report]) -> str:
+    if vs is None:
+        return f'<p class="verdict none" id="verdict">{escape(why_not)}</p>'
+    cls = {1: "blocked", 3: "unblocked", 0: ""}.get(vs.exit_code if vs.exit_code is not None else -1, "none")
+    line = vs.headline if not why_not else f"{why_not} — {vs.headline}"
+    counts = " · ".join(f'<a href="#s-{n}">{len(vs.in_section(n))} {escape(n)}</a>'
+                        for n in (*FIRST_SECTIONS, *OTHER_SECTIONS) if vs.in_section(n))
+    changes = stack_changes(ordered[-2].stack, ordered[-1].stack)
+    stack = "; ".join(f"{c.key.removeprefix('stack.')} {c.old} → {c.new}" for c in changes) or "unchanged"
+    return (f'<p class="verdict {cls}" id="verdict"><b>{escape(line)}</b></p>\n'
+            f'<p><small>{escape(ordered[-2].label)} → {escape(ordered[-1].label)}'
+            f'{" (older reports: noise history)" if len(ordered) > 2 else ""}. {counts or "no change"}. '
+            f'<a href="#stack">Stack</a>: {escape(stack)}.</small></p>')
+
+
+def _changes(vs: Verdicts | None) -> str:
+    if vs is None:
+        return "<p><small>One report: nothing to compare.</small></p>"
+    first = _section_tables(vs, FIRST_SECTIONS)
+    other = _section_tables(vs, OTHER_SECTIONS)
+    notes = "".join(f"<li>{escape(n)}</li>" for n in vs.notes)
+    return ((first or "<p>Nothing newly broken, regressed, unblocked or undecided.</p>")
+            + (f"\n<details><summary>Other changes</summary>\n{other}</details>" if other else "")
+            + (f"\n<details><summary>Notes ({len(vs.notes)})</summary><ul>{notes}</ul></details>" if notes else ""))
 
 
 def _history_table(h: History) -> str:
-    out = ["<table>", "<tr><th>record</th>"]
+    out = ['<table class="history">', "<tr><th>record</th><th>metric</th>"]
     out += [f"<th>#{i + 1}</th>" for i in range(len(h.columns))]
     out.append("<th>steps</th></tr>")
     for row in h.rows:
-        out.append(f"<tr><td><code>{escape(row.key)}</code></td>")
+        unit = f" ({row.unit})" if row.unit else ""
+        out.append(f'<tr><td class="key"><code>{escape(row.key)}</code></td>'
+                   f'<td class="metric"><code>{escape(row.metric)}</code>{escape(unit)}</td>')
         for c in row.cells:
             if c is None:
                 out.append("<td>—</td>")
             else:
                 color = OUTCOME_COLORS.get(c.outcome, "#ffffff")
-                text = c.outcome + ("" if c.tok_s is None else f" {fmt_num(c.tok_s)}")
+                text = c.outcome + ("" if c.value is None else f" {fmt_num(c.value)}")
                 out.append(f'<td style="background:{color}">{escape(text)}</td>')
         steps = "; ".join(
             f"{s.direction} at #{s.index + 1}: {fmt_num(s.before)} → {fmt_num(s.after)}" for s in row.steps
         )
-        out.append(f"<td>{escape(steps)}</td></tr>")
+        out.append(f'<td class="why">{escape(steps)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -135,9 +231,9 @@ def _history_table(h: History) -> str:
 def _steps_panel(rows: list[StepRow], img: str) -> str:
     if not rows:
         return ""
-    return (f'<div class="row"><div class="panel"><h2>Where each decode step goes (profile records, newest report)'
-            f'</h2>\n{img}\n{steps_table(rows)}\n<p><small>ms per step from SGLang\'s own trace; all-reduce is the '
-            f'transfer (the least of any rank), skew apart.</small></p></div></div>\n')
+    return (f'<div class="panel"><h2>Where each decode step goes (profile records, newest report)'
+            f'</h2>\n{img}\n<div class="scroll">{steps_table(rows)}</div>\n<p><small>ms per step from SGLang\'s own '
+            f'trace; all-reduce is the transfer (the least of any rank), skew apart.</small></p></div>\n')
 
 
 def _load_imgs(latest: Report) -> list[str]:
@@ -154,17 +250,28 @@ def _load_imgs(latest: Report) -> list[str]:
 def _load_panel(imgs: list[str]) -> str:
     if not imgs:
         return ""
-    return ('<div class="row"><div class="panel"><h2>Serving under load (newest report)</h2>\n' + "\n".join(imgs)
+    return ('<div class="panel"><h2>Serving under load (newest report)</h2>\n' + "\n".join(imgs)
             + "\n<p><small>Throughput against latency per config (its Pareto front), goodput per mode under the "
-              "profile's [slo], and where speculation stops beating the baseline.</small></p></div></div>\n")
+              "profile's [slo], and where speculation stops beating the baseline.</small></p></div>\n")
 
 
-def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "perfgate report") -> str:
-    """The whole page as a string. ``plots=False`` leaves the PNGs out (no matplotlib needed)."""
+def _machine_table(ordered: Sequence[Report]) -> str:
+    machines = [r.machine for r in ordered]
+    keys: list[str] = []
+    for m in machines:
+        keys += [k for k in m if k not in keys]
+    return _runs_table("machine", keys, machines)
+
+
+def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "perfgate report",
+                policy: GatePolicy | None = None) -> str:
+    """The whole page as a string. ``plots=False`` leaves the PNGs out (no matplotlib needed); ``policy`` is the
+    gate's (``[tool.perfgate.gate]``; the defaults without one)."""
     if not reports:
         raise ReportError("the HTML report needs at least one JUnit report")
     ordered = order_reports(reports)
     latest = ordered[-1]
+    vs, why_not = _verdict_of(ordered, policy or GatePolicy())
     matrix = build_matrix(latest)
     history = build_history(ordered)
     steps = step_rows(latest)
@@ -176,7 +283,7 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
             from perfgate.report.plot import history_png, matrix_png, steps_png
 
             matrix_img = _b64_img(matrix_png(matrix, title=f"compatibility matrix — {latest.label}"), "matrix")
-            history_img = _b64_img(history_png(history), "tok/s history")
+            history_img = _b64_img(history_png(history), "each record's own metric over reports")
             if steps:
                 steps_img = _b64_img(steps_png(steps), "step profiles")
             load_imgs = _load_imgs(latest)
@@ -191,31 +298,30 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
         f"<li>#{i + 1}: {escape(r.label)} <small>({escape(r.path)})</small></li>" for i, r in enumerate(ordered)
     )
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)}</title>
 <style>{_CSS}</style></head>
 <body>
 <h1>{escape(title)}</h1>
+{_verdict_panel(vs, why_not, ordered)}
 <p class="{banner_cls}">{banner}. Newest report: {escape(latest.label)}.
-<small>perfgate {escape(__version__)}, generated {generated}.</small></p>
-<ul>{legend}</ul>
+<small>perfgate {escape(__version__)}, generated {generated}, {len(ordered)} report(s).</small></p>
+<div class="panel" id="changes"><h2>Verdict by record (newest against the one before)</h2>
+{_changes(vs)}
+</div>
 {plot_note}
-<div class="row">
-<div class="panel"><h2>Compatibility matrix (newest report)</h2>
-{matrix_table(matrix)}
+<div class="panel" id="matrix"><h2>Compatibility matrix (newest report, one row per record kind)</h2>
+<div class="scroll">{matrix_table(matrix)}</div>
 {matrix_img}
 </div>
-<div class="panel"><h2>Stack</h2>
-{_stack_table(ordered)}
-</div>
-</div>
-<div class="row">
-<div class="panel"><h2>Decode tok/s over reports</h2>
+<div class="panel" id="trends"><h2>Each record's own metric over reports</h2>
 {history_img}
-{_history_table(history)}
+<div class="scroll tall">{_history_table(history)}</div>
 </div>
-<div class="panel"><h2>Changes since the previous report</h2>
-{_changes(ordered)}
+{_steps_panel(steps, steps_img)}{_load_panel(load_imgs)}<div class="panel" id="stack"><h2>Stack and machine</h2>
+<details><summary>Reports ({len(ordered)})</summary><ul class="legend">{legend}</ul></details>
+<div class="scroll tall">{_stack_table(ordered)}</div>
+<div class="scroll tall">{_machine_table(ordered)}</div>
 </div>
-</div>
-{_steps_panel(steps, steps_img)}{_load_panel(load_imgs)}</body></html>
+</body></html>
 """

@@ -1,4 +1,4 @@
-"""PNG plots with matplotlib: tok/s per record over reports, and the compatibility matrix.
+"""PNG plots with matplotlib: each record's own metric over reports, and the compatibility matrix.
 
 matplotlib is an optional dependency (``pip install perfgate[plot]``) and is imported lazily,
 inside the functions. The plots use the object-oriented API on a :class:`Figure` rendered by
@@ -44,6 +44,8 @@ def _short(key: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+#: the most report labels one panel's x axis shows
+MAX_TICKS = 12
 #: the y axis of a panel spans at least this fraction of its median: a 0.002 tok/s wobble stays flat
 MIN_Y_SPAN = 0.04
 
@@ -62,8 +64,9 @@ def _y_range(cells: Any, ys: list[float]) -> tuple[float, float]:
 
 
 def history_png(h: History) -> bytes:
-    """Small multiples: one panel per record with tok/s, points coloured by outcome, steps marked."""
-    rows = [r for r in h.rows if any(c is not None and c.tok_s is not None for c in r.cells)]
+    """Small multiples: one panel per record with its own metric on its own axis (tok/s, ttft_ms, ...), points
+    coloured by outcome, steps marked (red: worse in the metric's direction)."""
+    rows = [r for r in h.rows if any(c is not None and c.value is not None for c in r.cells)]
     truncated = len(rows) > MAX_PANELS
     rows = rows[:MAX_PANELS]
     n = max(len(rows), 1)
@@ -73,12 +76,12 @@ def history_png(h: History) -> bytes:
     x_labels = [f"#{i + 1}" for i in range(len(h.columns))]
     if not rows:
         ax = fig.add_subplot(1, 1, 1)
-        ax.text(0.5, 0.5, "no record carries tok_s", ha="center", va="center")
+        ax.text(0.5, 0.5, "no record carries a figure", ha="center", va="center")
         ax.set_axis_off()
         return _to_png(fig)
     for i, row in enumerate(rows):
         ax = fig.add_subplot(nrows, ncols, i + 1)
-        pts = [(j, c, c.tok_s) for j, c in enumerate(row.cells) if c is not None and c.tok_s is not None]
+        pts = [(j, c, c.value) for j, c in enumerate(row.cells) if c is not None and c.value is not None]
         xs, ys = [j for j, _, _ in pts], [t for _, _, t in pts]
         ax.plot(xs, ys, color="#555555", linewidth=1, zorder=1)
         colors = [OUTCOME_COLORS.get(c.outcome, "#000000") for _, c, _ in pts]
@@ -91,14 +94,18 @@ def history_png(h: History) -> bytes:
         lo_y, hi_y = _y_range(row.cells, ys)
         ax.set_ylim(lo_y, hi_y)
         for s in row.steps:
-            ax.axvline(s.index - 0.5, color="#d32f2f" if s.direction == "drop" else "#1976d2", linestyle="--")
+            worse = (s.direction == "drop") == row.higher_is_better
+            ax.axvline(s.index - 0.5, color="#d32f2f" if worse else "#1976d2", linestyle="--")
         ax.set_title(_short(row.key), fontsize=8)
-        ax.set_xticks(range(len(h.columns)))
-        ax.set_xticklabels(x_labels, fontsize=7)
+        every = max(1, math.ceil(len(h.columns) / MAX_TICKS))  # 100 reports: #1, #10, #19, ... not a smear
+        ticks = list(range(0, len(h.columns), every))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([x_labels[t] for t in ticks], fontsize=7)
         ax.set_xlim(-0.5, max(len(h.columns) - 0.5, 0.5))
         ax.tick_params(axis="y", labelsize=7)
-        ax.set_ylabel("tok/s", fontsize=7)
-    title = "decode tok/s per record over reports (dashed: sustained step)"
+        ax.set_ylabel(row.metric + (f" ({row.unit})" if row.unit and row.metric != "tok_s" else " (tok/s)"
+                                    if row.metric == "tok_s" else ""), fontsize=7)
+    title = "each record's own metric over reports (dashed: sustained step; red: worse)"
     if truncated:
         title += f" — first {MAX_PANELS} records"
     fig.suptitle(title, fontsize=10)

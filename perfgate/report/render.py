@@ -13,6 +13,7 @@ from perfgate.report.diff import Diff, MetricChange, RecordDiff
 from perfgate.report.gate import Finding, GateResult
 from perfgate.report.history import History
 from perfgate.report.records import Record
+from perfgate.report.verdicts import RecordVerdict, sections_of, verdicts
 from perfgate.report.words import judged_words, moved
 
 FORMATS: tuple[str, ...] = ("text", "md", "json")
@@ -47,53 +48,39 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def _ratio(tp: MetricChange | None) -> str:
-    if tp is None or tp.ratio is None:
-        return "—"
-    return f"{(tp.ratio - 1) * 100:+.1f}%"
-
-
-def _noise(tp: MetricChange | None) -> str:
-    if tp is None:
-        return ""
-    if tp.verdict in ("unchanged", "not-comparable") or tp.judgement is None:
-        return tp.verdict
-    j = tp.judgement
-    level = {"starts": "same machine", "machines": f"{tp.machines} machines", "trials": "trials"}[j.level.value]
-    return f"{tp.verdict} ({level}, {j.noise_source})"
-
-
-def _outcome(r: Record | None) -> str:
-    return r.outcome_label if r else "absent"
-
-
-def _tok(r: Record | None) -> str:
-    """The record's number with its interval and unit: ``89.5 [88.7, 90.3] tok/s``, or with the metric it names,
+def _side(v: RecordVerdict, x: float | None, ci: tuple[float, float] | None) -> str:
+    """One side's figure with its interval and unit: ``89.5 [88.7, 90.3] tok/s``, or with the metric it names,
     ``ttft_ms 270 [262, 281] ms``."""
-    if r is None:
-        return "—"
-    metric = r.metric
-    x = r.num(metric)
-    ci = r.metric_ci(metric)
-    text = f"{fmt_num(x)} [{fmt_num(ci[0])}, {fmt_num(ci[1])}]" if x is not None and ci is not None else fmt_num(x)
     if x is None:
-        return text
-    from perfgate.measuring.metrics import unit_of
-
-    unit = unit_of(metric)
-    text = f"{text} {unit}" if unit else text
-    return text if metric == "tok_s" else f"{metric} {text}"
+        return "—"
+    text = f"{fmt_num(x)} [{fmt_num(ci[0])}, {fmt_num(ci[1])}]" if ci is not None else fmt_num(x)
+    text = f"{text} {v.unit}" if v.unit else text
+    return text if v.metric == "tok_s" else f"{v.metric} {text}"
 
 
-def _record_row(r: RecordDiff) -> list[str]:
+def _noise(v: RecordVerdict) -> str:
+    if v.decision in ("unchanged", "not-comparable") or not v.noise_level:
+        return v.decision
+    return f"{v.decision} ({v.noise_level}, {v.noise_source})"
+
+
+def _record_row(v: RecordVerdict, config_changed: bool = False) -> list[str]:
+    changed = v.old_outcome != v.new_outcome
     return [
-        r.key,
-        f"{_outcome(r.old)} → {_outcome(r.new)}" if r.outcome_changed else _outcome(r.new or r.old),
-        _tok(r.old),
-        _tok(r.new),
-        _ratio(r.throughput),
-        _noise(r.throughput) + (" config changed" if r.config_changed else ""),
+        v.key,
+        f"{v.old_outcome} → {v.new_outcome}" if changed else (v.new_outcome if v.new_outcome != "absent"
+                                                               else v.old_outcome),
+        _side(v, v.old, v.old_ci),
+        _side(v, v.new, v.new_ci),
+        "—" if v.delta_pct is None else f"{v.delta_pct:+.1f}%",
+        _noise(v) + (" config changed" if config_changed else ""),
     ]
+
+
+def _rows(d: Diff, recs: Sequence[RecordDiff], gate: GateResult | None = None) -> list[list[str]]:
+    """The table rows of these records, drawn from their verdicts (perfgate.report.verdicts)."""
+    by_key = {v.key: v for v in verdicts(d, gate).records}
+    return [_record_row(by_key[r.key], r.config_changed) for r in recs]
 
 
 #: the old and new columns name no unit: each cell says its metric's (tok/s, ms, req/s, ...)
@@ -138,16 +125,8 @@ def _stack_rows(d: Diff) -> list[list[str]]:
 
 
 def sections(d: Diff) -> dict[str, tuple[RecordDiff, ...]]:
-    """The diff's sections as every view shows them: an undecided record that did not move beyond its noise (its
-    interval holds no change) is not listed as moved (perfgate.report.words.moved)."""
-    out: dict[str, tuple[RecordDiff, ...]] = {}
-    for name, recs in d.sections().items():
-        if name != "undecided":
-            out[name] = recs
-            continue
-        out[name] = tuple(r for r in recs if r.throughput is None or moved(r.throughput))
-        out["undecided-unmoved"] = tuple(r for r in recs if r.throughput is not None and not moved(r.throughput))
-    return out
+    """The diff's sections as every view shows them (:func:`perfgate.report.verdicts.sections_of`)."""
+    return sections_of(d)
 
 
 def _summary(d: Diff) -> str:
@@ -189,13 +168,13 @@ def render_diff_text(d: Diff, gate: GateResult | None = None) -> str:
             continue
         out.append("")
         out.append(f"{SECTION_TITLES[name]}: {len(recs)}")
-        out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+        out.append(text_table(RECORD_HEADERS, _rows(d, recs, gate)))
         out.extend(_judged_lines(recs))
     if gate is not None:
         out.extend(_gate_text(gate))
     out.append("")
     out.append(f"All records: {len(d.records)}")
-    out.append(text_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
+    out.append(text_table(RECORD_HEADERS, _rows(d, d.records, gate)))
     return "\n".join(out) + "\n"
 
 
@@ -265,13 +244,13 @@ def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
         if not recs:
             continue
         out += ["", f"#### {SECTION_TITLES[name]} ({len(recs)})", ""]
-        out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in recs]))
+        out.append(md_table(RECORD_HEADERS, _rows(d, recs, gate)))
     if gate is not None and (gate.blocking or gate.expectation_updates):
         out += ["", "#### Gate findings", ""]
         rows = [list(row) for row in by_record(gate.blocking + gate.expectation_updates)]
         out.append(md_table(["record", "rule", "detail"], rows))
     out += ["", f"<details><summary>All {len(d.records)} records and the full stack</summary>", ""]
-    out.append(md_table(RECORD_HEADERS, [_record_row(r) for r in d.records]))
+    out.append(md_table(RECORD_HEADERS, _rows(d, d.records, gate)))
     out.append("")
     out.append(md_table(["key", "old", "new", ""], _stack_rows(d)))
     out += ["", "</details>", ""]
@@ -291,6 +270,17 @@ def _record_json(r: Record | None) -> dict[str, object] | None:
         "config": r.config,
         "numbers": r.number_dict,
     }
+
+
+def verdict_json(v: RecordVerdict) -> dict[str, object]:
+    """One record's verdict (perfgate.report.verdicts.RecordVerdict) as JSON."""
+    return {"key": v.key, "sections": list(v.sections), "old_outcome": v.old_outcome, "new_outcome": v.new_outcome,
+            "kind": v.kind, "metric": v.metric, "unit": v.unit,
+            "direction": "higher" if v.higher_is_better else "lower", "old": v.old, "new": v.new,
+            "delta_pct": v.delta_pct, "interval_pct": list(v.interval_pct) if v.interval_pct else None,
+            "decision": v.decision, "noise_level": v.noise_level, "noise_source": v.noise_source,
+            "noise_cv": v.noise_cv, "min_effect": v.min_effect, "blocks": list(v.blocks), "updates": v.updates,
+            "why": v.why}
 
 
 def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
@@ -348,6 +338,7 @@ def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:
             }
             for r in d.records
         ],
+        "verdicts": [verdict_json(v) for v in verdicts(d, gate).records],
         "notes": list(d.notes),
         "empty": d.is_empty,
     }
@@ -387,26 +378,26 @@ def render_diff(d: Diff, fmt: str, gate: GateResult | None = None) -> str:
 # --- history ---------------------------------------------------------------------------
 
 
-def _cell_text(outcome: str, tok: float | None) -> str:
-    return outcome if tok is None else f"{outcome} {fmt_num(tok)}"
+def _cell_text(outcome: str, value: float | None) -> str:
+    return outcome if value is None else f"{outcome} {fmt_num(value)}"
 
 
 def _history_rows(h: History) -> list[list[str]]:
     rows = []
     for row in h.rows:
-        cells = [_cell_text(c.outcome, c.tok_s) if c else "—" for c in row.cells]
+        cells = [_cell_text(c.outcome, c.value) if c else "—" for c in row.cells]
         steps = "; ".join(
             f"{s.direction} at #{s.index + 1}: {fmt_num(s.before)} → {fmt_num(s.after)}"
             + (f" ({(s.ratio - 1) * 100:+.1f}%)" if s.ratio is not None else "")
             for s in row.steps
         )
-        rows.append([row.key, *cells, steps])
+        rows.append([row.key, row.metric + (f" ({row.unit})" if row.unit else ""), *cells, steps])
     return rows
 
 
 def render_history(h: History, fmt: str) -> str:
     """The history table (one column per report, in time order) with detected steps."""
-    headers = ["record", *[f"#{i + 1}" for i in range(len(h.columns))], "steps"]
+    headers = ["record", "metric", *[f"#{i + 1}" for i in range(len(h.columns))], "steps"]
     legend = [f"#{i + 1} = {c.label} ({c.path})" for i, c in enumerate(h.columns)]
     if fmt == "json":
         data = {
@@ -416,7 +407,12 @@ def render_history(h: History, fmt: str) -> str:
             "rows": [
                 {
                     "key": row.key,
-                    "cells": [None if c is None else {"outcome": c.outcome, "tok_s": c.tok_s} for c in row.cells],
+                    "metric": row.metric,
+                    "unit": row.unit,
+                    "direction": "higher" if row.higher_is_better else "lower",
+                    "cells": [None if c is None else {"outcome": c.outcome, "value": c.value,
+                                                      **({"tok_s": c.value} if row.metric == "tok_s" else {})}
+                              for c in row.cells],
                     "steps": [
                         {"index": s.index, "before": s.before, "after": s.after, "direction": s.direction}
                         for s in row.steps
@@ -430,12 +426,12 @@ def render_history(h: History, fmt: str) -> str:
     n_steps = len(h.steps)
     if fmt == "md":
         out = ["### perfgate: history", "", *[f"- {_md_escape(x)}" for x in legend], ""]
-        out.append(f"**{n_steps} sustained step(s)** in tok/s across {len(h.columns)} reports.")
+        out.append(f"**{n_steps} sustained step(s)** in each record's own metric across {len(h.columns)} reports.")
         out += ["", md_table(headers, rows), ""]
         return "\n".join(out)
     if fmt == "text":
         out = ["perfgate history", *["  " + x for x in legend], ""]
-        out.append(f"{n_steps} sustained step(s) in tok/s across {len(h.columns)} reports")
+        out.append(f"{n_steps} sustained step(s) in each record's own metric across {len(h.columns)} reports")
         out.append(text_table(headers, rows))
         return "\n".join(out) + "\n"
     raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
