@@ -115,7 +115,7 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
         for j, mode in enumerate(m.columns):
             cell = m.cells[i][j]
             if cell is not None:
-                cells[(row, mode)] = _cell_text(dict(cell.record.properties))
+                cells[(row, mode)] = _cell_text(dict(cell.record.properties), row)
     rows, modes = m.rows, m.columns
     w0 = max(len(r) for r in rows)
     widths = {c: max(len(c), *(len(cells.get((r, c), "")) for r in rows)) for c in modes}
@@ -126,7 +126,8 @@ def matrix_lines(stats: dict[str, list[Any]]) -> list[str]:
     return out
 
 
-def _cell_text(props: dict[str, str]) -> str:
+def _cell_text(props: dict[str, str], row: str) -> str:
+    """A cell: outcome, category, the record's own figure (named unless its row names it: ``(latency ttft_ms)``)."""
     text = props["outcome"]
     if props.get("category"):
         text += f" {props['category']}"
@@ -134,7 +135,8 @@ def _cell_text(props: dict[str, str]) -> str:
     if props.get(f"{metric}_low") is not None:  # an interval (goodput): [low, high)
         text += " " + interval_cell(props, metric)
     elif _num(props.get(metric)) is not None:
-        text += f" {metric} {_fig(float(props[metric]))}"
+        named = f" {metric})" in row
+        text += f" {'' if named else metric + ' '}{_fig(float(props[metric]))}"
     if props.get("vs_baseline"):
         text += f" x{float(props['vs_baseline']):.2f}"
     return text
