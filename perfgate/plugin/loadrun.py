@@ -126,7 +126,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     process with its own warm-up (:class:`~perfgate.measuring.goodputfloor.AcrossStarts`); a start whose sender fell
     behind ends them (its answer rests on the client)."""
     from perfgate.plugin.say import say
-    from perfgate.plugin.starts import fresh_start
+    from perfgate.plugin.starts import ServerStarts
 
     slo = slo or slo_of(perf, case.mode)
     w = _resolved(perf, case, workload)
@@ -134,12 +134,11 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     n = 1 if perf.servers.attached else max(1, st.settings.starts)
     searches: list[Search] = []
     config, rates = _open_loop(perf, case, slo, w)
+    starts = ServerStarts(st)
     for k in range(n):
         if k:
-            launched = perf.servers.launched
-            if launched is not None:  # the start just searched is measured: fresh_start stops it
-                st.ledger.note_measured_start(launched.starts)
-            fresh_start(st, config)
+            starts.measured()  # the start just searched is measured: fresh() stops it
+            starts.fresh(config)
             config, rates = _open_loop(perf, case, slo, w)  # a new server: its own warm-up, the same seeds per rate
         found = search(rates, slo, trials=w.trials)
         searches.append(found)
@@ -149,9 +148,8 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
             say(perf.item.config, f"perfgate: {perf.item.name}: start {k + 1} of {n}: goodput {interval_text(found)}")
         if found.inconclusive is not None:
             break
-    launched = perf.servers.launched
-    if n > 1 and launched is not None:
-        st.ledger.note_measured_start(launched.starts)
+    if n > 1:
+        starts.measured()
     return Goodput(mode=case.mode, slo=slo, search=searches[0], trials=w.trials, time_scale=rates.scale,
                    across=AcrossStarts(searches=tuple(searches)) if n > 1 else None)
 

@@ -202,13 +202,9 @@ class PerfRun(Checks):
             return "the servers are attached (--perfgate-url): none can be restarted"
         if any(not any(h[0] is m for h in self._how) for m in measured):
             return "a measurement was not taken by this record"
-        n = max(len(m.starts) or 1 for m in measured)
-        if n >= st.settings.max_starts:
-            return f"the budget of {st.settings.max_starts} start pairs (--perfgate-max-starts) is spent"
-        budget = st.settings.max_time_s
-        if budget is not None and st.added_start_s >= budget:
-            return f"the {budget:g} s of --perfgate-max-time for added start pairs are spent"
-        return ""
+        from perfgate.plugin.starts import ServerStarts
+
+        return ServerStarts(st).budget_spent(max(len(m.starts) or 1 for m in measured))
 
     def more_starts(self, *measured: Measurement) -> tuple[Measurement, ...] | None:
         """One more server start of each measured config, each measured as before and pooled with its earlier
@@ -216,37 +212,28 @@ class PerfRun(Checks):
         in the order of the pair's number (perfgate.measuring.order.in_pair_order: the pair after ``n`` pairs is
         number ``n``, as given when even, reversed when odd: A B, B A, A B ...); None when :meth:`no_more_starts`
         says why not, or a start failed."""
-        import time
+        from functools import partial
 
         from perfgate.measuring.order import in_pair_order
         from perfgate.measuring.starts import combine
-        from perfgate.plugin.starts import fresh_start
+        from perfgate.plugin.starts import ServerStarts
 
         st = self.state
         if self.no_more_starts(*measured):
             return None
         hows = [next(h for h in self._how if h[0] is m) for m in measured]
+        starts = ServerStarts(st)
         launched = self.servers.launched
         if launched is not None and launched.current is not None:  # what runs now was measured: a new start each
-            st.ledger.note_measured_start(launched.starts)
+            starts.measured()
         pair = max(len(m.starts) or 1 for m in measured)  # the pairs so far: this one's number, 0-based
         pooled_of: dict[int, Measurement] = {}
         for m, case, config, workload, mkey in in_pair_order(hows, pair):
             st.selected_configs.setdefault(config.key, config)  # named in the summary's starts line
-            t0 = time.monotonic()
-            fresh_start(st, config)
-            failed: ServerFailed | None = None
-            try:
-                one = self._measure_config(case, config, workload=workload)
-            except ServerFailed as e:
-                failed = e
-            st.added_start_s += time.monotonic() - t0
-            if failed is not None:
-                self.servers.fail(config, failed)
+            one = starts.measure(config, partial(self._measure_config, case, workload=workload), added=True)
+            if isinstance(one, ServerFailed):
+                self.servers.fail(config, one)
                 return None
-            launched = self.servers.launched
-            if launched is not None:
-                st.ledger.note_measured_start(launched.starts)
             w = workload or st.settings.workload(st.profile.workload_for(config.mode))
             pooled = combine([*(m.starts or (m,)), one], confidence=w.confidence)
             st.ledger.note_measurement(mkey, pooled)

@@ -16,21 +16,22 @@ spread (:func:`perfgate.measuring.starts.start_properties`). pytest's item order
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.starts import combine
 from perfgate.plugin.kinds import Compares, compares_of
-from perfgate.plugin.pool import ServerFailed, pool_of
+from perfgate.plugin.pool import Pool, ServerFailed, pool_of
 from perfgate.record import Case, case_of
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["note_comparison", "note_comparisons",
-           "compared_configs", "group_of", "group_for", "measure_interleaved", "fresh_start", "label", "starts_line"]
+__all__ = ["ServerStarts", "note_comparison", "note_comparisons",
+           "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
 
 
 def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:
@@ -96,6 +97,64 @@ def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
     return [config, *(st.selected_configs[k] for k in order)]
 
 
+class ServerStarts:
+    """The session's server starts, one step at a time: the pool that starts them, the ledger that counts those
+    measured (so that a start is measured once), and the time budget of starts added while a comparison is
+    undecided (``--perfgate-max-starts``, ``--perfgate-max-time``). The three loops over starts use it:
+    :func:`measure_interleaved` (``--perfgate-starts N``), ``PerfRun.more_starts`` (pairs added while undecided)
+    and ``measure_goodput`` (a search per start)."""
+
+    def __init__(self, st: PerfgateState) -> None:
+        self._st = st
+
+    @property
+    def pool(self) -> Pool:
+        return pool_of(self._st)
+
+    def fresh(self, cfg: ServerConfig) -> None:
+        """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
+        ``perf_server`` fixture started): the next measurement then starts a new server process."""
+        m = self.pool.launched
+        if m is None:  # attached, or nothing launched yet
+            return
+        cur = m.current  # always the latest start (number m.starts)
+        if cur is not None and cur.config.key == cfg.key and not self._st.ledger.start_measured(m.starts):
+            return
+        m.stop()
+
+    def measured(self) -> None:
+        """The running start has been measured: the next :meth:`fresh` stops it."""
+        launched = self.pool.launched
+        if launched is not None:
+            self._st.ledger.note_measured_start(launched.starts)
+
+    def measure(self, cfg: ServerConfig, measure_one: Callable[[ServerConfig], Measurement], *,
+                added: bool = False) -> Measurement | ServerFailed:
+        """A new start of ``cfg`` (:meth:`fresh`) measured by ``measure_one`` and noted measured; the pool's
+        failure where the start or its measurement failed. ``added``: a start added while undecided, whose time
+        counts against ``--perfgate-max-time``."""
+        t0 = time.monotonic()
+        self.fresh(cfg)
+        try:
+            m: Measurement | ServerFailed = measure_one(cfg)
+        except ServerFailed as e:
+            m = e
+        if added:
+            self._st.added_start_s += time.monotonic() - t0
+        if not isinstance(m, ServerFailed):
+            self.measured()
+        return m
+
+    def budget_spent(self, pairs: int) -> str:
+        """Why no start pair may be added to a comparison of ``pairs`` pairs (empty: one may)."""
+        s = self._st.settings
+        if pairs >= s.max_starts:
+            return f"the budget of {s.max_starts} start pairs (--perfgate-max-starts) is spent"
+        if s.max_time_s is not None and self._st.added_start_s >= s.max_time_s:
+            return f"the {s.max_time_s:g} s of --perfgate-max-time for added start pairs are spent"
+        return ""
+
+
 def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: int,
                         measure_one: Callable[[ServerConfig], Measurement], *,
                         confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
@@ -106,40 +165,21 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
     from perfgate.measuring.order import in_pair_order
 
-    pool = pool_of(st)
+    starts = ServerStarts(st)
+    pool = starts.pool
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for pair in range(n):
         for cfg in in_pair_order(configs, pair):
             if pool.failure(cfg) is not None or st.ledger.measurement(key_of(cfg)) is not None:
                 continue
-            fresh_start(st, cfg)
-            failed: ServerFailed | None = None
-            try:
-                m = measure_one(cfg)
-            except ServerFailed as e:
-                failed = e
-            if failed is not None:
-                on_failure(cfg, failed)
+            m = starts.measure(cfg, measure_one)
+            if isinstance(m, ServerFailed):
+                on_failure(cfg, m)
                 continue
             per[cfg.key].append(m)
-            launched = pool.launched
-            if launched is not None:
-                st.ledger.note_measured_start(launched.starts)
     for cfg in configs:
         if pool.failure(cfg) is None and st.ledger.measurement(key_of(cfg)) is None and per[cfg.key]:
             st.ledger.note_measurement(key_of(cfg), combine(per[cfg.key], confidence=confidence))
-
-
-def fresh_start(st: PerfgateState, cfg: ServerConfig) -> None:
-    """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
-    ``perf_server`` fixture started): the next measurement then starts a new server process."""
-    m = pool_of(st).launched
-    if m is None:  # attached, or nothing launched yet
-        return
-    cur = m.current  # always the latest start (number m.starts)
-    if cur is not None and cur.config.key == cfg.key and not st.ledger.start_measured(m.starts):
-        return
-    m.stop()
 
 
 def label(config: ServerConfig) -> str:
