@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from perfgate.cli.registry import EXIT_OK, EXIT_USAGE, subcommand
 
 if TYPE_CHECKING:
-    from perfgate.plugin.fleet import Cell
     from perfgate.profiles import Profile
+    from perfgate.profiles.fleet import Cell
 
 
 def _check_flags_args(p: argparse.ArgumentParser) -> None:
@@ -87,7 +87,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from perfgate.plugin.fleet import config_costs, matrix, plan, totals
+    from perfgate.profiles.fleet import config_costs, matrix, plan, totals
     from perfgate.profiles.load import load_profile, resolve_profile
     from perfgate.profiles.variants import load_variants
     from perfgate.report.junit_read import read_report

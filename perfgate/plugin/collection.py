@@ -213,7 +213,7 @@ def select_cell(config: pytest.Config, st: PerfgateState, items: list[pytest.Ite
         return
     if shard and keys_opt:
         raise pytest.UsageError("perfgate: --perfgate-shard and --perfgate-configs pick the same thing; give one")
-    from perfgate.plugin.fleet import config_costs, shard_keys
+    from perfgate.profiles.fleet import config_costs, shard_keys
 
     if shard:
         try:
