@@ -9,7 +9,7 @@ Every pool answers, for a config:
 - :meth:`Pool.endpoint`: the running server's URL, log and start-up time. Launching starts the config's
   server if it is not the one running (one at a time, through the pool's own
   :class:`~perfgate.serving.manager.ServerManager`) and raises :class:`ServerFailed` with the classified
-  verdict when it cannot start, when the launch checks refuse it (perfgate.plugin.launch_checks), or when
+  verdict when it cannot start, when the launch checks refuse it (perfgate.serving.launch_checks), or when
   the variant's backend fell back (the log says so); attaching returns the attached URL.
 - :meth:`Pool.failure`: the config's failure, once one is known. A failure met here is remembered here;
   a record that finds its server broken otherwise (requests failed while measuring) tells the pool with
@@ -127,7 +127,7 @@ class Pool:
     def __init__(self, state: PerfgateState) -> None:
         self.state = state
         self._failed: dict[str, ServerFailed] = {}
-        self.flag_results: dict[str, Any] | None = None  # perfgate.plugin.launch_checks.flag_problem's answers
+        self.flag_results: dict[str, Any] | None = None  # perfgate.serving.launch_checks.flag_problem's answers
 
     # ------------------------------------------------------------------ failures: the one home
 
@@ -169,7 +169,7 @@ class Pool:
     def stop(self) -> None:
         """Tear down the running server, if perfgate launched one."""
 
-    # ------------------------------------------------------------------ launch checks (perfgate.plugin.launch_checks)
+    # ------------------------------------------------------------------ launch checks (perfgate.serving.launch_checks)
 
     @property
     def profile(self) -> Profile:
@@ -182,7 +182,7 @@ class Pool:
     @property
     def selected_configs(self) -> Mapping[str, ServerConfig]:
         """The configs this session may launch: the selected ones and, with ``--perfgate-candidate``, each one's
-        candidate arm (so both arms' flags are checked before the first launch, perfgate.plugin.launch_checks)."""
+        candidate arm (so both arms' flags are checked before the first launch, perfgate.serving.launch_checks)."""
         sel = self.state.selected_configs
         cand = self.state.settings.candidate
         if cand is None:
@@ -192,7 +192,7 @@ class Pool:
 
     def launch_problem(self, config: ServerConfig) -> Verdict | None:
         """Why this config must not be launched (rejected flags, a missing backend package), or None."""
-        from perfgate.plugin.launch_checks import flag_problem, missing_module
+        from perfgate.serving.launch_checks import flag_problem, missing_module
 
         return flag_problem(self, config) or missing_module(self, config)
 
