@@ -3,8 +3,9 @@ candidate stack (``--perfgate-candidate``) on this box, written only with perfga
 
 Both arms are measured in this session, their server starts interleaved (``--perfgate-starts N``: current 1,
 candidate 1, candidate 2, current 2, ...: the order alternated, so that a place in the pair favours neither arm;
-``pair_order``), and the record concludes from the candidate/current ratio of each start pair: pass when the same or faster, fail (slower-than-baseline) when slower beyond noise and the gate's
-practical floor (0.5 %), inconclusive when undecided. Without a candidate each record skips.
+``pair_order``), and the record concludes from the candidate/current ratio of each start pair: pass when the
+same or faster, fail (slower-than-baseline) when slower beyond noise and the gate's practical floor (0.5 %),
+inconclusive when undecided. Without a candidate each record skips.
 """
 
 import pytest
