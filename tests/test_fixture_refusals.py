@@ -33,7 +33,7 @@ def test_measure_refuses_a_count_below_its_least_naming_the_fix(key: str, value:
 
 def test_measure_rate_refuses_a_negative_warmup_too() -> None:
     with pytest.raises(ValueError, match=r"measure.rate\(\)/goodput\(\): warmup must be a whole number >= 0"):
-        Measure(_Unreachable())._workload(SERVER, {"warmup": -1})
+        Measure(_Unreachable())._workload(SERVER, {"warmup": -1})  # type: ignore[arg-type]
 
 
 def test_measure_refuses_a_timeout_that_is_not_positive() -> None:

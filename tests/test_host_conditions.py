@@ -236,7 +236,7 @@ def test_gpus_read_through_nvml_and_a_throttled_one_disturbs(monkeypatch: pytest
                              GpuSample(index=1, sm_mhz=1410.0, power_w=690.0, temp_c=88.0, reasons=0x40)]
     c = Watch(period_s=3600).start().stop()  # a sample at each end; the sampling thread is stopped at once
     props = c.properties()
-    assert props[STATE] == "disturbed: GPU throttled: hw-thermal" or props[STATE].endswith("; GPU throttled: hw-thermal")
+    assert props[STATE] == "disturbed: GPU throttled: hw-thermal" or str(props[STATE]).endswith("; GPU throttled: hw-thermal")
     assert props["host.gpu_sm_clock_mhz"] == 1410.0 and props["host.gpu_power_w"] == 690.0
     assert props["host.gpu_temp_c"] == 88.0 and props["host.gpu_throttle"] == "hw-thermal"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # only the GPUs CUDA sees count

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.test_plugin import cases, make_project, props
 
 
-def test_a_measured_record_carries_the_hosts_state(pytester, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_measured_record_carries_the_hosts_state(pytester, monkeypatch) -> None:
     monkeypatch.setenv("PERFGATE_HOST_WATCH", "on")  # the suite turns it off (tests/conftest.py)
     prof = make_project(pytester)
     r = pytester.runpytest_subprocess("perftests", "-m", "baseline", f"--perfgate-profile={prof}",

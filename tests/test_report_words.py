@@ -107,6 +107,7 @@ def test_the_gate_counts_records_and_identical_reports_list_nothing_as_moved(tmp
     d, g = run_gate(same, same2, GatePolicy())  # type: ignore[arg-type]
     text = render_diff_text(d, g) + render_diff_md(d, g)
     (r,) = [r for r in d.records if r.throughput is not None and r.throughput.verdict == "undecided"]
+    assert r.throughput is not None
     assert not moved(r.throughput) and "Moved, undecided" not in text and "Undecided, not moved" in text
     for n in __import__("re").findall(r"--perfgate-starts (\d+)", text):
         assert int(n) <= MAX_STARTS_ADVICE, text
