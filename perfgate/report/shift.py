@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
@@ -15,8 +15,8 @@ from perfgate.measuring.judge import Decision
 from perfgate.report.machines import MachineMatch
 from perfgate.report.records import Report
 
-if TYPE_CHECKING:
-    from perfgate.report.diff import RecordDiff, StackChange
+#: report.diff's RecordDiff (its key and throughput comparison); named loosely here, since diff imports this module
+RecordDiff = Any
 
 __all__ = ["Shift", "environment_shift", "shifted", "SHIFT_MIN_RECORDS", "SHIFT_SHARE", "SHIFT_AGREEMENT"]
 
@@ -65,7 +65,7 @@ class Shift:
 
 
 def environment_shift(rows: list[RecordDiff], old: Report, new: Report, machines: MachineMatch | None,
-                      changes: tuple[StackChange, ...]) -> Shift | None:
+                      changes: tuple[object, ...]) -> Shift | None:
     """Whether many judged records moved the same way by about as much (see the constants), and the evidence of
     what moved under them: the machines, their calibration, and the host's state (``host.state``)."""
     judged: list[tuple[str, float, float]] = []
