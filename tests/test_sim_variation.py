@@ -27,7 +27,9 @@ from perfgate.sim.variation import (
     machine_factor,
     modelled_calibration,
     parse_scale,
+    parse_step_sd,
     start_jitter,
+    step_noise,
 )
 
 TP8 = {"tp-size": 8, "mem-fraction-static": 0.88, "cuda-graph-max-bs-decode": 128}
@@ -83,6 +85,22 @@ def test_scale_and_machine_names() -> None:
     assert check_machine_name("bad name") is not None and "PERFGATE_SIM_MACHINE" in str(check_machine_name("x/y"))
     s = SimSpeed(machine="m", factor=1.02, jitter=0.999, scale=0.99)
     assert s.speed == pytest.approx(1.02 * 0.999 * 0.99)
+
+
+@pytest.mark.parametrize("text", ["-0.1", "1", "abc", "nan"])
+def test_a_bad_step_sd_names_the_variable_and_the_fix(text: str) -> None:
+    with pytest.raises(ValueError, match=r"PERFGATE_SIM_STEP_SD=.*in \[0, 1\); fix: e\.g\."):
+        parse_step_sd(text)
+
+
+def test_step_noise_is_seeded_lognormal_and_off_by_default() -> None:
+    assert parse_step_sd(None) == parse_step_sd("") == 0.0 and parse_step_sd("0.05") == 0.05
+    off = step_noise(0.0, 1)
+    assert {off() for _ in range(10)} == {1.0}
+    a, b, c = step_noise(0.05, "k:0"), step_noise(0.05, "k:0"), step_noise(0.05, "k:1")
+    xs = [a() for _ in range(4000)]
+    assert xs[:5] == [b() for _ in range(5)] and xs[:5] != [c() for _ in range(5)]
+    assert statistics.stdev(math.log(x) for x in xs) == pytest.approx(0.05, rel=0.06)
 
 
 class _Clock:

@@ -31,9 +31,12 @@ from perfgate.sim.variation import (
     REFERENCE,
     SCALE_ENV,
     START_SEED_ENV,
+    STEP_SD_ENV,
     SimSpeed,
     check_machine_name,
     parse_scale,
+    parse_step_sd,
+    step_noise,
 )
 
 SLOW_START_FACTOR = 100.0
@@ -102,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         scale = parse_scale(parsed.sim.get("sim_scale") or env.get(SCALE_ENV))
     except ValueError as e:
         return _usage_error(version, f"argument --sim-scale: {e}")
+    try:
+        step_sd = parse_step_sd(parsed.sim.get("sim_step_sd") or env.get(STEP_SD_ENV))
+    except ValueError as e:
+        return _usage_error(version, f"argument --sim-step-sd: {e}")
     # a GPU's state at start is not seeded by the model's --random-seed (the shipped profiles fix one): each start
     # draws its own jitter unless PERFGATE_SIM_START_SEED / --sim-start-seed makes it reproducible
     start_seed = parsed.sim.get("sim_start_seed") or env.get(START_SEED_ENV)
@@ -117,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"torch {hardware.version('torch')}, nccl {hardware.version('nccl')}, "
              f"flashinfer {hardware.version('flashinfer')}"
              + f"; machine {machine} (speed x{speed.factor:.4f}, this start x{speed.jitter:.5f}"
-             + (f", scale x{scale:g}" if scale != 1.0 else "") + ")"
+             + (f", scale x{scale:g}" if scale != 1.0 else "")
+             + (f", step noise sd {step_sd:.1%}" if step_sd else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
     plan = plan_from_args(hardware, parsed, env)
@@ -163,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         state.engine = EngineLoop(plan, log.line, seed=parsed.fields.get("random_seed"),
                                   speedup=float(parsed.sim.get("sim_speedup") or 1.0), speed=speed.speed,
-                                  fault=fault,
+                                  fault=fault, noise=step_noise(step_sd, start_seed, machine),
                                   fault_after=state.fault_after, on_crash=crash)
         state.engine.start()
 

@@ -105,6 +105,7 @@ class EngineLoop:
 
     def __init__(self, plan: LaunchPlan, log: Callable[[str], None], *, seed: int | None = None,
                  speedup: float = 1.0, speed: float = 1.0, fault: str | None = None, fault_after: int = 3,
+                 noise: Callable[[], float] | None = None,
                  on_crash: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -117,6 +118,8 @@ class EngineLoop:
         # the simulated machine's speed on this start (perfgate.sim.variation.SimSpeed.speed): every modelled
         # step takes 1/speed as long; unlike the speedup, the client does not scale it back
         self.speed = max(1e-6, speed)
+        # step-to-step noise inside the start (perfgate.sim.variation.step_noise): a factor on every step
+        self._noise = noise or (lambda: 1.0)
         self.fault = fault
         self.fault_after = max(0, fault_after)
         self.on_crash = on_crash
@@ -252,7 +255,9 @@ class EngineLoop:
                 self._decode(batch, queued)
 
     def _step(self, dur: float) -> None:
-        """One step of ``dur`` wall seconds on the deadline schedule; the simulated clock gains the rest."""
+        """One step of ``dur`` wall seconds (times the step noise) on the deadline schedule; the simulated clock
+        gains the rest."""
+        dur *= self._noise()
         self._deadline += dur
         before = self._lead[0]
         gain = dur * (self.speedup - 1.0)

@@ -19,6 +19,10 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   ``--random-seed``, which the shipped profiles fix.
 - ``PERFGATE_SIM_SCALE`` (:func:`parse_scale`, default 1.0): a multiplier on the simulated speed, to
   inject a known regression (0.99 = every step 1 % slower, decode tok/s 1 % lower).
+- ``PERFGATE_SIM_STEP_SD`` (:func:`parse_step_sd`, default 0): sd of log(duration) of every engine step, drawn
+  from a stream seeded like the start's jitter: trial-to-trial noise inside one start. Left at 0 the
+  engine's deadline schedule makes trials agree to a few hundredths of a percent, so a test of the noise
+  gate sets it rather than hoping the runner's scheduler is noisy enough.
 
 :class:`SimSpeed` is a start's product of the three; the engine divides every step's modelled duration by
 it (:mod:`perfgate.sim.engine_loop`), and so does the trace. The simulated box's calibration (the machine
@@ -32,11 +36,12 @@ import hashlib
 import math
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
 __all__ = ["MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "check_machine_name", "machine_factor",
-           "modelled_calibration", "parse_scale", "sim_gpu_uuid", "start_jitter"]
+           "modelled_calibration", "parse_scale", "parse_step_sd", "sim_gpu_uuid", "start_jitter", "step_noise"]
 
 #: the simulated machine when PERFGATE_SIM_MACHINE is unset; its factor is exactly 1.0
 REFERENCE = "reference"
@@ -46,6 +51,7 @@ MACHINE_SD = 0.016
 START_SD = 0.0005
 MACHINE_ENV = "PERFGATE_SIM_MACHINE"
 SCALE_ENV = "PERFGATE_SIM_SCALE"
+STEP_SD_ENV = "PERFGATE_SIM_STEP_SD"
 START_SEED_ENV = "PERFGATE_SIM_START_SEED"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -105,6 +111,30 @@ def parse_scale(text: str | None) -> float:
         raise ValueError(f"{SCALE_ENV}={text!r}: expected a speed multiplier > 0; fix: e.g. {SCALE_ENV}=0.99 "
                          f"for a 1 % slower simulated server, or unset it")
     return value
+
+
+def parse_step_sd(text: str | None) -> float:
+    """``PERFGATE_SIM_STEP_SD`` as a number in [0, 1) (empty: 0); raises ValueError naming the variable and the fix."""
+    if text is None or not str(text).strip():
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0.0 <= value < 1.0):
+        raise ValueError(f"{STEP_SD_ENV}={text!r}: expected the sd of a step's log duration in [0, 1); fix: e.g. "
+                         f"{STEP_SD_ENV}=0.05 for 5 % step-to-step noise, or unset it")
+    return value
+
+
+def step_noise(sd: float, seed: int | str | None, machine: str = REFERENCE) -> Callable[[], float]:
+    """A source of step duration factors exp(sd * z), one per call: seeded by ``seed`` (with the machine)
+    when given, else from the system's randomness; always 1.0 when ``sd`` is 0."""
+    if sd <= 0.0:
+        return lambda: 1.0
+    rng = random.Random(f"perfgate-sim-steps:{machine}:{seed}" if seed is not None
+                        else random.SystemRandom().getrandbits(64))
+    return lambda: math.exp(sd * rng.gauss(0.0, 1.0))
 
 
 @dataclass(frozen=True, kw_only=True)
