@@ -70,7 +70,7 @@ class Outcome(Word):
 
 class RecordKind(Word):
     """The kind of one of perfgate's own records (its ``kind`` property). What each kind decides (its cases, run
-    order, matrix row, floor update, the config it is compared with) is the registry in perfgate.plugin.kinds; the
+    order, matrix row, floor update, the config it is compared with) is the registry in perfgate.kinds; the
     names live here so that the record contract (perfgate.record) names them too. A user's kind is any other text."""
 
     FLOOR = "floor"

@@ -23,10 +23,10 @@ import pytest
 from perfgate.flagcheck import installed_parser
 from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.pool import Pool
-from perfgate.plugin.settings import parse_candidate
 from perfgate.plugin.stackpair import candidate_stack_properties
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.settings import parse_candidate
 from perfgate.profiles.variants import load_variants
 from perfgate.serving.preflight import argv_for
 from perfgate.stack import Stack, detect_stack_in

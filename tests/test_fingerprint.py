@@ -10,7 +10,7 @@ import pytest
 from junitparser.xunit2 import JUnitXml
 
 from perfgate.plugin.fingerprint import session_fingerprint
-from perfgate.plugin.settings import Settings
+from perfgate.profiles.settings import Settings
 from perfgate.record import MACHINE_PROPERTIES, fmt
 from perfgate.report import compare_machines, diff, read_report
 from perfgate.report.render import render_diff

@@ -108,15 +108,14 @@ def test_perfgate_has_no_import_cycle():
 
 def test_the_pytest_layer_is_layered():
     """The session's state imports nothing of the pytest layer that acts on it (pool, runner, cases, ...); the
-    ledger it holds sits below it, reading the session through a protocol (and its settings, at the bottom)."""
+    ledger it holds, its settings and the record kinds' registry need no pytest and sit below the layer."""
     edges = import_graph(PACKAGE)
     plugin = {m for m in edges if m.startswith("perfgate.plugin.")}
-    assert edges["perfgate.plugin.state"] & plugin <= {
-        "perfgate.plugin.settings", "perfgate.plugin.fingerprint", "perfgate.plugin.ledger"}
-    assert edges["perfgate.plugin.ledger"] & plugin <= {"perfgate.plugin.kinds", "perfgate.plugin.fingerprint",
-                                                       "perfgate.plugin.settings"}
-    # the registry is the bottom of the layer: it imports only the record's vocabulary (its kinds' names) below it
-    assert edges["perfgate.plugin.kinds"] <= {"perfgate.categories"}
+    assert edges["perfgate.plugin.state"] & plugin <= {"perfgate.plugin.fingerprint"}
+    for below in ("perfgate.measuring.ledger", "perfgate.profiles.settings", "perfgate.kinds"):
+        assert not edges[below] & plugin, below
+    # the registry is the bottom of the record's vocabulary: it imports only its kinds' names below it
+    assert edges["perfgate.kinds"] <= {"perfgate.categories"}
     assert not edges["perfgate.categories"]
 
 

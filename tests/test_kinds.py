@@ -1,4 +1,4 @@
-"""The record-kind registry (perfgate.plugin.kinds) and the cases it gives a profile (perfgate.plugin.cases)."""
+"""The record-kind registry (perfgate.kinds) and the cases it gives a profile (perfgate.plugin.cases)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from perfgate.plugin.cases import cases
-from perfgate.plugin.kinds import (
+from perfgate.kinds import (
     KINDS,
     USER_ORDER,
     Cases,
@@ -19,6 +18,7 @@ from perfgate.plugin.kinds import (
     run_order,
     update_key,
 )
+from perfgate.plugin.cases import cases
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 

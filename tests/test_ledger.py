@@ -1,4 +1,4 @@
-"""The ledger (perfgate.plugin.ledger.Ledger): what a session measured and the floors it writes. A worker's ledger
+"""The ledger (perfgate.measuring.ledger.Ledger): what a session measured and the floors it writes. A worker's ledger
 shipped to the xdist controller (plain JSON, as execnet carries it) and merged there is the one session's record
 of the same notes; writing at finish lists every refusal, says when nothing was measured and never breaks a
 profile. The runs that write floors with and without the terminal, under xdist and without, are
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from perfgate.plugin.ledger import WORKEROUTPUT_KEY, Ledger
+from perfgate.measuring.ledger import WORKEROUTPUT_KEY, Ledger
 from tests.test_measurement import PROFILE
 
 TABLES = hs.sampled_from(["baseline", "eagle3", "baseline.c8", "eagle3.c32"])

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from perfgate.host.gpu import visible_entries
 from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
-from perfgate.plugin.settings import Settings
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.settings import Settings
 from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
 

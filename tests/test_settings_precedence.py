@@ -1,8 +1,8 @@
-"""One precedence per knob, and Settings the only reader of perfgate's options (perfgate.plugin.settings).
+"""One precedence per knob, and Settings the only reader of perfgate's options (perfgate.profiles.settings).
 
     a test's explicit argument  >  command-line option (or its environment variable)  >  profile
 
-Each knob's precedence from :func:`perfgate.plugin.settings.resolve` on a real profile, without a pytest
+Each knob's precedence from :func:`perfgate.profiles.settings.resolve` on a real profile, without a pytest
 subprocess; the source has no other reader of a ``--perfgate-*`` option; and trials on the load paths
 (``measure.rate``, ``measure.goodput``, ``measure.levels``) as users run them (pytester, the simulated seed box,
 a tiny ``[slo]`` whose levels are never topped up, so the trials counted are the precedence's).
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from perfgate.plugin.settings import DEFAULT_MAX_STARTS, Settings, log_dir_given, profile_named, resolve
 from perfgate.profiles import Profile
 from perfgate.profiles.load import load_profile
+from perfgate.profiles.settings import DEFAULT_MAX_STARTS, Settings, log_dir_given, profile_named, resolve
 from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.test_starts import PROFILE as STARTS_PROFILE
 from tests.test_starts import _project, _records
@@ -170,7 +170,7 @@ def test_settings_reads_every_option_the_plugin_registers(tmp_path):
 
 def test_no_module_but_settings_reads_an_option():
     """``config.getoption("perfgate_...")``, ``state.opt(...)`` and ``config.option.perfgate_...`` appear in
-    perfgate.plugin.settings only (pytest's own options, ``verbose`` or ``collectonly``, may be read anywhere)."""
+    perfgate.profiles.settings only (pytest's own options, ``verbose`` or ``collectonly``, may be read anywhere)."""
     found = []
     for f in sorted(PACKAGE.rglob("*.py")):
         if f == PACKAGE / "plugin" / "settings.py":
@@ -184,7 +184,7 @@ def test_no_module_but_settings_reads_an_option():
             if isinstance(node, ast.Attribute) and node.attr.startswith("perfgate_") and \
                     isinstance(node.value, ast.Attribute) and node.value.attr == "option":
                 found.append(f"{f.relative_to(PACKAGE)}:{node.lineno}")
-    assert not found, "options read outside perfgate.plugin.settings: " + ", ".join(found)
+    assert not found, "options read outside perfgate.profiles.settings: " + ", ".join(found)
 
 
 # ----------------------------------------------------------------------------- trials on the load paths

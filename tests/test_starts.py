@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from junitparser.xunit2 import JUnitXml
 
-from perfgate.plugin.settings import Settings, parse_candidate
+from perfgate.profiles.settings import Settings, parse_candidate
 from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
 

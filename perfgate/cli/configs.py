@@ -119,7 +119,7 @@ def _plan(args: argparse.Namespace) -> int:
     for spec in args.profiles:
         prof = load_profile(resolve_profile(spec, Path.cwd()))
         label = prof.name.split("/")[0]
-        from perfgate.plugin.settings import Settings
+        from perfgate.profiles.settings import Settings
 
         settings = Settings(trials=args.trials, starts=args.starts or prof.workload.starts)
         costs = config_costs(prof, variants, reports, settings=settings)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.plugin.activation import activate, wants_perf
-from perfgate.plugin.settings import (
+from perfgate.plugin.options import (
     option_budget_seconds,
     option_max_starts,
     option_seconds,
@@ -231,7 +231,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = config.stash.get(STATE, None)
     if st is not None and hasattr(config, "workeroutput"):
-        from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+        from perfgate.measuring.ledger import WORKEROUTPUT_KEY
 
         config.workeroutput[WORKEROUTPUT_KEY] = st.ledger.to_workeroutput()
     elif st is not None and st._profile is not None and st.settings.update_baselines:
@@ -244,9 +244,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _write_updates(session: pytest.Session, st: PerfgateState) -> None:
-    """Write the floors; a profile that could not be written (perfgate.plugin.ledger.Ledger.write's red line) makes
+    """Write the floors; a profile that could not be written (perfgate.measuring.ledger.Ledger.write's red line) makes
     the session's exit status 1, never a silent 0."""
-    from perfgate.plugin.ledger import REPORT
+    from perfgate.plugin.state import LEDGER_REPORT as REPORT
 
     config = session.config
     lines = config.stash[REPORT] = st.ledger.write(st.profile.path)
@@ -278,7 +278,7 @@ def _teardown_servers(session: pytest.Session, st: PerfgateState) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """Under xdist, the controller adds a worker's ledger (its floor updates) to its own, to write at finish."""
-    from perfgate.plugin.ledger import WORKEROUTPUT_KEY
+    from perfgate.measuring.ledger import WORKEROUTPUT_KEY
     from perfgate.plugin.usage import from_worker
 
     from_worker(node)  # a usage error it met while collecting, said at finish

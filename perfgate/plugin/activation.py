@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from perfgate.plugin.kinds import KINDS
+from perfgate.kinds import KINDS
 from perfgate.plugin.state import PerfgateState, state_of
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def install_sigterm() -> None:
 
 def wants_perf(config: pytest.Config) -> bool:
     """Activated from the start: a profile named (option, environment, ini) or ``perfgate = true`` in the ini."""
-    from perfgate.plugin.settings import profile_named
+    from perfgate.profiles.settings import profile_named
 
     return bool(profile_named(config.getoption, os.environ, config.getini)) or bool(config.getini("perfgate"))
 

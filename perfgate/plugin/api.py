@@ -103,7 +103,7 @@ def start(perf: PerfRun, case: Case) -> PerfServer:
 
 def _endpoint(perf: PerfRun, case: Case, config: ServerConfig) -> Endpoint:
     """The config's running server (started if it is not); a failed start concludes the record."""
-    from perfgate.plugin.ledger import refuse_update
+    from perfgate.measuring.ledger import refuse_update
     from perfgate.plugin.pool import ServerFailed
 
     known = perf.servers.failure(config)  # an earlier record's start failed: no second launch
@@ -142,7 +142,7 @@ class Measure:
         given = _checked_overrides("measure()", overrides)
         perf = self._perf
         w = perf.state.profile.workload_for(server.mode)
-        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.profiles.settings)
         w = perf.state.settings.workload(w, **given)
         from perfgate.plugin.compare import BaselineServer
         from perfgate.plugin.stackpair import CandidateServer, measure_candidate
@@ -215,7 +215,7 @@ class Measure:
         # the profile's workload under load: every mode with the same tokens (comparable), [slo] trials if given
         w = replace(st.profile.workload_for(server.mode), max_new_tokens=_shared_tokens(perf),
                     **({"trials": slo.trials} if slo and slo.trials else {}))
-        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.plugin.settings)
+        # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.profiles.settings)
         return st.settings.workload(w, **given)
 
 
@@ -303,7 +303,7 @@ class PerfCheck:
         for k, val in v.properties.items():
             perf.record(k, val)
         if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
-            from perfgate.plugin.ledger import note_update
+            from perfgate.measuring.ledger import note_update
 
             note_update(st, case.mode, metric, at.stored, m, v, max_cv=max_cv, table=at.table)
         perf.conclude(case, v, stored_floor=at.stored_floor)

@@ -1,6 +1,6 @@
 """The stack each arm of a session runs on: the current stack's, or a stack-pair candidate's own (issue 31).
 
-``--perfgate-candidate`` names another stack on this box (perfgate.plugin.settings.Candidate): another interpreter
+``--perfgate-candidate`` names another stack on this box (perfgate.profiles.settings.Candidate): another interpreter
 (``python=``), another Python path (``env.PYTHONPATH=``), or simulated versions (``sim-stack=``). What that arm
 runs is found from the arm itself, once per environment: its record's ``candidate.stack.*``
 (perfgate.plugin.stackpair), the version its flags are spelled for (perfgate.plugin.pool.Pool.engine_for) and the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Protocol
 
-from perfgate.plugin.settings import CANDIDATE_ARM
+from perfgate.profiles.settings import CANDIDATE_ARM
 
 if TYPE_CHECKING:
     from perfgate.profiles import Profile

@@ -1,10 +1,10 @@
-"""The records a profile asks for, kind by kind, as the record-kind registry (perfgate.plugin.kinds) says."""
+"""The records a profile asks for, kind by kind, as the record-kind registry (perfgate.kinds) says."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perfgate.plugin.kinds import VARIANT, Cases, kind_of
+from perfgate.kinds import VARIANT, Cases, kind_of
 from perfgate.record import Case
 
 if TYPE_CHECKING:

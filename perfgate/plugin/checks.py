@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perfgate.kinds import FLOOR
 from perfgate.measuring.checks import confounded_verdict, not_exercised_verdict, sweep_verdict, token_match_failure
 from perfgate.measuring.metrics import Measurement, token_match
 from perfgate.measuring.verdict import (
@@ -18,7 +19,6 @@ from perfgate.measuring.verdict import (
     compare_verdict,
     within_noise_or_faster,
 )
-from perfgate.plugin.kinds import FLOOR
 from perfgate.plugin.pool import pool_of
 from perfgate.record import Case
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from perfgate.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.activation import activate_late
 from perfgate.plugin.cases import cases as cases_of
 from perfgate.plugin.cases import why_none
-from perfgate.plugin.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
 from perfgate.record import Case, case_of
 
@@ -182,8 +182,8 @@ def check_expectation_names(st: PerfgateState) -> None:
     (``@pytest.mark.perfgate(kind=...)``): the kinds are known only now. A name close to a known one is a typo
     (a usage error naming the file, the key and the fix); any other may be the kind of a test this run did not
     collect, and the summary says no record used it."""
+    from perfgate.kinds import KINDS
     from perfgate.plugin.activation import expectation_line
-    from perfgate.plugin.kinds import KINDS
 
     p, vs = st.profile, st.variants
     builtin = sorted(k.name for k in KINDS.values() if k.expectation)

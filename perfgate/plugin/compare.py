@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfgate.plugin.kinds import Compares, compares_of, kind_of
+from perfgate.kinds import Compares, compares_of, kind_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
@@ -47,7 +47,7 @@ class BaselineServer:
 
 
 def baseline_of(perf: PerfRun, case: Case) -> BaselineServer:
-    """The baseline of ``case``'s record, as the kind registry says (perfgate.plugin.kinds ``compares``); a user's
+    """The baseline of ``case``'s record, as the kind registry says (perfgate.kinds ``compares``); a user's
     kind: a variant's own mode for a variant, the profile's baseline mode for a mode."""
     own = Compares.OWN_MODE in compares_of(case.kind, variant=case.variant is not None, fixtures=("perf_baseline",))
     base = case.baseline(case.mode if own else perf.state.profile.baseline_mode())

@@ -61,7 +61,7 @@ class Crosscheck:
 
             pytest.skip(f"SGLang's one-batch benchmark does not import in {py}: {problem}")
         m = perf.measure(case)
-        w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.plugin.settings)
+        w = st.settings.workload(p.workload_for(case.mode))  # --perfgate-trials too (perfgate.profiles.settings)
         input_len = len(load_prompts(w.prompts)[0])
         tok = make_tokenizer(py, p.model.path, st.log_dir)
         log = Path(st.log_dir) / f"{server.config.slug}.sglang-bench.log"

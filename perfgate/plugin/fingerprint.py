@@ -14,20 +14,19 @@ perfgate.record).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from perfgate.stack.calibration import Calibration
-from perfgate.stack.machine import Machine
+from perfgate.stack.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
     import pytest
 
-    from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
+    from perfgate.profiles.settings import Settings
     from perfgate.stack import Stack
 
-__all__ = ["CALIBRATE_CHOICES", "Fingerprint", "Session", "session_fingerprint", "sim_variation_problem"]
+__all__ = ["CALIBRATE_CHOICES", "Session", "session_fingerprint", "sim_variation_problem"]
 
 CALIBRATE_CHOICES = ("auto", "on", "off")
 
@@ -46,18 +45,6 @@ class Session(Protocol):
 
     @property
     def settings(self) -> Settings: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fingerprint:
-    """A session's machine and its calibration."""
-
-    machine: Machine
-    calibration: Calibration
-
-    def as_properties(self) -> dict[str, str]:
-        """The ``machine.*`` and ``calib.*`` JUnit properties (perfgate.record)."""
-        return {**self.machine.as_properties(), **self.calibration.as_properties()}
 
 
 def sim_variation_problem() -> str | None:

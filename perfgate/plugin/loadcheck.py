@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.ledger import note_value
 from perfgate.measuring.loadrecord import (
     ARRIVAL,
     CROSSOVER,
@@ -36,7 +37,6 @@ from perfgate.measuring.loadrecord import GOODPUT_UNRESOLVED as GOODPUT_UNRESOLV
 from perfgate.measuring.loadrecord import max_running as max_running  # tests/test_crossover.py
 from perfgate.measuring.metrics import Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
-from perfgate.plugin.ledger import note_value
 from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
@@ -88,7 +88,7 @@ def _note(perf: PerfRun, case: Case, metric: str, lim: float | None, v: Verdict,
     """Under ``--perfgate-update-baselines``: ``new`` is the floor written, unless the verdict is inconclusive,
     the record failed for another reason than being slower, or ``why`` says it cannot be one. With ``starts``
     (goodput's per-start values, empty for one start) the floor gets ``<metric>_tolerance`` beside it, from the
-    noise between starts (:func:`perfgate.plugin.ledger.note_tolerance`)."""
+    noise between starts (:func:`perfgate.measuring.ledger.note_tolerance`)."""
     if v.outcome == Outcome.INCONCLUSIVE:
         why = v.message.removeprefix("inconclusive: ")
     elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
@@ -97,7 +97,7 @@ def _note(perf: PerfRun, case: Case, metric: str, lim: float | None, v: Verdict,
         why = f"no {metric} above zero to make a floor of"
     note_value(perf.state, case.mode, metric, lim, new, n=n, cv=cv, why=why)
     if starts is not None and not why and perf.state.settings.update_baselines:
-        from perfgate.plugin.ledger import note_tolerance
+        from perfgate.measuring.ledger import note_tolerance
 
         note_tolerance(perf.state, case.mode, metric, starts=starts)
 

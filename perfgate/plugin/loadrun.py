@@ -5,7 +5,7 @@ What is sent, and in which order, is the procedure's (perfgate.procedure.openloo
 its own seeded schedule after a warm-up at that rate, the prefix cache flushed before it, the simulator at speed-up
 1 while it runs); this module finds the record's server and its SLOs, says what a server that died under load
 means for the record, and runs the search once per server start. The trials of every path are the workload's
-as the session resolves them (perfgate.plugin.settings): a test's own ``trials=`` > ``--perfgate-trials`` >
+as the session resolves them (perfgate.profiles.settings): a test's own ``trials=`` > ``--perfgate-trials`` >
 ``[slo] trials`` > ``[workload] trials``.
 """
 
@@ -105,7 +105,7 @@ def _died(perf: PerfRun, case: Case, config: ServerConfig, outs: Sequence[Reques
 
 def _resolved(perf: PerfRun, case: Case, workload: Workload | None) -> Workload:
     """The workload a load path measures: ``workload`` as the caller resolved it, else the mode's with the
-    session's options (perfgate.plugin.settings)."""
+    session's options (perfgate.profiles.settings)."""
     st = perf.state
     return workload or st.settings.workload(st.profile.workload_for(case.mode))
 
@@ -160,7 +160,7 @@ def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new
     trial, at least 4), each cached per workload like any ``measure(...)``; ``case`` may be another mode's
     (the crossover record measures the baseline's levels, cached when the baseline's record measured them).
     ``max_new_tokens`` and ``trials`` are the profile's under load (``[slo]``; None: the mode's workload's), and
-    ``--perfgate-trials`` beats its trials (perfgate.plugin.settings)."""
+    ``--perfgate-trials`` beats its trials (perfgate.profiles.settings)."""
     st = perf.state
     w0 = st.profile.workload_for(case.mode)
     ms = []

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from perfgate.categories import Category, Outcome
+from perfgate.kinds import ALLREDUCE
 from perfgate.measuring.micro import CANNOT_RUN, allreduce_verdict, cannot_run_expectation
 from perfgate.measuring.verdict import Verdict
-from perfgate.plugin.kinds import ALLREDUCE
 from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "expectation_key",
            "MicroCheck", "micro_cases", "micro_plan"]
 
-KIND = ALLREDUCE  # perfgate.plugin.kinds
+KIND = ALLREDUCE  # perfgate.kinds
 
 DECIDES: frozenset[str] = frozenset({
     *CANNOT_RUN, "wrong-output", "crash", "nccl-error", "oom", "startup-timeout", "slower-than-baseline",

@@ -31,7 +31,7 @@ import pytest
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict
-from perfgate.plugin.settings import CANDIDATE_ARM
+from perfgate.profiles.settings import CANDIDATE_ARM
 from perfgate.stack.probes import UNKNOWN
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
+from perfgate.kinds import PROFILE
 from perfgate.measuring.checks import profile_verdict as profile_verdict  # tests/test_trace.py
 from perfgate.measuring.trace import StepProfile, TraceError, analyze
 from perfgate.measuring.verdict import Verdict
-from perfgate.plugin.kinds import PROFILE
 
 if TYPE_CHECKING:
     from perfgate.plugin.api import PerfServer

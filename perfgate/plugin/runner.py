@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from perfgate.categories import Category, Outcome
+from perfgate.kinds import kind_of
 from perfgate.measuring.judge import Sequential
+from perfgate.measuring.ledger import refuse_update
 from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.verdict import Verdict, final_verdict
 from perfgate.plugin.checks import Checks
-from perfgate.plugin.kinds import kind_of
-from perfgate.plugin.ledger import refuse_update
 from perfgate.plugin.pool import Pool, ServerFailed, pool_of
 from perfgate.record import Case, case_of, cv_name, fmt
 
@@ -283,7 +283,7 @@ class PerfRun(Checks):
     def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
                         workload: Workload | None = None) -> Measurement:
         """The config's closed-loop trials on its server (perfgate.procedure.run_trials), on ``workload`` or the
-        mode's as the session resolves it (perfgate.plugin.settings); failed requests are a ServerFailed, from the
+        mode's as the session resolves it (perfgate.profiles.settings); failed requests are a ServerFailed, from the
         server's log when it died."""
         from perfgate.procedure import run_trials
 

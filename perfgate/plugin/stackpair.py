@@ -6,7 +6,7 @@ config, their server starts interleaved and their order alternated (current 1, c
 start pair (``perfgate.measuring.judge.paired``, with the judge's practical floor for throughput, 0.5 %), so the
 machine's own offset, which a comparison of two reports from two machines cannot tell from a regression,
 cancels. The candidate arm is ``--perfgate-candidate SPEC``
-(:func:`perfgate.plugin.settings.parse_candidate`): its server runs with another Python (and its SGLang), extra
+(:func:`perfgate.profiles.settings.parse_candidate`): its server runs with another Python (and its SGLang), extra
 environment, or for the simulator other stack versions; the arm is part of the config key, so the server
 manager stops one arm and starts the other.
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Outcome
+from perfgate.kinds import STACK_PAIR
 from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.arms import arm_stack
-from perfgate.plugin.kinds import STACK_PAIR
 from perfgate.record import CANDIDATE, CANDIDATE_PREFIX, Case, case_of
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["CandidateServer", "candidate_of", "measure_candidate", "on_candidate_arm", "stack_pair_verdict",
            "candidate_stack_properties", "KIND", "DECIDES"]
 
-KIND = STACK_PAIR  # perfgate.plugin.kinds
+KIND = STACK_PAIR  # perfgate.kinds
 #: the categories a stack-pair record decides (an expectation naming another does not apply to it)
 DECIDES = ("slower-than-baseline", "crash", "wrong-output")
 

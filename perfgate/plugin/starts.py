@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from perfgate.kinds import Compares, compares_of
 from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.starts import combine
-from perfgate.plugin.kinds import Compares, compares_of
 from perfgate.plugin.pool import Pool, ServerFailed, pool_of
 from perfgate.record import Case, case_of
 
@@ -56,7 +56,7 @@ def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
 
 
 def compared_configs(st: PerfgateState, case: Case, fixtures: Collection[str] = ()) -> list[ServerConfig]:
-    """The record's config and those it is compared with (``perfgate.plugin.kinds.compares_of``: its kind's, or
+    """The record's config and those it is compared with (``perfgate.kinds.compares_of``: its kind's, or
     for a user's kind its test's ``fixtures``: perf_baseline, perf_candidate)."""
     out = [st.config_for(case)]
     for compares in compares_of(case.kind, variant=case.variant is not None, fixtures=fixtures):

@@ -1,5 +1,5 @@
 """The session's perfgate state: the data of one session. The profile, variants, stack and settings it runs
-with, the machine's fingerprint, the configs it selected, and its ledger (perfgate.plugin.ledger: the
+with, the machine's fingerprint, the configs it selected, and its ledger (perfgate.measuring.ledger: the
 measurements and step profiles so far, and what --perfgate-update-baselines writes).
 
 One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
@@ -19,23 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from perfgate.plugin.ledger import Ledger
+from perfgate.measuring.ledger import Ledger
 from perfgate.profiles.shipped import DEFAULT_SIM_PROFILE
 
 if TYPE_CHECKING:
-    from perfgate.plugin.fingerprint import Fingerprint
-    from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
+    from perfgate.profiles.settings import Settings
     from perfgate.profiles.variants import VariantSet
     from perfgate.record import Case
     from perfgate.stack import Stack
+    from perfgate.stack.fingerprint import Fingerprint
 
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "_perfgate_run", "measure", "perf_check", "step_profile",
                            "micro_case", "perf_crosscheck", "micro_check"})
 #: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
 STATE = pytest.StashKey["PerfgateState"]()
+#: what writing the floor updates came to, (line, colour) each, for the terminal summary to print
+LEDGER_REPORT = pytest.StashKey["list[tuple[str, str]]"]()
 #: the sessions this process has run (each gets its own log folder)
 _SESSIONS = itertools.count(1)
 
@@ -74,16 +76,16 @@ class PerfgateState:
 
     @property
     def settings(self) -> Settings:
-        """perfgate's options, resolved once against the profile (perfgate.plugin.settings, their only reader:
+        """perfgate's options, resolved once against the profile (perfgate.profiles.settings, their only reader:
         test > option > profile)."""
         if self._settings is None:
-            from perfgate.plugin.settings import resolve
+            from perfgate.profiles.settings import resolve
 
             self._settings = resolve(self.config.getoption, self.profile, os.environ)
         return self._settings
 
     def _log_dir(self) -> Path:
-        from perfgate.plugin.settings import log_dir_given
+        from perfgate.profiles.settings import log_dir_given
 
         # one folder per session under --perfgate-log-dir (else perfgate-logs/): a second session keeps the first's logs
         given = log_dir_given(self.config.getoption)
@@ -106,8 +108,8 @@ class PerfgateState:
 
     def _load_profile(self) -> Profile:
         from perfgate.errors import PerfgateError
-        from perfgate.plugin.settings import profile_named
         from perfgate.profiles.load import load_profile, resolve_profile
+        from perfgate.profiles.settings import profile_named
 
         root = self.config.rootpath
         spec = profile_named(self.config.getoption, os.environ, self.config.getini)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
-from perfgate.plugin.kinds import figure_of, in_matrix
+from perfgate.kinds import figure_of, in_matrix
 from perfgate.plugin.pool import Attacher, pool_of
 from perfgate.record import (
     DIRECTION,
@@ -269,8 +269,8 @@ def attach_warnings(pool: Attacher, tr: Any) -> None:
 
 def write_updates(st: PerfgateState, tr: Any) -> None:
     """--perfgate-update-baselines: every change and every refusal (written at session finish,
-    perfgate.plugin.ledger.Ledger.write)."""
-    from perfgate.plugin.ledger import REPORT
+    perfgate.measuring.ledger.Ledger.write)."""
+    from perfgate.plugin.state import LEDGER_REPORT as REPORT
 
     for line, colour in st.config.stash.get(REPORT, []):
         tr.write_line(line, **({colour: True} if colour else {}))

@@ -100,7 +100,7 @@ def assign_gpus(config: pytest.Config) -> None:
 
 def group_of(st: PerfgateState, mode: str, variant: str | None) -> str | None:
     """The xdist group of a record: ``perfgate:<config key>`` (None when the profile has no such config)."""
-    from perfgate.plugin.kinds import FLOOR
+    from perfgate.kinds import FLOOR
     from perfgate.record import Case
 
     if mode not in st.profile.modes or (variant is not None and variant not in st.variants.variants):

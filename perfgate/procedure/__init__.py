@@ -14,7 +14,7 @@ Given a server's URL and a resolved :class:`perfgate.profiles.Workload` (and, un
   its JSONL result read back) and its figures compared with perfgate's (``perf_crosscheck``'s record).
 
 Nothing here knows pytest, the session or the server pool: the caller resolves the workload (the
-precedence is :class:`perfgate.plugin.settings.Settings`'), starts the server and hands in what it needs,
+precedence is :class:`perfgate.profiles.settings.Settings`'), starts the server and hands in what it needs,
 and a callback where a failed request may mean the server died. The pytest layer (perfgate.plugin.runner,
 perfgate.plugin.loadrun) and the benchmarks (benchmarks/after_load.py, benchmarks/goodput_level.py) call it.
 """

@@ -114,7 +114,7 @@ class Workload:
     #: server starts per config (--perfgate-starts overrides): the trials are measured on each start
     starts: int = 1
     #: the most starts per config a paired comparison may take while it is undecided (--perfgate-max-starts
-    #: overrides; 0: the default, perfgate.plugin.settings.DEFAULT_MAX_STARTS)
+    #: overrides; 0: the default, perfgate.profiles.settings.DEFAULT_MAX_STARTS)
     max_starts: int = 0
     #: seconds the starts added to undecided comparisons may take in one session (--perfgate-max-time overrides;
     #: 0: no limit but max_starts)

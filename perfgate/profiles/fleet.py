@@ -28,7 +28,7 @@ __all__ = ["Cell", "ConfigCost", "Settings", "config_costs", "matrix", "plan", "
 
 
 class Settings(Protocol):
-    """What a plan reads of a pytest session's settings (perfgate.plugin.settings.Settings): the workload it
+    """What a plan reads of a pytest session's settings (perfgate.profiles.settings.Settings): the workload it
     measures with (``--perfgate-trials`` applied) and its server starts."""
 
     @property
@@ -137,7 +137,7 @@ def _recorded(profile: Profile, configs: Mapping[str, tuple[ServerConfig, str | 
 def config_costs(profile: Profile, variants: VariantSet, reports: Iterable[object] = (), *,
                  settings: Settings | None = None) -> list[ConfigCost]:
     """Each config's cost: the median over ``reports`` of what it cost there (see _recorded), else an estimate;
-    with ``settings`` (a pytest session's), at its trials and server starts (perfgate.plugin.settings)."""
+    with ``settings`` (a pytest session's), at its trials and server starts (perfgate.profiles.settings)."""
     configs = _configs(profile, variants)
     seen: dict[str, list[float]] = {}
     for report in reports:

@@ -5,7 +5,7 @@
 file's layout (tomlkit keeps every comment, blank line and the order of the file; a new key or table goes in
 through :func:`perfgate.profiles.tomledit.put`); :func:`write_profile` is the one way a profile is replaced: the
 new text must load as a profile first, and the copy perfgate ships is never written. The session's
-:class:`perfgate.plugin.ledger.Ledger` collects what to write and calls :func:`write_updates` at session finish.
+:class:`perfgate.measuring.ledger.Ledger` collects what to write and calls :func:`write_updates` at session finish.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ file that would no longer load is left as it was (:func:`perfgate.profiles.write
 :class:`~perfgate.errors.ConfigError`, and :meth:`Ledger.write` says so in red). The writing itself, pytest-free,
 is :mod:`perfgate.profiles.writer`.
 
-This module sits below :mod:`perfgate.plugin.state` (which holds the ledger, so it loads with the plugin: what
-only writing needs, tomlkit and the measuring layer, is imported where it is used): it reads the session through
-the :class:`Session` protocol and never imports the state.
+It needs no pytest: the pytest session's state (:mod:`perfgate.plugin.state`) holds one and hands itself to the
+notes below as a :class:`Session` (a protocol), and the terminal summary's lines of the writing are stashed
+by the plugin. What only writing needs (tomlkit, the profile writer) is imported where it is used.
 """
 
 from __future__ import annotations
@@ -26,24 +26,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pytest
-
 from perfgate.categories import Category
 from perfgate.errors import PerfgateError
-from perfgate.plugin.kinds import FLOOR, update_key
+from perfgate.kinds import FLOOR, update_key
 from perfgate.record import Case
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
     from perfgate.measuring.trace import StepProfile
     from perfgate.measuring.verdict import Verdict
-    from perfgate.plugin.fingerprint import Fingerprint
-    from perfgate.plugin.settings import Settings
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
+    from perfgate.profiles.settings import Settings
     from perfgate.stack import Stack
+    from perfgate.stack.fingerprint import Fingerprint
 
-__all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "REPORT", "note_update", "note_value",
+__all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "note_update", "note_value",
            "refuse_update"]
 
 #: a floor to write: (floors table, key, old value or None, new value)
@@ -52,8 +50,6 @@ Update = tuple[str, str, object, float]
 Refusal = tuple[str, str, str]
 #: the key of a worker's ``workeroutput`` that carries its ledger to the xdist controller
 WORKEROUTPUT_KEY = "perfgate_ledger"
-#: what writing the updates came to, (line, colour) each, for the terminal summary to print
-REPORT = pytest.StashKey["list[tuple[str, str]]"]()
 
 
 class Ledger:
@@ -188,7 +184,7 @@ class Session(Protocol):
 
 def refuse_update(state: Session, case: Case, why: str) -> None:
     """--perfgate-update-baselines: this record's floor is not written, and the summary says why."""
-    key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.plugin.kinds)
+    key = update_key(case.kind)  # the floor a record of this kind writes (perfgate.kinds)
     if key is not None and state.settings.update_baselines:
         state.ledger.refuse(case.mode, key, why)
 

@@ -58,7 +58,7 @@ class Kind:
     compares: Compares | None = None
     #: an [expectations.<name>] entry of a profile may name it (else only variants and "allreduce:<backend>")
     expectation: bool = True
-    #: the option (auto/on/off, perfgate.plugin.settings) that switches it on; auto: only where SGLang serves
+    #: the option (auto/on/off, perfgate.profiles.settings) that switches it on; auto: only where SGLang serves
     option: str | None = None
     #: its parameters carry the marker of the mode they check (baseline / speculative), so -m selects them
     marked_as_mode: bool = False

@@ -22,7 +22,9 @@ loaded lazily); :meth:`Settings.workload` applies it to a workload the profile g
 under load with its ``[slo]``), and every measuring path (the runner, the load records, the cross-check, the
 fleet planner) reads trials and starts from there, nowhere else. This module is the only reader of perfgate's
 options: the two read before any profile exists, the profile's name and the log directory, through
-:func:`profile_named` and :func:`log_dir_given`.
+:func:`profile_named` and :func:`log_dir_given`. It needs no pytest (``opt`` is any ``name -> value``: pytest's
+getoption in a session, a namespace's attributes in the CLI); the options' value parsers, which raise pytest's
+usage error, are :mod:`perfgate.plugin.options`.
 """
 
 from __future__ import annotations
@@ -31,14 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 if TYPE_CHECKING:
     from perfgate.profiles import Profile, Workload
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "profile_named", "log_dir_given", "CANDIDATE_ARM",
-           "option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
            "DEFAULT_MAX_STARTS"]
 
 #: the most starts per config a paired comparison takes while it is undecided, unless the option or the profile
@@ -214,50 +213,3 @@ def profile_named(opt: Any, environ: Any, ini: Callable[[str], Any]) -> str:
 def log_dir_given(opt: Any) -> str:
     """``--perfgate-log-dir`` ("" when not given): read when the session starts, before any profile."""
     return str(opt("perfgate_log_dir") or "")
-
-
-# ----------------------------------------------------------------------------- the options' value parsers
-
-
-def _whole_number(option: str, what: str, example: int) -> Callable[[str], int]:
-    """The parser of an option whose value is a whole number >= 1 (``what`` of it), else a usage error with an
-    example."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected a whole number of {what} >= 1, "
-                                    f"e.g. {example}")
-        return value
-
-    return parse
-
-
-#: --perfgate-trials N
-option_trials = _whole_number("--perfgate-trials", "trials", 5)
-#: --perfgate-starts N
-option_starts = _whole_number("--perfgate-starts", "server starts", 3)
-#: --perfgate-max-starts N
-option_max_starts = _whole_number("--perfgate-max-starts", "server starts per config", 6)
-
-
-def _seconds(option: str, example: int) -> Callable[[str], float]:
-    """The parser of an option whose value is seconds > 0, else a usage error with an example."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not value > 0:
-            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected seconds > 0, e.g. {example}")
-        return value
-
-    return parse
-
-
-#: --perfgate-progress-interval S
-option_seconds = _seconds("--perfgate-progress-interval", 15)
-#: --perfgate-max-time S: the time the starts added to undecided comparisons may take
-option_budget_seconds = _seconds("--perfgate-max-time", 1800)

@@ -1,0 +1,58 @@
+"""The value parsers of perfgate's command-line options: a bad value is pytest's usage error with an example.
+
+What the options resolve to, and their precedence over the profile, is :mod:`perfgate.profiles.settings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+__all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts"]
+
+
+
+
+def _whole_number(option: str, what: str, example: int) -> Callable[[str], int]:
+    """The parser of an option whose value is a whole number >= 1 (``what`` of it), else a usage error with an
+    example."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected a whole number of {what} >= 1, "
+                                    f"e.g. {example}")
+        return value
+
+    return parse
+
+
+#: --perfgate-trials N
+option_trials = _whole_number("--perfgate-trials", "trials", 5)
+#: --perfgate-starts N
+option_starts = _whole_number("--perfgate-starts", "server starts", 3)
+#: --perfgate-max-starts N
+option_max_starts = _whole_number("--perfgate-max-starts", "server starts per config", 6)
+
+
+def _seconds(option: str, example: int) -> Callable[[str], float]:
+    """The parser of an option whose value is seconds > 0, else a usage error with an example."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise pytest.UsageError(f"perfgate: {option} {text!r}: expected seconds > 0, e.g. {example}")
+        return value
+
+    return parse
+
+
+#: --perfgate-progress-interval S
+option_seconds = _seconds("--perfgate-progress-interval", 15)
+#: --perfgate-max-time S: the time the starts added to undecided comparisons may take
+option_budget_seconds = _seconds("--perfgate-max-time", 1800)
