@@ -27,7 +27,7 @@ from perfgate.host.conditions import (
     gpu_summary,
     throttle_names,
 )
-from perfgate.plugin.terminal import record_detail
+from perfgate.report.terminal import record_detail
 from tests.report_factory import perf_case, write_report
 
 FLOOR = dict(kind="floor", classname="perftests.test_baseline", test="test_floor")

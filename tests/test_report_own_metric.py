@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from perfgate.plugin.terminal import matrix_lines
 from perfgate.report.diff import diff
 from perfgate.report.history import build_history
 from perfgate.report.html import render_html
 from perfgate.report.junit_read import read_report, read_reports
 from perfgate.report.matrix import NO_VARIANT, SEVERITY, build_matrix, matrix_of, severity
 from perfgate.report.render import render_diff
+from perfgate.report.terminal import matrix_lines
 from perfgate.report.verdicts import verdict_of_reports, verdicts
 from tests.html_pages import write_series
 from tests.report_factory import fmt, perf_case, write_report

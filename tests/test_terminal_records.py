@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from junitparser.xunit2 import JUnitXml
 
 from perfgate.kinds import KINDS, figure_of
-from perfgate.plugin.terminal import COMPARISONS, record_detail, record_lines
+from perfgate.report.terminal import COMPARISONS, record_detail, record_lines
 from tests.simproject import make_project
 from tests.test_starts import PROFILE as STARTS_PROFILE
 from tests.test_starts import VARIANTS

@@ -1,7 +1,7 @@
 """The compatibility matrix: rows (the record kind, or the variant) × modes (columns), by outcome (pure).
 
 The one matrix builder: the HTML report, ``perfgate plot`` and the terminal's record matrix
-(perfgate.plugin.terminal) all call :func:`matrix_of`. Columns are modes, prefixed with the profile when the records
+(perfgate.report.terminal) all call :func:`matrix_of`. Columns are modes, prefixed with the profile when the records
 hold several profiles (``kimi-k2.5:baseline``). Each record kind has its own row (:func:`row_of`): ``(baseline)``
 for the decode floor, ``(speculation)``, a variant by its name, any other kind as ``(kind metric)``, so a latency
 record never shares the decode floor's cell. Each cell shows its record's own metric (``ttft_ms 278 ms``, not decode
