@@ -57,7 +57,7 @@ _HOME = {
     "PerfCompare": "perfgate.plugin.compare",
     "BaselineServer": "perfgate.plugin.compare",
     "CandidateServer": "perfgate.plugin.stackpair",
-    "MicroCase": "perfgate.plugin.microcheck",
+    "MicroCase": "perfgate.measuring.micro",
     "Measurement": "perfgate.measuring.metrics",
     "Stat": "perfgate.measuring.metrics",
     "Metric": "perfgate.measuring.metrics",
@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # the same names, typed, for a user's type checker (the packa
     from perfgate.measuring.verdict import Verdict
     from perfgate.plugin.api import Measure, PerfCheck, PerfServer
     from perfgate.plugin.compare import BaselineServer, PerfCompare
-    from perfgate.plugin.microcheck import MicroCase
+    from perfgate.measuring.micro import MicroCase
     from perfgate.plugin.stackpair import CandidateServer
     from perfgate.profiles import Floor, Profile, Workload
     from perfgate.profiles.load import load_profile

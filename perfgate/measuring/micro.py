@@ -1,19 +1,30 @@
 """The micro tier's judgement (record kind ``allreduce``), pure: one all-reduce result, its ceiling from the
 profile's ``[micro.floors]``, a verdict with its properties out; and the built-in expectation of a backend or size
-that cannot run here. perfgate.plugin.microcheck launches the ranks, records the result and concludes the record.
+that cannot run here; the tier's plan (world sizes, shapes, iterations: :func:`plan_micro`) and its records
+(:class:`MicroCase`, :func:`cases_of`). perfgate.plugin.microcheck launches the ranks, records the result and
+concludes the record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from perfgate.allreduce.results import AllReduceResult
 from perfgate.categories import Category, Outcome
+from perfgate.kinds import ALLREDUCE
 from perfgate.measuring.verdict import Verdict, judge_limit
 from perfgate.profiles import Expectation, MicroFloor
+from perfgate.record import Case
 
-__all__ = ["CANNOT_RUN", "allreduce_verdict", "cannot_run_expectation", "implausible"]
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile
+
+__all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "allreduce_verdict", "cannot_run_expectation",
+           "cases_of", "expectation_key", "implausible", "plan_micro"]
+
+KIND = ALLREDUCE  # perfgate.kinds
 
 CANNOT_RUN: Mapping[str, str] = {
     "missing-dependency": "cannot run here",
@@ -84,3 +95,123 @@ def implausible(r: AllReduceResult) -> str:
     if r.busbw_gbps is None or r.busbw_gbps < 0:
         return f"busbw {r.busbw_gbps} GB/s"
     return ""
+
+
+# ----------------------------------------------------------------------------- the plan and its records
+
+DECIDES: frozenset[str] = frozenset({
+    *CANNOT_RUN, "wrong-output", "crash", "nccl-error", "oom", "startup-timeout", "slower-than-baseline",
+})
+"""The categories an all-reduce record can decide; an expectation naming another does not apply to it."""
+
+DEFAULT_HIDDEN = 7168  # Kimi-K2.5
+DEFAULT_TOKENS = (1, 4, 8)
+DEFAULT_SWEEP_CPU = (4096, 1 << 20)
+DEFAULT_SWEEP_GPU = tuple(1 << k for k in range(10, 27, 2))  # 1 KiB .. 64 MiB, ×4
+DEFAULT_ITERS = {"cpu": 50, "cuda": 200}
+DEFAULT_WARMUP = {"cpu": 5, "cuda": 20}
+
+
+def expectation_key(backend: str) -> str:
+    """The ``[expectations.<key>]`` name of a backend's micro records (``allreduce:torch-symm-mem``)."""
+    return f"{KIND}:{backend}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroCase(Case):
+    """One all-reduce record: ``variant`` is the backend, ``mode`` the timing (``eager`` or ``graph``)."""
+
+    world_size: int
+    label: str  # "decode-1x7168", "verify-4x7168", "sweep-4096B"
+    nbytes: int
+
+    @property
+    def backend(self) -> str:
+        assert self.variant is not None
+        return self.variant
+
+    @property
+    def graph(self) -> bool:
+        return self.mode == "graph"
+
+    @property
+    def id(self) -> str:
+        # the part after ':' names the launch, so xdist's per-config grouping keeps a launch on one worker
+        return f"{self.label}-{self.mode}:{self.backend}-ws{self.world_size}"
+
+    @property
+    def expectation_key(self) -> str:
+        return expectation_key(self.backend)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicroPlan:
+    """What the fast tier measures in this session."""
+
+    profile: str
+    world_sizes: tuple[int, ...]
+    shapes: tuple[tuple[str, int], ...]  # (label, bytes)
+    iters: int | None
+    warmup: int | None
+    gpus: int
+    micro: Any = None  # the profile's MicroSpec (its floors), or None
+    profile_path: str = ""
+
+    def iters_for(self, device: str) -> int:
+        """Timed iterations on ``device`` ("cpu" or "cuda"): the plan's, else the device's default."""
+        return self.iters or DEFAULT_ITERS[device]
+
+    def warmup_for(self, device: str) -> int:
+        """Warm-up iterations on ``device``: the plan's, else the device's default."""
+        return self.warmup if self.warmup is not None else DEFAULT_WARMUP[device]
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"perfgate: {what}={text!r}: expected comma-separated integers, e.g. 2,4") from None
+    if not vals or any(v < 1 for v in vals):
+        raise ValueError(f"perfgate: {what}={text!r}: expected integers ≥ 1, e.g. 2,4")
+    return vals
+
+
+
+def plan_micro(prof: Profile, gpus: int, environ: Mapping[str, str]) -> MicroPlan:
+    """The micro tier's plan for profile ``prof`` on a box with ``gpus`` GPUs (``environ``: the process's
+    environment, for ``PERFGATE_MICRO_WORLD_SIZES`` and ``PERFGATE_MICRO_ITERS``); ValueError names a bad variable
+    and the fix."""
+    model, micro = prof.model, prof.micro
+    env_ws = environ.get("PERFGATE_MICRO_WORLD_SIZES", "")
+    if env_ws:
+        world_sizes = _ints(env_ws, "PERFGATE_MICRO_WORLD_SIZES")
+    elif micro.world_sizes:
+        world_sizes = tuple(int(w) for w in micro.world_sizes)
+    else:
+        world_sizes = (min(gpus, 8),) if gpus else (2,)
+    hidden = int(getattr(model, "hidden", None) or DEFAULT_HIDDEN)
+    tokens = tuple(int(t) for t in (micro.tokens or DEFAULT_TOKENS))
+    sweep = tuple(micro.sweep_bytes or (DEFAULT_SWEEP_GPU if gpus else DEFAULT_SWEEP_CPU))
+    shapes: list[tuple[str, int]] = []
+    for t in tokens:
+        shapes.append((f"{'decode' if t == 1 else 'verify'}-{t}x{hidden}", t * hidden * 2))
+    shapes += [(f"sweep-{int(b)}B", int(b)) for b in sweep]
+    env_iters = environ.get("PERFGATE_MICRO_ITERS", "")
+    iters = _ints(env_iters, "PERFGATE_MICRO_ITERS")[0] if env_iters else micro.iters
+    return MicroPlan(profile=prof.name, world_sizes=world_sizes, shapes=tuple(shapes), iters=iters,
+                     warmup=micro.warmup, gpus=gpus, micro=micro, profile_path=str(prof.path))
+
+
+def cases_of(plan: MicroPlan) -> list[MicroCase]:
+    """Every record of ``plan``: backend x world size x timing x size (CUDA-graph timing on GPUs only)."""
+    from perfgate.allreduce import BACKENDS
+
+    cases: list[MicroCase] = []
+    for name, b in BACKENDS.items():
+        modes = ("eager", "graph") if b.device == "cuda" and plan.gpus else ("eager",)
+        for n in plan.world_sizes:
+            for mode in modes:
+                for label, nbytes in plan.shapes:
+                    cases.append(MicroCase(profile=plan.profile, kind=KIND, mode=mode, variant=name, world_size=n,
+                                           label=label, nbytes=nbytes))
+    return cases

@@ -29,13 +29,23 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from perfgate.categories import Category, Outcome
-from perfgate.kinds import ALLREDUCE
-from perfgate.measuring.micro import CANNOT_RUN, allreduce_verdict, cannot_run_expectation
+from perfgate.measuring.micro import (
+    CANNOT_RUN,
+    DECIDES,
+    KIND,
+    MicroCase,
+    MicroPlan,
+    allreduce_verdict,
+    cannot_run_expectation,
+    cases_of,
+    expectation_key,
+    plan_micro,
+)
 from perfgate.measuring.verdict import Verdict
 from perfgate.plugin.runner import PerfRun
 from perfgate.record import Case
@@ -48,129 +58,26 @@ if TYPE_CHECKING:
 __all__ = ["CANNOT_RUN", "DECIDES", "KIND", "MicroCase", "MicroPlan", "MicroRun", "expectation_key",
            "MicroCheck", "micro_cases", "micro_plan"]
 
-KIND = ALLREDUCE  # perfgate.kinds
-
-DECIDES: frozenset[str] = frozenset({
-    *CANNOT_RUN, "wrong-output", "crash", "nccl-error", "oom", "startup-timeout", "slower-than-baseline",
-})
-"""The categories an all-reduce record can decide; an expectation naming another does not apply to it."""
-
-DEFAULT_HIDDEN = 7168  # Kimi-K2.5
-DEFAULT_TOKENS = (1, 4, 8)
-DEFAULT_SWEEP_CPU = (4096, 1 << 20)
-DEFAULT_SWEEP_GPU = tuple(1 << k for k in range(10, 27, 2))  # 1 KiB .. 64 MiB, ×4
-DEFAULT_ITERS = {"cpu": 50, "cuda": 200}
-DEFAULT_WARMUP = {"cpu": 5, "cuda": 20}
-
-
-def expectation_key(backend: str) -> str:
-    """The ``[expectations.<key>]`` name of a backend's micro records (``allreduce:torch-symm-mem``)."""
-    return f"{KIND}:{backend}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class MicroCase(Case):
-    """One all-reduce record: ``variant`` is the backend, ``mode`` the timing (``eager`` or ``graph``)."""
-
-    world_size: int
-    label: str  # "decode-1x7168", "verify-4x7168", "sweep-4096B"
-    nbytes: int
-
-    @property
-    def backend(self) -> str:
-        assert self.variant is not None
-        return self.variant
-
-    @property
-    def graph(self) -> bool:
-        return self.mode == "graph"
-
-    @property
-    def id(self) -> str:
-        # the part after ':' names the launch, so xdist's per-config grouping keeps a launch on one worker
-        return f"{self.label}-{self.mode}:{self.backend}-ws{self.world_size}"
-
-    @property
-    def expectation_key(self) -> str:
-        return expectation_key(self.backend)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MicroPlan:
-    """What the fast tier measures in this session."""
-
-    profile: str
-    world_sizes: tuple[int, ...]
-    shapes: tuple[tuple[str, int], ...]  # (label, bytes)
-    iters: int | None
-    warmup: int | None
-    gpus: int
-    micro: Any = None  # the profile's MicroSpec (its floors), or None
-    profile_path: str = ""
-
-
-def _ints(text: str, what: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise pytest.UsageError(f"perfgate: {what}={text!r}: expected comma-separated integers, e.g. 2,4") from None
-    if not vals or any(v < 1 for v in vals):
-        raise pytest.UsageError(f"perfgate: {what}={text!r}: expected integers ≥ 1, e.g. 2,4")
-    return vals
-
-
 _PLAN = pytest.StashKey[MicroPlan]()
 _RUNS = pytest.StashKey[dict[tuple[str, int], "_Launch"]]()
 
 
 def micro_plan(state: PerfgateState) -> MicroPlan:
-    """The session's plan (computed once, kept in the config's stash)."""
+    """The session's plan (computed once, kept in the config's stash); a bad variable is a usage error."""
+    from perfgate.host.gpu import visible_count
+
     stash = state.config.stash
     if _PLAN not in stash:
-        stash[_PLAN] = _plan(state)
+        try:
+            stash[_PLAN] = plan_micro(state.profile, visible_count(), os.environ)
+        except ValueError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
     return stash[_PLAN]
 
 
-def _plan(state: PerfgateState) -> MicroPlan:
-    from perfgate.host.gpu import visible_count
-
-    prof = state.profile
-    model, micro = prof.model, prof.micro
-    gpus = visible_count()
-    env_ws = os.environ.get("PERFGATE_MICRO_WORLD_SIZES", "")
-    if env_ws:
-        world_sizes = _ints(env_ws, "PERFGATE_MICRO_WORLD_SIZES")
-    elif micro.world_sizes:
-        world_sizes = tuple(int(w) for w in micro.world_sizes)
-    else:
-        world_sizes = (min(gpus, 8),) if gpus else (2,)
-    hidden = int(getattr(model, "hidden", None) or DEFAULT_HIDDEN)
-    tokens = tuple(int(t) for t in (micro.tokens or DEFAULT_TOKENS))
-    sweep = tuple(micro.sweep_bytes or (DEFAULT_SWEEP_GPU if gpus else DEFAULT_SWEEP_CPU))
-    shapes: list[tuple[str, int]] = []
-    for t in tokens:
-        shapes.append((f"{'decode' if t == 1 else 'verify'}-{t}x{hidden}", t * hidden * 2))
-    shapes += [(f"sweep-{int(b)}B", int(b)) for b in sweep]
-    env_iters = os.environ.get("PERFGATE_MICRO_ITERS", "")
-    iters = _ints(env_iters, "PERFGATE_MICRO_ITERS")[0] if env_iters else micro.iters
-    return MicroPlan(profile=prof.name, world_sizes=world_sizes, shapes=tuple(shapes), iters=iters,
-                     warmup=micro.warmup, gpus=gpus, micro=micro, profile_path=str(prof.path))
-
-
 def micro_cases(state: PerfgateState) -> list[Case]:
-    """Every record of the plan: backend × world size × timing × size (CUDA-graph timing on GPUs only)."""
-    from perfgate.allreduce import BACKENDS
-
-    plan = micro_plan(state)
-    cases: list[Case] = []
-    for name, b in BACKENDS.items():
-        modes = ("eager", "graph") if b.device == "cuda" and plan.gpus else ("eager",)
-        for n in plan.world_sizes:
-            for mode in modes:
-                for label, nbytes in plan.shapes:
-                    cases.append(MicroCase(profile=plan.profile, kind=KIND, mode=mode, variant=name, world_size=n,
-                                           label=label, nbytes=nbytes))
-    return cases
+    """Every record of the session's plan (:func:`perfgate.measuring.micro.cases_of`)."""
+    return list(cases_of(micro_plan(state)))
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -203,8 +110,8 @@ def _launch(state: PerfgateState, case: MicroCase) -> _Launch:
         return runs[k]
     plan = micro_plan(state)
     b = BACKENDS[case.backend]
-    iters = plan.iters or DEFAULT_ITERS[b.device]
-    warmup = plan.warmup if plan.warmup is not None else DEFAULT_WARMUP[b.device]
+    iters = plan.iters_for(b.device)
+    warmup = plan.warmup_for(b.device)
     blob = json.dumps([case.backend, sorted(rank_environment(case.backend, base={}).items()), case.world_size,
                        iters, warmup], sort_keys=True)
     log_dir = state.log_dir / KIND / f"{case.backend}-ws{case.world_size}"
@@ -225,8 +132,8 @@ def _run(state: PerfgateState, case: MicroCase, launch: _Launch) -> None:
     try:
         launch.results = run_allreduce_bench(
             world_size=case.world_size, sizes_bytes=sorted({nbytes for _, nbytes in plan.shapes}),
-            backend=case.backend, warmup=plan.warmup if plan.warmup is not None else DEFAULT_WARMUP[b.device],
-            iters=plan.iters or DEFAULT_ITERS[b.device], graph=b.device == "cuda" and plan.gpus > 0, timeout_s=600,
+            backend=case.backend, warmup=plan.warmup_for(b.device),
+            iters=plan.iters_for(b.device), graph=b.device == "cuda" and plan.gpus > 0, timeout_s=600,
             log_dir=os.path.dirname(launch.log))
     except PerfgateError as e:
         launch.error = e
