@@ -12,11 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.host.gpu import visible_entries
-from perfgate.plugin.pool import Attacher, Endpoint, Launcher, bad_flag_hint, fallback_verdict, servers_for
+from perfgate.plugin.pool import Attacher, Endpoint, Launcher, servers_for
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.settings import Settings
 from perfgate.profiles.variants import load_variants
 from perfgate.record import Case, config_scope
+from perfgate.serving.launch_log import bad_flag_hint, fallback_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "baselines" / "sim-rtxpro6000-x8" / "kimi-k2.5.toml"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -32,6 +31,7 @@ import pytest
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict
 from perfgate.profiles.settings import CANDIDATE_ARM
+from perfgate.serving.launch_log import bad_flag_hint, fallback_verdict
 from perfgate.stack.probes import UNKNOWN
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from perfgate.serving.server import Progress
 
 __all__ = ["Admission", "Endpoint", "ServerFailed", "Pool", "Launcher", "Attacher", "POOL", "pool_of",
-           "servers_for", "stop_servers", "fallback_verdict", "bad_flag_hint"]
+           "servers_for", "stop_servers"]
 
 
 @dataclass(frozen=True)
@@ -73,49 +73,6 @@ class ServerFailed(Exception):
         super().__init__(verdict.message)
         self.verdict = verdict
         self.log = log
-
-
-def fallback_verdict(state: Any, config: ServerConfig, log_path: str | Path | None) -> Verdict | None:
-    """A variant whose backend SGLang disabled (its log says so, e.g. an unsupported GPU) did not run.
-    ``state``: anything with the session's ``variants``."""
-    if not config.variant or not log_path:
-        return None
-    variant = state.variants.get(config.variant)
-    if not variant.backend:
-        return None
-    from perfgate.classify import classify
-
-    cls = classify(None, Path(log_path).read_text(errors="replace"))
-    for fb in cls.fallbacks:
-        if fb.backend == variant.backend:
-            return Verdict(outcome=Outcome.FAIL, category=Category(fb.category),
-                           message=f"{variant.name}: {variant.backend} did not run, SGLang fell back: "
-                                   f"{fb.line.strip()}")
-    return None
-
-
-def bad_flag_hint(state: Any, config: ServerConfig, log_path: str | Path | None) -> str:
-    """Where an unrecognized flag came from (file and key) and the closest flag the launcher knows.
-    ``state``: anything with the session's ``profile`` and ``variants``."""
-    import difflib
-    import re
-
-    text = Path(log_path).read_text(errors="replace") if log_path else ""
-    m = re.search(r"unrecognized arguments: (--[\w-]+)", text)
-    if m is None:
-        return ""
-    flag = m.group(1)
-    known = sorted(set(re.findall(r"(?<![\w-])--[a-z0-9][\w-]*", text)) - {flag})
-    close = difflib.get_close_matches(flag, known, n=1)
-    name = flag[2:]
-    p = state.profile
-    where = f"{p.path} [server]"
-    if config.variant and name in state.variants.get(config.variant).flags:
-        where = f"{state.variants.path} [variants.{config.variant}] flags"
-    elif name in p.mode(config.mode).flags:
-        where = f"{p.path} [modes.{config.mode}] flags"
-    fix = f"did you mean {close[0]}?" if close else "remove it, or use the flag's name in this SGLang version"
-    return f"{where}: key '{name}': {flag} is not a flag of this SGLang; fix: {fix}\n"
 
 
 class Pool:

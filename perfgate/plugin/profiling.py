@@ -58,8 +58,8 @@ class StepProfiler:
     def __call__(self, server: PerfServer, *, num_steps: int = 16) -> StepProfile:
         from perfgate.client import GenRequest, flush_cache
         from perfgate.measuring.workload import load_prompts, unseen_prompt
-        from perfgate.plugin.pool import fallback_verdict
         from perfgate.serving.capture import CaptureError, capture
+        from perfgate.serving.launch_log import fallback_verdict
 
         if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 2:
             raise ValueError(f"step_profile(): num_steps must be a whole number >= 2 (a cycle spans two steps), "
