@@ -97,7 +97,7 @@ _ALL = (
     Kind(name=CROSSCHECK, order=3, cases=Cases.EVERY_MODE, expectation=False, option="crosscheck",
          marked_as_mode=True),
     # step profiles (a marked kind) run before the speculation record, which reads the measured all-reduces from
-    # them (perfgate.plugin.checks.explain_speculation)
+    # them (perfgate.measuring.checks.speculation_explained)
     Kind(name=PROFILE, order=3.5, cases=Cases.AS_MARKED, figure="step_us"),
     Kind(name=SPECULATION, order=4, cases=Cases.SPECULATIVE_MODES, matrix=True, compares=Compares.BASELINE_MODE),
     Kind(name=VARIANT, order=5, cases=Cases.PER_VARIANT, matrix=True, compares=Compares.OWN_MODE),

@@ -8,14 +8,18 @@ variant's speed is :func:`perfgate.measuring.verdict.compare_verdict`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from perfgate.categories import TRACE_FAMILIES, Category, Outcome
 from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.trace import StepProfile
 from perfgate.measuring.verdict import Verdict
 
+if TYPE_CHECKING:
+    from perfgate.profiles import Profile
+
 __all__ = ["sweep_verdict", "token_match_failure", "not_exercised_verdict", "confounded_verdict", "profile_verdict",
-           "SWEEP_FIGURES"]
+           "speculation_explained", "SWEEP_FIGURES"]
 
 #: the figures a concurrency sweep records per level, as ``c<N>_<figure>``
 SWEEP_FIGURES = ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
@@ -100,3 +104,29 @@ def profile_verdict(prof: StepProfile, *, tp: int, backend: str = "", variant: s
 def _baseline_of(mode: str) -> str:
     """'the baseline' for the mode named baseline, 'the eagle3 baseline' for others."""
     return "baseline" if mode == "baseline" else f"{mode} baseline"
+
+
+def speculation_explained(p: Profile, mode: str, spec: Measurement, base: Measurement, v: Verdict, *,
+                          step_profile: StepProfile | None = None) -> tuple[dict[str, object], Verdict]:
+    """A speculative mode's verdict against the baseline, explained by the cost model: the breakdown's properties
+    and the verdict, whose message says what it would take when the speculation is slower. ``step_profile``: the
+    config's, when the session took one (the all-reduces per verify pass as SGLang's own trace measured them,
+    not modelled). Nothing to explain without both speeds and an acceptance length: ({}, ``v``)."""
+    if spec.tok_s is None or base.tok_s is None or not spec.accept_len:
+        return {}, v
+    from perfgate.measuring import costmodel
+
+    verify_tokens = int(str(p.modes[mode].flags.get("speculative-num-draft-tokens", 0) or 0)) or None
+    lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
+    prof = step_profile
+    measured = (prof.allreduce_count, prof.allreduce_us / 1000.0) if prof is not None and prof.allreduce_count \
+        else None
+    bd = costmodel.spec_breakdown(
+        baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
+        layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
+        verify_tokens=verify_tokens, allreduce_latency_us=lat, measured_allreduce=measured,
+    )
+    if v.outcome == "fail" and v.category == "slower-than-baseline":
+        v = Verdict(outcome=v.outcome, category=v.category, message=f"{v.message}. {bd.what_it_would_take()}",
+                    properties=v.properties)
+    return dict(bd.as_properties()), v

@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.kinds import FLOOR
-from perfgate.measuring.checks import confounded_verdict, not_exercised_verdict, sweep_verdict, token_match_failure
+from perfgate.measuring.checks import (
+    confounded_verdict,
+    not_exercised_verdict,
+    speculation_explained,
+    sweep_verdict,
+    token_match_failure,
+)
 from perfgate.measuring.metrics import Measurement, token_match
 from perfgate.measuring.verdict import (
     Verdict,
@@ -81,29 +87,12 @@ class Checks:
         return v
 
     def explain_speculation(self, case: Case, spec: Measurement, base: Measurement, v: Verdict) -> Verdict:
-        """Attach the cost model's breakdown; a slower speculation says what it would take."""
-        p = self.profile
-        if spec.tok_s is None or base.tok_s is None or not spec.accept_len:
-            return v
-        from perfgate.measuring import costmodel
-        mode = p.modes[case.mode]
-        verify_tokens = int(mode.flags.get("speculative-num-draft-tokens", 0) or 0) or None
-        lat = costmodel.latency_interpolator(p.model.allreduce_latency_us) if p.model.allreduce_latency_us else None
-        # the config's step profile, when this session took one (profile records run before this one): the
-        # all-reduces per verify pass as measured in SGLang's own trace, not modelled
-        prof = self.state.ledger.step_profile(self.state.config_for(case).key)
-        measured = (prof.allreduce_count, prof.allreduce_us / 1000.0) if prof is not None and prof.allreduce_count \
-            else None
-        bd = costmodel.spec_breakdown(
-            baseline_tok_s=base.tok_s.median, spec_tok_s=spec.tok_s.median, accept_len=spec.accept_len,
-            layers=p.model.layers, allreduces_per_layer=p.model.allreduces_per_layer, hidden=p.model.hidden,
-            verify_tokens=verify_tokens, allreduce_latency_us=lat, measured_allreduce=measured,
-        )
-        for k, val in bd.as_properties().items():
+        """Record the cost model's breakdown (:func:`perfgate.measuring.checks.speculation_explained`); a slower
+        speculation says what it would take."""
+        props, v = speculation_explained(self.profile, case.mode, spec, base, v,
+                                         step_profile=self.state.ledger.step_profile(self.state.config_for(case).key))
+        for k, val in props.items():
             self.record(k, val)
-        if v.outcome == "fail" and v.category == "slower-than-baseline":
-            return Verdict(outcome=v.outcome, category=v.category, message=f"{v.message}. {bd.what_it_would_take()}",
-                           properties=v.properties)
         return v
 
     def variant_verdict(self, case: Case, m: Measurement, base: Measurement) -> Verdict:
