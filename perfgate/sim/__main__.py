@@ -25,6 +25,7 @@ from perfgate.sim.engine_loop import EngineLoop
 from perfgate.sim.hardware import Hardware, load_hardware, parse_stack_overrides
 from perfgate.sim.http import ServerState, SimHTTPServer
 from perfgate.sim.log import SimLog
+from perfgate.sim.packages import PACKAGE_COST_ENV, import_failure, incompatibility, package_factor, parse_package_costs
 from perfgate.sim.startup import RESET, YELLOW, Startup, die_sigkill, main_process_error, render_server_args
 from perfgate.sim.variation import (
     MACHINE_ENV,
@@ -109,6 +110,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         step_sd = parse_step_sd(parsed.sim.get("sim_step_sd") or env.get(STEP_SD_ENV))
     except ValueError as e:
         return _usage_error(version, f"argument --sim-step-sd: {e}")
+    try:  # a cost planted in a package's version, or packages that do not import together (perfgate.sim.packages)
+        effects = parse_package_costs(parsed.sim.get("sim_package_cost") or env.get(PACKAGE_COST_ENV))
+    except ValueError as e:
+        return _usage_error(version, f"argument --sim-package-cost: {e}")
+    broken = incompatibility(effects, hardware.stack)
+    if broken is not None:  # the import fails before SGLang logs anything
+        return main_process_error(import_failure(broken))
+    package_cost = package_factor(effects, hardware.stack)
+    scale *= package_cost
     # a GPU's state at start is not seeded by the model's --random-seed (the shipped profiles fix one): each start
     # draws its own jitter unless PERFGATE_SIM_START_SEED / --sim-start-seed makes it reproducible
     start_seed = parsed.sim.get("sim_start_seed") or env.get(START_SEED_ENV)
@@ -125,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"flashinfer {hardware.version('flashinfer')}"
              + f"; machine {machine} (speed x{speed.factor:.4f}, this start x{speed.jitter:.5f}"
              + (f", scale x{scale:g}" if scale != 1.0 else "")
+             + (f" (package cost x{package_cost:g})" if package_cost != 1.0 else "")
              + (f", step noise sd {step_sd:.1%}" if step_sd else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
