@@ -29,14 +29,19 @@ from perfgate.sim.packages import PACKAGE_COST_ENV, import_failure, incompatibil
 from perfgate.sim.startup import RESET, YELLOW, Startup, die_sigkill, main_process_error, render_server_args
 from perfgate.sim.variation import (
     MACHINE_ENV,
+    PREFILL_DELAY_ENV,
     REFERENCE,
     SCALE_ENV,
     START_SEED_ENV,
     STEP_SD_ENV,
+    TTFT_MODES_ENV,
     SimSpeed,
     check_machine_name,
+    parse_prefill_delay_ms,
     parse_scale,
     parse_step_sd,
+    parse_ttft_modes,
+    prefill_levels,
     step_noise,
 )
 
@@ -110,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         step_sd = parse_step_sd(parsed.sim.get("sim_step_sd") or env.get(STEP_SD_ENV))
     except ValueError as e:
         return _usage_error(version, f"argument --sim-step-sd: {e}")
+    try:
+        ttft_modes = parse_ttft_modes(parsed.sim.get("sim_ttft_modes") or env.get(TTFT_MODES_ENV))
+    except ValueError as e:
+        return _usage_error(version, f"argument --sim-ttft-modes: {e}")
+    try:
+        prefill_delay_ms = parse_prefill_delay_ms(parsed.sim.get("sim_prefill_delay_ms") or env.get(PREFILL_DELAY_ENV))
+    except ValueError as e:
+        return _usage_error(version, f"argument --sim-prefill-delay-ms: {e}")
     try:  # a cost planted in a package's version, or packages that do not import together (perfgate.sim.packages)
         effects = parse_package_costs(parsed.sim.get("sim_package_cost") or env.get(PACKAGE_COST_ENV))
     except ValueError as e:
@@ -136,7 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
              + f"; machine {machine} (speed x{speed.factor:.4f}, this start x{speed.jitter:.5f}"
              + (f", scale x{scale:g}" if scale != 1.0 else "")
              + (f" (package cost x{package_cost:g})" if package_cost != 1.0 else "")
-             + (f", step noise sd {step_sd:.1%}" if step_sd else "") + ")"
+             + (f", step noise sd {step_sd:.1%}" if step_sd else "")
+             + (f", prefill levels x{'/'.join(f'{x:g}' for x in ttft_modes.levels)} (mean stay {ttft_modes.dwell:g} "
+                f"prefills)" if ttft_modes else "")
+             + (f", prefill delay {prefill_delay_ms:g} ms" if prefill_delay_ms else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
     plan = plan_from_args(hardware, parsed, env)
@@ -183,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         state.engine = EngineLoop(plan, log.line, seed=parsed.fields.get("random_seed"),
                                   speedup=float(parsed.sim.get("sim_speedup") or 1.0), speed=speed.speed,
                                   fault=fault, noise=step_noise(step_sd, start_seed, machine),
+                                  prefill_factor=prefill_levels(ttft_modes, start_seed, machine),
+                                  prefill_delay_s=prefill_delay_ms / 1000.0,
                                   fault_after=state.fault_after, on_crash=crash)
         state.engine.start()
 

@@ -194,7 +194,8 @@ FLAGS: tuple[Flag, ...] = (
 
 # Options of the simulator itself (never passed to a real SGLang).
 SIM_DESTS = ("sim_hardware", "sim_startup_s", "sim_stack", "sim_fault", "sim_fault_after", "sim_speedup",
-             "sim_machine", "sim_scale", "sim_start_seed", "sim_step_sd", "sim_package_cost")
+             "sim_machine", "sim_scale", "sim_start_seed", "sim_step_sd", "sim_package_cost",
+             "sim_ttft_modes", "sim_prefill_delay_ms")
 SIM_FAULTS = (
     "crash-at-start", "crash-mid-stream", "hang-before-ready", "hang-mid-stream", "slow-start",
     "http-500", "malformed-sse", "health-no-generate", "wrong-output", "flush-refused",
@@ -309,6 +310,13 @@ def build_parser(version: str, *, sim_options: bool = True) -> argparse.Argument
         g.add_argument("--sim-step-sd", dest="sim_step_sd", default=None,
                        help="sd of every step's log duration, e.g. 0.05 = 5 %% step-to-step noise inside the start "
                             "(env PERFGATE_SIM_STEP_SD; default 0; seeded with the start's jitter)")
+        g.add_argument("--sim-ttft-modes", dest="sim_ttft_modes", default=None,
+                       help="host-side prefill levels switching inside the start, F1,F2[,...][/DWELL], e.g. 1.0,1.6/12 "
+                            "(a mean stay of 12 prefill steps; env PERFGATE_SIM_TTFT_MODES; default off; seeded with "
+                            "the start's jitter)")
+        g.add_argument("--sim-prefill-delay-ms", dest="sim_prefill_delay_ms", default=None,
+                       help="milliseconds added to every prefill step, host-side: a TTFT-only slowdown "
+                            "(env PERFGATE_SIM_PREFILL_DELAY_MS; default 0)")
         g.add_argument("--sim-package-cost", dest="sim_package_cost", default=None,
                        help="KEY=VER[+KEY=VER]:FACTOR|incompatible[;...]: a slowdown planted in a package's version, "
                             "or packages that do not import together (env PERFGATE_SIM_PACKAGE_COST; "

@@ -106,6 +106,7 @@ class EngineLoop:
     def __init__(self, plan: LaunchPlan, log: Callable[[str], None], *, seed: int | None = None,
                  speedup: float = 1.0, speed: float = 1.0, fault: str | None = None, fault_after: int = 3,
                  noise: Callable[[], float] | None = None,
+                 prefill_factor: Callable[[], float] | None = None, prefill_delay_s: float = 0.0,
                  on_crash: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -120,6 +121,11 @@ class EngineLoop:
         self.speed = max(1e-6, speed)
         # step-to-step noise inside the start (perfgate.sim.variation.step_noise): a factor on every step
         self._noise = noise or (lambda: 1.0)
+        # host-side TTFT levels switching inside the start and a delay before every prefill (PERFGATE_SIM_TTFT_MODES,
+        # PERFGATE_SIM_PREFILL_DELAY_MS: perfgate.sim.variation): the delay is the host's, the machine's speed does
+        # not scale it
+        self._prefill_factor = prefill_factor or (lambda: 1.0)
+        self.prefill_delay_s = max(0.0, prefill_delay_s)
         self.fault = fault
         self.fault_after = max(0, fault_after)
         self.on_crash = on_crash
@@ -274,7 +280,8 @@ class EngineLoop:
                 r.cached_tokens = self._cache.match_and_insert(r.input_ids) if self.radix else 0
                 compute += len(r.input_ids) - r.cached_tokens
                 cached_total += r.cached_tokens
-        dur = self.plan.prefill_ms(compute) / 1000.0 / self.speed / self.speedup
+        level = self._prefill_factor()
+        dur = (self.plan.prefill_ms(compute) * level / 1000.0 / self.speed + self.prefill_delay_s) / self.speedup
         self._step(dur)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "

@@ -23,6 +23,16 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   from a stream seeded like the start's jitter: trial-to-trial noise inside one start. Left at 0 the
   engine's deadline schedule makes trials agree to a few hundredths of a percent, so a test of the noise
   gate sets it rather than hoping the runner's scheduler is noisy enough.
+- ``PERFGATE_SIM_TTFT_MODES`` (:func:`parse_ttft_modes`, default off): host-side levels of the prefill step that
+  switch inside one start, ``F1,F2[,...][/DWELL]`` (e.g. ``1.0,1.6/12``): every prefill step takes its modelled
+  time times the current level's factor; after each prefill step the level moves to another one with probability
+  1 / DWELL (a mean stay of DWELL prefill steps, default :data:`DEFAULT_TTFT_DWELL`); the first level and every
+  move are drawn from a stream seeded like the start's jitter. Counted in prefill steps, not seconds, so what a
+  seeded start serves does not depend on the runner's load. A real H200's batch-1 TTFT switches between ~28 and
+  ~45 ms inside one start (issue 40): ``1.0,1.6`` models it.
+- ``PERFGATE_SIM_PREFILL_DELAY_MS`` (:func:`parse_prefill_delay_ms`, default 0): milliseconds added to every
+  prefill step, host-side (the machine's speed does not scale it): a TTFT-only slowdown to plant (2.8 ms is
+  about 10 % of a 28 ms TTFT), decode untouched.
 
 :class:`SimSpeed` is a start's product of the three; the engine divides every step's modelled duration by
 it (:mod:`perfgate.sim.engine_loop`), and so does the trace. The simulated box's calibration (the machine
@@ -36,11 +46,11 @@ import hashlib
 import math
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "check_machine_name", "machine_factor",
+__all__ = ["MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "check_machine_name", "env_problem", "machine_factor",
            "modelled_calibration", "parse_scale", "parse_step_sd", "sim_gpu_uuid", "start_jitter", "step_noise"]
 
 #: the simulated machine when PERFGATE_SIM_MACHINE is unset; its factor is exactly 1.0
@@ -53,6 +63,10 @@ MACHINE_ENV = "PERFGATE_SIM_MACHINE"
 SCALE_ENV = "PERFGATE_SIM_SCALE"
 STEP_SD_ENV = "PERFGATE_SIM_STEP_SD"
 START_SEED_ENV = "PERFGATE_SIM_START_SEED"
+TTFT_MODES_ENV = "PERFGATE_SIM_TTFT_MODES"
+PREFILL_DELAY_ENV = "PERFGATE_SIM_PREFILL_DELAY_MS"
+#: the mean stay at one TTFT level, in prefill steps, when PERFGATE_SIM_TTFT_MODES names none
+DEFAULT_TTFT_DWELL = 20.0
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -138,6 +152,68 @@ def step_noise(sd: float, seed: int | str | None, machine: str = REFERENCE) -> C
 
 
 @dataclass(frozen=True, kw_only=True)
+class TtftModes:
+    """Host-side levels of the prefill step (``PERFGATE_SIM_TTFT_MODES``): factors, and the mean stay at one level
+    in prefill steps."""
+
+    levels: tuple[float, ...]
+    dwell: float = DEFAULT_TTFT_DWELL
+
+
+def parse_ttft_modes(text: str | None) -> TtftModes | None:
+    """``PERFGATE_SIM_TTFT_MODES`` (``F1,F2[,...][/DWELL]``, factors > 0, DWELL >= 1 prefill steps) or None when
+    empty; raises ValueError naming the variable and the fix."""
+    if text is None or not str(text).strip():
+        return None
+    levels_text, _, dwell_text = str(text).strip().partition("/")
+    try:
+        levels = tuple(float(x) for x in levels_text.split(","))
+        dwell = float(dwell_text) if dwell_text.strip() else DEFAULT_TTFT_DWELL
+    except ValueError:
+        levels, dwell = (), 0.0
+    if len(levels) < 2 or not all(x > 0 and math.isfinite(x) for x in levels) or not (1.0 <= dwell < math.inf):
+        raise ValueError(f"{TTFT_MODES_ENV}={text!r}: expected two or more prefill factors > 0 and an optional mean "
+                         f"stay in prefill steps >= 1, F1,F2[,...][/DWELL]; fix: e.g. {TTFT_MODES_ENV}=1.0,1.6/12 for "
+                         f"a host that flips between a TTFT and 1.6 times it, or unset it")
+    return TtftModes(levels=levels, dwell=dwell)
+
+
+def parse_prefill_delay_ms(text: str | None) -> float:
+    """``PERFGATE_SIM_PREFILL_DELAY_MS`` as milliseconds >= 0 (empty: 0); raises ValueError naming the variable and
+    the fix."""
+    if text is None or not str(text).strip():
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0.0 <= value < math.inf):
+        raise ValueError(f"{PREFILL_DELAY_ENV}={text!r}: expected milliseconds >= 0 added to every prefill step; fix: "
+                         f"e.g. {PREFILL_DELAY_ENV}=2.8 for a TTFT about 10 % longer at 28 ms, or unset it")
+    return value
+
+
+def prefill_levels(modes: TtftModes | None, seed: int | str | None, machine: str = REFERENCE) -> Callable[[], float]:
+    """A source of prefill step factors, one per prefill step: the current level's factor, then a move to another
+    level with probability 1 / ``modes.dwell``; seeded by ``seed`` (with the machine) when given, else from the
+    system's randomness; always 1.0 for no modes."""
+    if modes is None:
+        return lambda: 1.0
+    rng = random.Random(f"perfgate-sim-ttft:{machine}:{seed}" if seed is not None
+                        else random.SystemRandom().getrandbits(64))
+    levels = modes.levels
+    at = [rng.randrange(len(levels))]
+
+    def factor() -> float:
+        f = levels[at[0]]
+        if rng.random() < 1.0 / modes.dwell:
+            at[0] = (at[0] + 1 + rng.randrange(len(levels) - 1)) % len(levels)
+        return f
+
+    return factor
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimSpeed:
     """The speed of one simulated server start: machine factor x start jitter x scale."""
 
@@ -154,6 +230,21 @@ class SimSpeed:
     @classmethod
     def for_start(cls, machine: str = REFERENCE, *, seed: int | str | None = None, scale: float = 1.0) -> SimSpeed:
         return cls(machine=machine, factor=machine_factor(machine), jitter=start_jitter(seed, machine), scale=scale)
+
+
+def env_problem(environ: Mapping[str, str]) -> str | None:
+    """What is wrong with ``PERFGATE_SIM_MACHINE``, ``PERFGATE_SIM_SCALE`` or ``PERFGATE_SIM_STEP_SD`` in
+    ``environ`` (the message names the variable and the fix), or None."""
+    name = environ.get(MACHINE_ENV, "").strip()
+    bad = check_machine_name(name) if name else None
+    if bad:
+        return bad
+    try:
+        parse_scale(environ.get(SCALE_ENV))
+        parse_step_sd(environ.get(STEP_SD_ENV))
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def modelled_calibration(machine: str, gpu: str) -> tuple[float, float]:
