@@ -124,7 +124,7 @@ def test_a_config_wider_than_the_visible_gpus_is_a_usage_error_before_any_launch
 
 
 def test_dp_attention_keeps_the_data_parallel_ranks_inside_tp():
-    from perfgate.plugin.workers import gpus_needed
+    from perfgate.profiles.config import gpus_needed
 
     assert gpus_needed({"tp-size": 2, "dp-size": 2}) == 4
     assert gpus_needed({"tensor-parallel-size": 2, "data-parallel-size": 2, "enable-dp-attention": True}) == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
-from perfgate.plugin.fleet import ConfigCost, config_costs, plan
+from perfgate.profiles.fleet import ConfigCost, config_costs, plan
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 from perfgate.report.junit_read import read_report

@@ -321,7 +321,7 @@ def test_the_crosscheck_repeats_sglangs_benchmark_once_per_trial_of_the_option(p
 
 
 def test_the_fleet_plan_costs_the_sessions_trials_and_starts(pytester):
-    from perfgate.plugin.fleet import config_costs
+    from perfgate.profiles.fleet import config_costs
     from perfgate.profiles.load import load_profile
     from perfgate.profiles.variants import load_variants
 
@@ -427,9 +427,9 @@ def test_a_candidate_with_its_own_python_has_its_flags_checked_by_its_own_sglang
     from types import SimpleNamespace
 
     import perfgate.serving.preflight as pre
-    from perfgate.plugin.launch_checks import flag_problem
     from perfgate.profiles.load import load_profile
     from perfgate.profiles.variants import load_variants
+    from perfgate.serving.launch_checks import flag_problem
     from tests.simproject import ROOT
 
     calls = []

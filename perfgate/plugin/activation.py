@@ -91,9 +91,9 @@ def validate_inputs(config: pytest.Config) -> None:
         raise pytest.UsageError(f"perfgate: {st.settings.candidate_error}")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
-        from perfgate.plugin.fingerprint import sim_variation_problem
+        from perfgate.sim.variation import env_problem
 
-        bad = sim_variation_problem()  # PERFGATE_SIM_MACHINE, PERFGATE_SIM_SCALE
+        bad = env_problem(os.environ)  # PERFGATE_SIM_MACHINE, PERFGATE_SIM_SCALE, PERFGATE_SIM_STEP_SD
         if bad:
             raise pytest.UsageError(f"perfgate: {bad}")
     else:  # a profile for other hardware is refused here, not once per test
@@ -141,7 +141,7 @@ def check_gpus(st: PerfgateState, configs: Iterable[ServerConfig]) -> None:
     if st.profile.simulated or st.settings.url:
         return
     from perfgate.host.gpu import visible_entries
-    from perfgate.plugin.workers import gpus_needed
+    from perfgate.profiles.config import gpus_needed
 
     ids = visible_entries()
     if ids is None:

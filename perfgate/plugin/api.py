@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.measuring.metrics import METRICS, Measurement
+from perfgate.profiles.settings import checked_overrides
 
 if TYPE_CHECKING:
     from perfgate.measuring.goodput import LoadLevel
@@ -43,9 +43,6 @@ SWEEP = "sweep"
 #: the metrics of a load measurement, and the measurement each is judged on
 LOAD_METRICS = {"goodput_rps": "measure.goodput(perf_server)", "crossover": "measure.levels(perf_server)"}
 
-#: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
-MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
-                "request_timeout_s")
 
 
 @dataclass(frozen=True)
@@ -139,7 +136,7 @@ class Measure:
         self._perf = perf
 
     def __call__(self, server: PerfServer | BaselineServer | CandidateServer, **overrides: Any) -> Measurement:
-        given = _checked_overrides("measure()", overrides)
+        given = checked_overrides("measure()", overrides)
         perf = self._perf
         w = perf.state.profile.workload_for(server.mode)
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.profiles.settings)
@@ -204,56 +201,19 @@ class Measure:
 
         perf = self._perf
         loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
-        return measure_levels(perf, server.case, loads, max_new_tokens=_shared_tokens(perf),
-                              trials=_shared_trials(perf))
+        return measure_levels(perf, server.case, loads, max_new_tokens=perf.state.profile.load_tokens(),
+                              trials=perf.state.profile.load_trials())
 
     def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
-        given = _checked_overrides("measure.rate()/goodput()", overrides)
+        given = checked_overrides("measure.rate()/goodput()", overrides)
         perf = self._perf
         st = perf.state
         slo = st.profile.slo.get(server.mode)
         # the profile's workload under load: every mode with the same tokens (comparable), [slo] trials if given
-        w = replace(st.profile.workload_for(server.mode), max_new_tokens=_shared_tokens(perf),
+        w = replace(st.profile.workload_for(server.mode), max_new_tokens=perf.state.profile.load_tokens(),
                     **({"trials": slo.trials} if slo and slo.trials else {}))
         # a test's own keys beat --perfgate-trials, which beats the profile (perfgate.profiles.settings)
         return st.settings.workload(w, **given)
-
-
-def _checked_overrides(who: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The keys a test gave ``measure`` (None: the profile's), refused with the fix before anything is measured."""
-    unknown = set(overrides) - set(MEASURE_KEYS)
-    if unknown:
-        raise TypeError(f"{who}: unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
-    given = {k: v for k, v in overrides.items() if v is not None}
-    for k, least in (("concurrency", 1), ("max_new_tokens", 1), ("trials", 1), ("requests_per_trial", 1),
-                     ("warmup", 0)):
-        v = given.get(k)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
-            raise ValueError(f"{who}: {k} must be a whole number >= {least}, got {v!r}; fix: {k}={least} or more, "
-                             f"or leave it out for the profile's [workload] {k}")
-    t = given.get("request_timeout_s")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
-        raise ValueError(f"{who}: request_timeout_s must be seconds > 0, got {t!r}; fix: a positive number, or leave "
-                         f"it out for the profile's [workload] request_timeout_s")
-    if "prompts" in given:
-        given["prompts"] = Path(given["prompts"])
-    return given
-
-
-def _shared_tokens(perf: PerfRun) -> int:
-    """Tokens per request under load, the same in every mode: the baseline's ``[slo] max_new_tokens``, else the
-    most any mode's workload asks."""
-    p = perf.state.profile
-    slo = p.slo.get(p.baseline_mode())
-    if slo is not None and slo.max_new_tokens:
-        return int(slo.max_new_tokens)
-    return max(p.workload_for(m).max_new_tokens for m in p.modes)
-
-
-def _shared_trials(perf: PerfRun) -> int | None:
-    p = perf.state.profile
-    slo = p.slo.get(p.baseline_mode())
-    return slo.trials if slo is not None else None
 
 
 class PerfCheck:
@@ -323,8 +283,8 @@ class PerfCheck:
         base_mode = perf.state.profile.baseline_mode()
         if case.mode == base_mode or not perf.state.profile.modes[case.mode].speculative:
             return conclude_crossover(perf, case, m, None)
-        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=_shared_tokens(perf),
-                              trials=_shared_trials(perf))
+        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=perf.state.profile.load_tokens(),
+                              trials=perf.state.profile.load_trials())
         return conclude_crossover(perf, case, base, m)
 
 

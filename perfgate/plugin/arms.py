@@ -4,7 +4,7 @@
 (``python=``), another Python path (``env.PYTHONPATH=``), or simulated versions (``sim-stack=``). What that arm
 runs is found from the arm itself, once per environment: its record's ``candidate.stack.*``
 (perfgate.plugin.stackpair), the version its flags are spelled for (perfgate.plugin.pool.Pool.engine_for) and the
-release whose parser checks them (perfgate.plugin.launch_checks) all come from here.
+release whose parser checks them (perfgate.serving.launch_checks) all come from here.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.settings import Settings
     from perfgate.stack import Stack
 
-__all__ = ["CALIBRATE_CHOICES", "Session", "session_fingerprint", "sim_variation_problem"]
+__all__ = ["CALIBRATE_CHOICES", "Session", "session_fingerprint"]
 
 CALIBRATE_CHOICES = ("auto", "on", "off")
 
@@ -45,22 +45,6 @@ class Session(Protocol):
 
     @property
     def settings(self) -> Settings: ...
-
-
-def sim_variation_problem() -> str | None:
-    """What is wrong with ``PERFGATE_SIM_MACHINE`` / ``PERFGATE_SIM_SCALE`` here, or None."""
-    from perfgate.sim.variation import MACHINE_ENV, SCALE_ENV, check_machine_name, parse_scale
-
-    name = os.environ.get(MACHINE_ENV, "").strip()
-    if name:
-        bad = check_machine_name(name)
-        if bad:
-            return bad
-    try:
-        parse_scale(os.environ.get(SCALE_ENV))
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _sim_machine_name() -> str:

@@ -37,7 +37,6 @@ from perfgate.measuring.loadrecord import GOODPUT_UNRESOLVED as GOODPUT_UNRESOLV
 from perfgate.measuring.loadrecord import max_running as max_running  # tests/test_crossover.py
 from perfgate.measuring.metrics import Stat
 from perfgate.measuring.verdict import Verdict, judge_limit
-from perfgate.profiles import DEFAULT_TOLERANCE
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE
 
 if TYPE_CHECKING:
@@ -51,18 +50,9 @@ if TYPE_CHECKING:
 
 
 def _limit(perf: PerfRun, case: Case, metric: str) -> tuple[float | None, float, str]:
-    """The mode's limit of ``metric``, its tolerance (the limit's own, ``Floor.tolerance_for``: never the decode
-    floor's for goodput) and where it is written."""
+    """The mode's limit of ``metric``, its tolerance and where it is written (perfgate.profiles.Profile.limit_of)."""
     p = perf.state.profile
-    fl = p.floors.get(case.mode)
-    lim = fl.limit(metric) if fl is not None else None
-    if fl is None:
-        tol = DEFAULT_TOLERANCE
-    elif metric == GOODPUT:
-        tol = fl.tolerance_for(metric)
-    else:
-        tol = fl.tolerance
-    return lim, tol, f"{p.path}, [floors.{case.mode}] {metric}"
+    return (*p.limit_of(case.mode, metric), f"{p.path}, [floors.{case.mode}] {metric}")
 
 
 def _against_floor(perf: PerfRun, case: Case, metric: str, got: float, what: str, *, ceiling: float | None = None,
@@ -201,6 +191,3 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
                                        ceiling=float(base.loads[-1]) if x.result == "always" else None,
                                        new_floor=x.ci_low if x.ci_low is not None else x.value))
 
-
-def _r(x: float | None, nd: int = 2) -> float | None:
-    return round(x, nd) if x is not None else None

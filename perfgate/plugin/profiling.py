@@ -15,10 +15,9 @@ A profiled request runs slower than an unprofiled one: nothing here is a through
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfgate.categories import FROM_LOG, TRACE_FAMILIES, Category, Outcome
-from perfgate.kinds import PROFILE
 from perfgate.measuring.checks import profile_verdict as profile_verdict  # tests/test_trace.py
 from perfgate.measuring.trace import StepProfile, TraceError, analyze
 from perfgate.measuring.verdict import Verdict
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from perfgate.plugin.runner import PerfRun
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["ALLREDUCE_FAMILIES", "StepProfiler", "profile_verdict", "profile_lines"]
+__all__ = ["ALLREDUCE_FAMILIES", "StepProfiler", "profile_verdict"]
 
 #: the variants' ``backend`` values that name an all-reduce family a trace can show
 ALLREDUCE_FAMILIES = TRACE_FAMILIES
@@ -106,32 +105,3 @@ class StepProfiler:
         v = fallback or profile_verdict(prof, tp=tp, backend=backend, variant=case.variant)
         perf.conclude(case, v, decides=DECIDES)
         return prof
-
-
-def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
-    """The terminal table of this run's ``profile`` records: one line per config."""
-    rows: list[tuple[str, ...]] = []
-    for reports in stats.values():
-        for rep in reports:
-            p = dict(getattr(rep, "user_properties", ()) or ())
-            if p.get("kind") != PROFILE or getattr(rep, "when", "call") != "call" or "allreduce_per_step" not in p:
-                continue
-            name = p.get("mode", "") + (f"+{p['variant']}" if p.get("variant") else "")
-            share = float(p.get("allreduce_share", 0) or 0)
-            rows.append((name, p.get("outcome", "") + (f" {p['category']}" if p.get("category") else ""),
-                         f"{float(p['allreduce_per_step']):g}",
-                         f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
-                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}",
-                         str(p.get("allreduce_backend", "")),
-                         f"{float(p.get('skew_us_per_step', 0)) / 1000:.2f}",
-                         f"{float(p['speedup_ar_halved']):.2f}" if p.get("speedup_ar_halved") else "-"))
-    if not rows:
-        return []
-    head = ("config", "outcome", "AR/step", "AR ms", "step ms", "share", "backend", "skew ms", "AR/2 x")
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    out = ["perfgate: step profiles (SGLang's own trace; a step is a decode step or a verify pass; AR ms is the "
-           "transfer, the least of any rank; AR/2 x: decode speed-up if all-reduce time halved):"]
-    for r in (head, *rows):
-        out.append("  " + "  ".join(c.ljust(w) if i in (0, 1, 6) else c.rjust(w) for i, (c, w) in
-                                    enumerate(zip(r, widths))))
-    return out

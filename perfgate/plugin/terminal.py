@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.plugin.pool import Attacher, pool_of
-from perfgate.report.terminal import matrix_lines, record_lines
+from perfgate.report.terminal import matrix_lines, profile_lines, record_lines
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -40,7 +40,6 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
         tr.write_line(line)
     for line in record_lines(tr.stats):
         tr.write_line(line)
-    from perfgate.plugin.profiling import profile_lines
 
     for line in profile_lines(tr.stats):
         tr.write_line(line)

@@ -15,7 +15,6 @@ profile gives their config key (:func:`group_of`). Other tests keep the ``--dist
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,7 +24,7 @@ from perfgate.record import config_scope
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
 
-__all__ = ["gpu_plan", "gpus_needed", "assign_gpus", "group_of", "scope_of", "make_scheduler", "SCHEDULED_DISTS"]
+__all__ = ["gpu_plan", "assign_gpus", "group_of", "scope_of", "make_scheduler", "SCHEDULED_DISTS"]
 
 #: the --dist modes under which perfgate schedules its records by config (the others: xdist's own)
 SCHEDULED_DISTS = ("load", "loadgroup", "loadscope", "loadfile")
@@ -43,6 +42,8 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
     p = st.profile
     if p.simulated or workers <= 1:
         return None
+    from perfgate.profiles.config import gpus_needed
+
     tp = gpus_needed(p.server_flags)  # one server's GPUs: tp x pp (x dp), under any of the flags' spellings
     from perfgate.host.gpu import visible_entries
 
@@ -63,23 +64,6 @@ def gpu_plan(config: pytest.Config, workers: int) -> tuple[int, list[str]] | Non
             f"({','.join(ids) or 'none'}); use -n {max(1, len(ids) // tp)} or fewer: two servers never share a GPU"
         )
     return tp, ids
-
-
-def gpus_needed(flags: Mapping[str, object]) -> int:
-    """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
-    (``enable-dp-attention``)."""
-    from perfgate.sim.args import dest_of
-
-    by = {dest_of(k): v for k, v in flags.items()}
-
-    def n(field: str) -> int:
-        try:
-            return max(1, int(str(by.get(field) or 1)))
-        except ValueError:
-            return 1
-
-    dp = 1 if by.get("enable_dp_attention") else n("dp_size")
-    return n("tp_size") * n("pp_size") * dp
 
 
 def assign_gpus(config: pytest.Config) -> None:

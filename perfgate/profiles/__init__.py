@@ -279,6 +279,27 @@ class Profile:
             return floor.max_cv
         return self.workload_for(mode).max_cv
 
+    def limit_of(self, mode: str, metric: str) -> tuple[float | None, float]:
+        """``[floors.<mode>] <metric>`` (None: not set) and its tolerance: goodput's own
+        (:meth:`Floor.tolerance_for`, never the decode floor's), else the mode's, else DEFAULT_TOLERANCE."""
+        fl = self.floors.get(mode)
+        if fl is None:
+            return None, DEFAULT_TOLERANCE
+        return fl.limit(metric), fl.tolerance_for(metric) if metric == "goodput_rps" else fl.tolerance
+
+    def load_tokens(self) -> int:
+        """Tokens per request under load, the same in every mode (comparable): the baseline's ``[slo]
+        max_new_tokens``, else the most any mode's workload asks."""
+        slo = self.slo.get(self.baseline_mode())
+        if slo is not None and slo.max_new_tokens:
+            return int(slo.max_new_tokens)
+        return max(self.workload_for(m).max_new_tokens for m in self.modes)
+
+    def load_trials(self) -> int | None:
+        """Trials per level under load: the baseline's ``[slo] trials`` (None: the workload's)."""
+        slo = self.slo.get(self.baseline_mode())
+        return slo.trials if slo is not None else None
+
     def baseline_mode(self) -> str:
         """The mode speculative modes and variants are compared against."""
         if "baseline" in self.modes:

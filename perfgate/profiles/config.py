@@ -118,6 +118,23 @@ class ServerConfig:
         return f"{safe}-{self.key}"
 
 
+def gpus_needed(flags: Mapping[str, object]) -> int:
+    """GPUs one server of these flags holds: tp x pp, times dp unless the data-parallel ranks live inside tp
+    (``enable-dp-attention``)."""
+    from perfgate.sim.args import dest_of
+
+    by = {dest_of(k): v for k, v in flags.items()}
+
+    def n(field: str) -> int:
+        try:
+            return max(1, int(str(by.get(field) or 1)))
+        except ValueError:
+            return 1
+
+    dp = 1 if by.get("enable_dp_attention") else n("dp_size")
+    return n("tp_size") * n("pp_size") * dp
+
+
 def differing_keys(a: ServerConfig, b: ServerConfig) -> set[str]:
     """Settings whose values differ between two configs (flags, env as ``env:NAME``, model)."""
     sa, sb = a.settings(), b.settings()

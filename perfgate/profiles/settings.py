@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
 __all__ = ["Settings", "Candidate", "parse_candidate", "resolve", "profile_named", "log_dir_given", "CANDIDATE_ARM",
-           "DEFAULT_MAX_STARTS"]
+           "DEFAULT_MAX_STARTS", "MEASURE_KEYS", "checked_overrides"]
 
 #: the most starts per config a paired comparison takes while it is undecided, unless the option or the profile
 #: says otherwise: enough to decide a 1 % change of decode tok/s on the simulator within 6 pairs on average
@@ -213,3 +214,29 @@ def profile_named(opt: Any, environ: Any, ini: Callable[[str], Any]) -> str:
 def log_dir_given(opt: Any) -> str:
     """``--perfgate-log-dir`` ("" when not given): read when the session starts, before any profile."""
     return str(opt("perfgate_log_dir") or "")
+
+
+#: the workload keys ``measure(...)`` may override (those of [workload] that shape a measurement)
+MEASURE_KEYS = ("concurrency", "max_new_tokens", "prompts", "trials", "warmup", "requests_per_trial",
+                "request_timeout_s")
+
+
+def checked_overrides(who: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The keys a test gave ``measure`` (None: the profile's), refused with the fix before anything is measured."""
+    unknown = set(overrides) - set(MEASURE_KEYS)
+    if unknown:
+        raise TypeError(f"{who}: unknown keyword(s) {sorted(unknown)}; known: {', '.join(MEASURE_KEYS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for k, least in (("concurrency", 1), ("max_new_tokens", 1), ("trials", 1), ("requests_per_trial", 1),
+                     ("warmup", 0)):
+        v = given.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < least):
+            raise ValueError(f"{who}: {k} must be a whole number >= {least}, got {v!r}; fix: {k}={least} or more, "
+                             f"or leave it out for the profile's [workload] {k}")
+    t = given.get("request_timeout_s")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+        raise ValueError(f"{who}: request_timeout_s must be seconds > 0, got {t!r}; fix: a positive number, or leave "
+                         f"it out for the profile's [workload] request_timeout_s")
+    if "prompts" in given:
+        given["prompts"] = Path(given["prompts"])
+    return given

@@ -1,7 +1,7 @@
 """The records of a pytest session as its terminal summary prints them, from their properties alone: the record
-matrix (row x mode, built by :func:`perfgate.report.matrix.matrix_of` like every report) and one line per
-record with its figure, interval, limit, comparisons and decision. ``stats`` is pytest's terminal reporter's
-``stats`` (lists of reports carrying ``user_properties``); nothing here needs pytest.
+matrix (row x mode, built by :func:`perfgate.report.matrix.matrix_of` like every report), one line per record
+with its figure, interval, limit, comparisons and decision, and the step profiles' table. ``stats`` is pytest's
+terminal reporter's ``stats`` (lists of reports carrying ``user_properties``); nothing here needs pytest.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
-from perfgate.kinds import figure_of, in_matrix
+from perfgate.kinds import PROFILE, figure_of, in_matrix
 from perfgate.record import (
     DIRECTION,
     LIMIT,
@@ -28,7 +28,7 @@ from perfgate.record import (
 if TYPE_CHECKING:
     from perfgate.report.records import Record
 
-__all__ = ["COMPARISONS", "interval_cell", "matrix_lines", "record_detail", "record_lines"]
+__all__ = ["COMPARISONS", "interval_cell", "matrix_lines", "profile_lines", "record_detail", "record_lines"]
 
 
 def _records(stats: dict[str, list[Any]]) -> list[Record]:
@@ -203,4 +203,33 @@ def record_lines(stats: dict[str, list[Any]]) -> list[str]:
     if unmeasured:
         out.append(f"  and {unmeasured} skipped record{'' if unmeasured == 1 else 's'} that measured nothing "
                    f"(-rs says why)")
+    return out
+
+
+def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
+    """The terminal table of this run's ``profile`` records: one line per config."""
+    rows: list[tuple[str, ...]] = []
+    for reports in stats.values():
+        for rep in reports:
+            p = dict(getattr(rep, "user_properties", ()) or ())
+            if p.get("kind") != PROFILE or getattr(rep, "when", "call") != "call" or "allreduce_per_step" not in p:
+                continue
+            name = p.get("mode", "") + (f"+{p['variant']}" if p.get("variant") else "")
+            share = float(p.get("allreduce_share", 0) or 0)
+            rows.append((name, p.get("outcome", "") + (f" {p['category']}" if p.get("category") else ""),
+                         f"{float(p['allreduce_per_step']):g}",
+                         f"{float(p.get('allreduce_us_per_step', 0)) / 1000:.2f}",
+                         f"{float(p.get('step_us', 0)) / 1000:.2f}", f"{share:.0%}",
+                         str(p.get("allreduce_backend", "")),
+                         f"{float(p.get('skew_us_per_step', 0)) / 1000:.2f}",
+                         f"{float(p['speedup_ar_halved']):.2f}" if p.get("speedup_ar_halved") else "-"))
+    if not rows:
+        return []
+    head = ("config", "outcome", "AR/step", "AR ms", "step ms", "share", "backend", "skew ms", "AR/2 x")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    out = ["perfgate: step profiles (SGLang's own trace; a step is a decode step or a verify pass; AR ms is the "
+           "transfer, the least of any rank; AR/2 x: decode speed-up if all-reduce time halved):"]
+    for r in (head, *rows):
+        out.append("  " + "  ".join(c.ljust(w) if i in (0, 1, 6) else c.rjust(w) for i, (c, w) in
+                                    enumerate(zip(r, widths))))
     return out
