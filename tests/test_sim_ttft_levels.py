@@ -105,3 +105,11 @@ def test_the_levels_and_the_delay_move_the_prefill_alone() -> None:
     # host-side: the delay is not divided by the machine's speed; the prefill's own time is
     assert delayed == pytest.approx([b / 2.0 + 0.0028 for b in base], rel=1e-9)
     assert dec == pytest.approx([d / 2.0 for d in base_dec], rel=1e-9)
+
+
+def test_a_bad_value_is_caught_before_a_session_starts_a_server() -> None:
+    from perfgate.sim.variation import env_problem
+
+    assert env_problem({"PERFGATE_SIM_TTFT_MODES": "1.0,1.6/12", "PERFGATE_SIM_PREFILL_DELAY_MS": "2.8"}) is None
+    assert "PERFGATE_SIM_TTFT_MODES='1.6'" in (env_problem({"PERFGATE_SIM_TTFT_MODES": "1.6"}) or "")
+    assert "PERFGATE_SIM_PREFILL_DELAY_MS='-1'" in (env_problem({"PERFGATE_SIM_PREFILL_DELAY_MS": "-1"}) or "")

@@ -50,8 +50,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "check_machine_name", "env_problem", "machine_factor",
-           "modelled_calibration", "parse_scale", "parse_step_sd", "sim_gpu_uuid", "start_jitter", "step_noise"]
+__all__ = ["DEFAULT_TTFT_DWELL", "MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "TtftModes", "check_machine_name",
+           "env_problem", "machine_factor", "modelled_calibration", "parse_prefill_delay_ms", "parse_scale",
+           "parse_step_sd", "parse_ttft_modes", "prefill_levels", "sim_gpu_uuid", "start_jitter", "step_noise"]
 
 #: the simulated machine when PERFGATE_SIM_MACHINE is unset; its factor is exactly 1.0
 REFERENCE = "reference"
@@ -233,8 +234,9 @@ class SimSpeed:
 
 
 def env_problem(environ: Mapping[str, str]) -> str | None:
-    """What is wrong with ``PERFGATE_SIM_MACHINE``, ``PERFGATE_SIM_SCALE`` or ``PERFGATE_SIM_STEP_SD`` in
-    ``environ`` (the message names the variable and the fix), or None."""
+    """What is wrong with ``PERFGATE_SIM_MACHINE``, ``PERFGATE_SIM_SCALE``, ``PERFGATE_SIM_STEP_SD``,
+    ``PERFGATE_SIM_TTFT_MODES`` or ``PERFGATE_SIM_PREFILL_DELAY_MS`` in ``environ`` (the message names the variable
+    and the fix), or None."""
     name = environ.get(MACHINE_ENV, "").strip()
     bad = check_machine_name(name) if name else None
     if bad:
@@ -242,6 +244,8 @@ def env_problem(environ: Mapping[str, str]) -> str | None:
     try:
         parse_scale(environ.get(SCALE_ENV))
         parse_step_sd(environ.get(STEP_SD_ENV))
+        parse_ttft_modes(environ.get(TTFT_MODES_ENV))
+        parse_prefill_delay_ms(environ.get(PREFILL_DELAY_ENV))
     except ValueError as e:
         return str(e)
     return None
