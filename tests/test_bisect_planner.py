@@ -86,8 +86,8 @@ def test_a_combination_that_does_not_start_is_a_finding_and_the_search_goes_on()
     assert b.status == FOUND and b.culprit == ("flashinfer",)
     broken = [s for s in b.steps if s.result.broken]
     assert broken and all("sgl_kernel" in s.packages for s in broken)
-    assert broken[0].result.label == "does not start: missing-dependency"
-    assert any("does not start (missing-dependency): a finding" in n for n in b.notes)
+    assert broken[0].result.label == "fails: missing-dependency"
+    assert any("fails (missing-dependency): a finding" in n for n in b.notes)
 
 
 def test_a_whole_set_that_does_not_start_looks_for_the_combination():

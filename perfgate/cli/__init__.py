@@ -5,7 +5,7 @@ Each subcommand is a :class:`~perfgate.cli.registry.Subcommand` in the registry
 function that adds its arguments and a function that runs it and returns the exit code). The
 subcommands, by group: :mod:`~perfgate.cli.compare` (diff, gate), :mod:`~perfgate.cli.present`
 (history, plot, report, merge), :mod:`~perfgate.cli.configs` (check-flags, plan), :mod:`~perfgate.cli.floors`
-(floors), :mod:`~perfgate.cli.project` (init). This package
+(floors), :mod:`~perfgate.cli.project` (init), :mod:`~perfgate.cli.bisect` (bisect). This package
 is the only place that sees an argparse ``Namespace``: the run functions translate it into
 library calls. ``python -m perfgate.cli`` runs :func:`main`.
 
@@ -20,12 +20,12 @@ import sys
 from collections.abc import Sequence
 
 from perfgate._version import __version__
-from perfgate.cli import compare, configs, floors, present, project
+from perfgate.cli import bisect, compare, configs, floors, present, project
 from perfgate.cli.registry import EXIT_USAGE, SUBCOMMANDS
 from perfgate.errors import PerfgateError
 
 #: the subcommand modules: importing one registers its subcommands, so this order is --help's
-GROUPS = (project, compare, present, configs, floors)
+GROUPS = (project, compare, present, configs, floors, bisect)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,9 +36,10 @@ from perfgate.measuring.judge import Decision
 __all__ = ["StepResult", "Step", "Bisection", "bisect", "planned_steps", "REGRESSION", "BROKEN",
            "FOUND", "NO_REGRESSION", "NO_CHANGE", "UNDECIDED", "BUDGET", "CURRENT_BROKEN"]
 
-#: what the bisection looks for (Bisection.target): a regression, or a combination that does not start
+#: what the bisection looks for (Bisection.target): a regression, or a combination that fails (does not import or
+#: start: its category says how)
 REGRESSION = "regressed"
-BROKEN = "does not start"
+BROKEN = "fails"
 
 #: how a bisection ended (Bisection.status)
 FOUND = "found"
@@ -73,7 +74,7 @@ class StepResult:
 
     @property
     def label(self) -> str:
-        """``regressed`` / ``same`` / ... or ``does not start: <category>``."""
+        """``regressed`` / ``same`` / ... or ``fails: <category>``."""
         return str(self.decision) if self.decision is not None else f"{BROKEN}: {self.category or 'crash'}"
 
 
@@ -166,8 +167,8 @@ class _Search:
         if r.current_failed:
             raise _Stop(CURRENT_BROKEN)
         if r.broken and self.target == REGRESSION and step.number > 1:
-            self.notes.append(f"step {step.number}: {' + '.join(step.packages)} over the current stack does not "
-                              f"start ({r.category or 'crash'}): a finding; the search goes on around it")
+            self.notes.append(f"step {step.number}: {' + '.join(step.packages)} over the current stack fails "
+                              f"({r.category or 'crash'}): a finding; the search goes on around it")
         if self.bad(r) and (not self.narrowest or len(key) < len(self.narrowest)):
             self.narrowest = self.sort(key)
         return r
