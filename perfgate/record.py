@@ -21,7 +21,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
-           "PAIR_ORDER",
+           "PAIR_ORDER", "PAIR_DISTURBED",
            "CANDIDATE", "CANDIDATE_PREFIX"]
 
 
@@ -103,6 +103,9 @@ PAIR_DECISION = "pair_decision"
 #: the order of each pair's starts, comma-separated in pair order: ``AB`` the current (baseline) arm first, ``BA``
 #: the candidate (variant) first; alternated, AB, BA, AB ... (perfgate.measuring.order)
 PAIR_ORDER = "pair_order"
+#: the start pairs left out of a paired judgement because either start was measured on a busy host or a throttled
+#: GPU (perfgate.measuring.starts.quiet_pairs), 1-based, comma-separated
+PAIR_DISTURBED = "pair_disturbed"
 #: a stack-pair record's --perfgate-candidate SPEC; the candidate arm's stack where it differs is
 #: ``candidate.stack.<key>`` (the current arm's is the record's own ``stack.<key>``)
 CANDIDATE = "candidate"

@@ -70,3 +70,41 @@ def test_start_values_leave_out_zeros_and_read_the_acceptance_length_per_start()
     assert start_values(m, "tok_s") == [100.0]
     spec = replace(_arm("s", [100.0]), accept_len=3.2)
     assert start_values(spec, "accept_len") == [3.2]
+
+
+BUSY = "disturbed: other processes used 1.6 CPU cores"
+
+
+def _busy(m: Measurement, pairs: set[int]) -> Measurement:
+    """``m`` with the starts of the given 1-based pairs measured on a busy host, the others quiet."""
+    return replace(m, starts=tuple(replace(s, host_state=BUSY if i + 1 in pairs else "quiet")
+                                   for i, s in enumerate(m.starts)))
+
+
+def test_a_disturbed_start_pair_is_left_out_of_the_judgement():
+    # pair 2's candidate start ran while the host was busy: 20 % slower there, the same elsewhere
+    cand, cur = _arm("cand", [100.0, 80.0, 100.1, 99.9]), _arm("cur", [100.0, 100.0, 100.1, 99.9])
+    # judged on every pair, the busy one widens the interval past any decision (x0.95 [0.69, 1.29])
+    assert _judge(cand, cur).decision is Decision.UNDECIDED
+    v = _judge(_busy(cand, {2}), cur)
+    assert v.outcome is Outcome.PASS and v.decision is Decision.SAME
+    assert v.properties["pair_disturbed"] == "2" and v.properties["pair_n"] == 3
+    assert "(pair 2 of 4 left out: measured disturbed)" in v.message
+    # the record still carries every start's values: the left-out pair is evidence, not hidden
+    assert v.properties["candidate.start_values.tok_s"] == "100,80,100.1,99.9"
+
+
+def test_every_pair_disturbed_is_undecided_and_asks_for_a_quiet_rerun():
+    cand, cur = _arm("cand", [90.0, 90.1]), _arm("cur", [100.0, 100.1])
+    v = _judge(_busy(cand, {1}), _busy(cur, {2}))
+    assert v.outcome is Outcome.INCONCLUSIVE and v.decision is Decision.UNDECIDED and v.category is None
+    assert v.properties["pair_disturbed"] == "1,2"
+    assert "every start pair (2) was measured disturbed; re-run quiet" in v.message
+
+
+def test_one_start_measured_disturbed_decides_nothing():
+    cand, cur = _arm("cand", [50.0]), _arm("cur", [100.0])
+    assert _judge(cand, cur).decision is Decision.REGRESSED
+    v = _judge(replace(cand, host_state=BUSY), replace(cur, host_state="quiet"))
+    assert v.outcome is Outcome.INCONCLUSIVE and v.decision is Decision.UNDECIDED
+    assert f"would be regressed, but candidate {BUSY}" in v.message and "re-run quiet" in v.message

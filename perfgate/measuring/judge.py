@@ -398,3 +398,18 @@ def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher
 
 def _with_needs(j: Judgement, needs: str) -> Judgement:
     return replace(j, needs=needs)
+
+
+#: what a change measured on a busy host asks for (perfgate.host.conditions)
+RERUN_QUIET = ("re-run quiet: measure again on a quiet host with an unthrottled GPU (the record's host.* properties "
+               "say what disturbed it)")
+
+
+def discounted(j: Judgement, disturbed: Sequence[str]) -> Judgement:
+    """A change measured on a disturbed host or a throttled GPU (``disturbed``: what disturbed it, one text per
+    side; empty: quiet) is undecided, never regressed or improved: a quiet re-run decides it. The one rule, for the
+    gate between reports (perfgate.report.diff) and the paired judge inside a session (perfgate.measuring.stackpair)."""
+    if j.decision not in (Decision.REGRESSED, Decision.IMPROVED) or not disturbed:
+        return j
+    return replace(j, decision=Decision.UNDECIDED, detail=f"{j.detail}; would be {j.decision.value}, but "
+                   f"{'; '.join(disturbed)}", needs=RERUN_QUIET)

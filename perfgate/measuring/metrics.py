@@ -185,6 +185,9 @@ class Measurement:
     #: with --perfgate-starts N > 1: one measurement per server start, in start order (this one pools their
     #: trials, its medians are the medians over starts: perfgate.plugin.starts.combine); () for one start
     starts: tuple[Measurement, ...] = ()
+    #: the host's and the GPUs' state while this start was measured (perfgate.host.conditions: ``quiet`` or
+    #: ``disturbed: <why>``; "" not watched, or a pool of starts, whose own are in ``starts``)
+    host_state: str = ""
 
     def start_values(self, metric: str) -> tuple[float, ...]:
         """The per-start medians of ``metric`` (one value, this measurement's median, for a single start)."""

@@ -11,15 +11,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.judge import Decision, Judgement, Sequential, default_min_effect, paired
+from perfgate.host.conditions import QUIET
+from perfgate.measuring.judge import (
+    RERUN_QUIET,
+    Decision,
+    Judgement,
+    Sequential,
+    default_min_effect,
+    discounted,
+    paired,
+)
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
+from perfgate.measuring.starts import quiet_pairs
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
     CANDIDATE_PREFIX,
     PAIR_CI_HIGH,
     PAIR_CI_LOW,
     PAIR_DECISION,
+    PAIR_DISTURBED,
     PAIR_N,
     PAIR_RATIO,
     START_VALUES,
@@ -87,7 +98,21 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     tm = token_match(candidate.outputs, current.outputs)
     if tm is not None:
         props["token_match"] = tm
+    # a busy host or a throttled GPU fakes changes (and hides them): the pairs it touched are left out, and a single
+    # start pair measured disturbed decides nothing (perfgate.measuring.judge.discounted)
+    all_current, all_candidate = current, candidate
+    current, candidate, left_out = quiet_pairs(all_current, all_candidate)
+    assert current.tok_s is not None and candidate.tok_s is not None  # the pooled figures stay
+    if left_out:
+        props[PAIR_DISTURBED] = ",".join(map(str, left_out))
+        if not current.starts:
+            return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, properties=props,
+                           message=f"inconclusive: undecided: stack-pair {mode}: every start pair "
+                                   f"({len(left_out)}) was measured disturbed; {RERUN_QUIET}")
     js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv)
+    single = [f"{arm} {m.host_state}" for arm, m in (("current", current), ("candidate", candidate))
+              if not m.starts and m.host_state not in ("", QUIET)]
+    js = {metric: discounted(x, single) for metric, x in js.items()}
     j = js[PRIMARY]
     assert j.ratio is not None and j.ci is not None
     props.update({PAIR_RATIO: j.ratio, PAIR_CI_LOW: j.ci[0], PAIR_CI_HIGH: j.ci[1], PAIR_N: j.n,
@@ -98,12 +123,15 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         props[f"pair.{metric}.ci_low"] = mj.ci[0]
         props[f"pair.{metric}.ci_high"] = mj.ci[1]
         props[f"pair.{metric}.decision"] = str(mj.decision)
-        if len(current.starts) >= 2:
-            props[f"{START_VALUES}.{metric}"] = ",".join(f"{v:.6g}" for v in start_values(current, metric))
+        if len(all_current.starts) >= 2:  # every start's values, disturbed or not: the record's evidence
+            props[f"{START_VALUES}.{metric}"] = ",".join(f"{v:.6g}" for v in start_values(all_current, metric))
             props[f"{CANDIDATE_PREFIX}{START_VALUES}.{metric}"] = ",".join(
-                f"{v:.6g}" for v in start_values(candidate, metric))
+                f"{v:.6g}" for v in start_values(all_candidate, metric))
     desc = (f"stack-pair {mode}: candidate ({spec}) {candidate.tok_s.median:.1f} vs current "
             f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")
+    if left_out:
+        desc += (f" (pair{'s' if len(left_out) > 1 else ''} {', '.join(map(str, left_out))} of "
+                 f"{len(all_current.starts)} left out: measured disturbed)")
     others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""

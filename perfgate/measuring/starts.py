@@ -10,10 +10,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
+from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
 from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
-__all__ = ["combine", "start_stats", "start_properties"]
+__all__ = ["combine", "quiet_pairs", "start_stats", "start_properties"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -35,6 +36,22 @@ def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Me
         over[name] = replace(s, median=statistics.median(meds)) if s is not None and meds else s
     # METRICS names exactly Measurement's Stat | None fields; mypy cannot see a dict's keys as those fields
     return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]  # (see above)
+
+
+def quiet_pairs(a: Measurement, b: Measurement) -> tuple[Measurement, Measurement, tuple[int, ...]]:
+    """Two measurements of interleaved starts without the start pairs measured on a busy host or a throttled GPU
+    (either start's :attr:`Measurement.host_state` disturbed): ``a`` and ``b`` with those pairs' starts left out,
+    and the pairs left out (1-based). A paired comparison is judged on its quiet pairs only, so that a busy
+    host neither fakes a change nor hides one; where every pair was disturbed, no start is left."""
+    if len(a.starts) < 2 or len(b.starts) < 2:
+        return a, b, ()
+    pairs = list(zip(a.starts, b.starts))
+    bad = tuple(i + 1 for i, (x, y) in enumerate(pairs) if x.host_state not in ("", QUIET)
+                or y.host_state not in ("", QUIET))
+    if not bad:
+        return a, b, ()
+    keep = [p for i, p in enumerate(pairs) if i + 1 not in bad]
+    return replace(a, starts=tuple(x for x, _ in keep)), replace(b, starts=tuple(y for _, y in keep)), bad
 
 
 def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:

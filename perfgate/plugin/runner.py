@@ -293,10 +293,10 @@ class PerfRun(Checks):
         log_path = ep.log_path
         from perfgate.plugin.hostwatch import watched
 
-        with watched(st, config.key):  # the host's and the GPUs' state during the start (host.* properties)
+        with watched(st, config.key) as seen:  # the host's and the GPUs' state during the start (host.* properties)
             run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
                              log_path=log_path)
-        m = run.measurement
+        m = replace(run.measurement, host_state=seen.state)
         launched = self.servers.launched
         if launched is not None and launched.current is not None and launched.current.config.key == config.key:
             m = replace(m, start_no=launched.starts)  # which start it was: the order of a pair's arms

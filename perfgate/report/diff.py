@@ -30,12 +30,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
-from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, unpaired
+from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, discounted, unpaired
 from perfgate.measuring.metrics import METRICS
 from perfgate.profiles.noise import prior_cv
 from perfgate.record import MACHINE_ID  # MACHINE_ID: the property naming a record's machine
@@ -203,17 +203,10 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
 
 def unquiet(j: Judgement, old: Record, new: Record) -> Judgement:
     """A change measured on a disturbed host or a throttled GPU (either side's ``host.state``,
-    :mod:`perfgate.host.conditions`) is undecided, never regressed or improved: a quiet re-run decides it."""
-    if j.decision not in (Decision.REGRESSED, Decision.IMPROVED):
-        return j
-    why = [f"{side} {r.prop(HOST_STATE)}" for side, r in (("OLD", old), ("NEW", new))
-           if r.prop(HOST_STATE) and r.prop(HOST_STATE) != QUIET]
-    if not why:
-        return j
-    return replace(j, decision=Decision.UNDECIDED,
-                   detail=f"{j.detail}; would be {j.decision.value}, but {'; '.join(why)}",
-                   needs="re-run quiet: measure again on a quiet host with an unthrottled GPU (the record's host.* "
-                         "properties say what disturbed it)")
+    :mod:`perfgate.host.conditions`) is undecided, never regressed or improved
+    (:func:`perfgate.measuring.judge.discounted`)."""
+    return discounted(j, [f"{side} {r.prop(HOST_STATE)}" for side, r in (("OLD", old), ("NEW", new))
+                          if r.prop(HOST_STATE) and r.prop(HOST_STATE) != QUIET])
 
 
 def classify_transition(old: str | None, new: str | None) -> str:
