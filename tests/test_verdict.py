@@ -209,3 +209,40 @@ def test_a_failure_without_a_category_is_refused_where_it_is_built():
     lost = lost_verdict(Verdict(outcome=Outcome.INCONCLUSIVE, message="undecided"), "the baseline floor (1 tok/s)")
     assert lost.category == "unresolved"
     assert "[None]" not in apply_expectation(lost, None, profile_path="p.toml").message
+
+
+def _starts(per_start, name, states=None):
+    """A measurement over starts (each of three trials at its rate), start i measured in ``states[i]``."""
+    from dataclasses import replace
+
+    starts = [replace(meas([v * 0.999, v, v * 1.001], name), host_state=(states or {}).get(i, "quiet"))
+              for i, v in enumerate(per_start)]
+    pooled = summarize(config_key=name, config_name=name, trials=[t for s in starts for t in s.trials])
+    return replace(pooled, starts=tuple(starts))
+
+
+BUSY = "disturbed: CPU steal 12 %"
+
+
+def test_a_variant_over_starts_is_judged_on_its_quiet_pairs():
+    from perfgate.measuring.judge import Sequential
+
+    plan = Sequential(first_pairs=2, max_pairs=6)
+    base = _starts([100.0, 100.2, 99.9, 100.1], "baseline")
+    # start pair 3 ran on a busy host: the variant 30 % slower there only
+    variant = _starts([110.0, 110.2, 70.0, 110.1], "v", states={2: BUSY})
+    v = compare_verdict(variant, base, confidence=0.95, max_cv=0.05, what="v", min_effect=0.02, plan=plan)
+    assert v.outcome == "pass" and v.properties["pair_disturbed"] == "3" and v.properties["pair_n"] == 3
+    assert v.message.endswith("(start pair(s) 3 left out: measured disturbed)")
+    every = _starts([70.0, 70.1], "v", states={0: BUSY, 1: BUSY})
+    u = compare_verdict(every, _starts([100.0, 100.1], "baseline"), confidence=0.95, max_cv=0.05, what="v", plan=plan)
+    assert u.outcome == "inconclusive" and u.decision == "undecided" and "re-run quiet" in u.message
+
+
+def test_one_start_on_a_busy_host_decides_nothing():
+    from dataclasses import replace
+
+    slow = replace(meas([38.0, 38.1, 37.9, 38.0, 38.05]), host_state=BUSY)
+    v = compare_verdict(slow, BASE, confidence=0.95, max_cv=0.05, what="v", min_effect=0.02)
+    assert v.outcome == "inconclusive" and v.category is None
+    assert f"would be slower, but x {BUSY}" in v.message and "re-run quiet" in v.message

@@ -194,17 +194,37 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
                        message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
     if baseline.tok_s is None:
         return Verdict(outcome=Outcome.INCONCLUSIVE, message=f"{what}: the baseline has no measurement to compare with")
-    for m in (candidate, baseline):
+    from perfgate.host.conditions import QUIET
+    from perfgate.measuring.judge import RERUN_QUIET
+    from perfgate.measuring.metrics import paired_ratios
+    from perfgate.measuring.starts import quiet_pairs
+    from perfgate.record import PAIR_DISTURBED
+
+    # the start pairs measured on a busy host or a throttled GPU are left out (perfgate.measuring.starts.quiet_pairs)
+    quiet_c, quiet_b, left_out = quiet_pairs(candidate, baseline)
+    if left_out and not quiet_c.starts:
+        return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, indistinct=True,
+                       properties={PAIR_DISTURBED: ",".join(map(str, left_out))},
+                       message=f"{what}: undecided: every start pair ({len(left_out)}) was measured disturbed; "
+                               f"{RERUN_QUIET}")
+    # the noise gate: on the pooled trials, or where busy pairs were left out on each quiet start's own trials (the
+    # pooled trials' spread would be the busy starts')
+    for m in (candidate, baseline) if not left_out else (*quiet_c.starts, *quiet_b.starts):
         noisy = _noisy(m, max_cv)
         if noisy:
             return Verdict(outcome=Outcome.INCONCLUSIVE, category=noisy.category,
                            message=f"{what} ({m.config_name}): {noisy.message}")
-    from perfgate.measuring.metrics import paired_ratios
-
-    pairs = paired_ratios(candidate, baseline)
+    pairs = paired_ratios(quiet_c, quiet_b)
     if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
-        return paired_verdict(candidate, baseline, pairs, confidence=confidence, what=what, min_effect=min_effect,
-                              plan=plan)
+        v = paired_verdict(quiet_c, quiet_b, pairs, confidence=confidence, what=what, min_effect=min_effect,
+                           plan=plan)
+        if not left_out:
+            return v
+        return replace(v, properties={**v.properties, PAIR_DISTURBED: ",".join(map(str, left_out))},
+                       message=f"{v.message} (start pair(s) {', '.join(map(str, left_out))} left out: measured "
+                               f"disturbed)")
+    busy = [f"{m.config_name} {m.host_state}" for m in (candidate, baseline)
+            if not m.starts and m.host_state not in ("", QUIET)]
     from perfgate.measuring.judge import decide
 
     ratio = candidate.tok_s.median / baseline.tok_s.median
@@ -213,6 +233,10 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     desc = (f"{what}: {candidate.tok_s.median:.1f} vs {baseline.tok_s.median:.1f} tok/s, ratio {ratio:.3f} "
             f"[{confidence:.0%} CI {lo:.3f}–{hi:.3f}]")
     outcome = outcome_of(decide(ratio, (lo, hi), higher_is_better=True, min_effect=min_effect), Claim.FASTER)
+    if busy and outcome in (Outcome.PASS, Outcome.FAIL):  # a change on a busy host decides nothing
+        would = "faster" if outcome is Outcome.PASS else "slower"
+        return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True,
+                       message=f"{desc}: would be {would}, but {'; '.join(busy)}; {RERUN_QUIET}")
     if outcome is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props)
     if outcome is Outcome.FAIL:
