@@ -22,7 +22,8 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
            "PAIR_ORDER", "PAIR_DISTURBED",
-           "CANDIDATE", "CANDIDATE_PREFIX"]
+           "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
+           "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL"]
 
 
 @dataclass(frozen=True)
@@ -111,11 +112,26 @@ PAIR_DISTURBED = "pair_disturbed"
 CANDIDATE = "candidate"
 CANDIDATE_PREFIX = "candidate."
 
+# ------------------------------------------------------------------ TTFT probes and modes (perfgate.measuring.probes)
+#: the TTFT probes the record's measurement sent and measured (every start's together)
+TTFT_PROBES = "ttft_probes"
+#: the start's TTFT from its probes (perfgate.measuring.modes.start_estimate; over starts, the median of the starts')
+TTFT_PROBE_MS = "ttft_probe_ms"
+#: probes that failed (written only when some did; the probes stop at the first)
+TTFT_PROBE_FAILURES = "ttft_probe_failures"
+#: the modes of the probes' TTFTs, ``28.2 ms 55% | 45.7 ms 45%`` (perfgate.measuring.modes.find_modes), and whether
+#: there are more than one; written when there were enough probes to judge (perfgate.measuring.modes.MIN_SAMPLES)
+TTFT_MODES = "ttft_modes"
+TTFT_MULTIMODAL = "ttft_multimodal"
+#: the same of the trials' inter-token latencies, pooled over the start (what its ITL p99 is the tail of)
+ITL_MODES = "itl_modes"
+ITL_MULTIMODAL = "itl_multimodal"
+
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    CANDIDATE,
+    CANDIDATE, TTFT_MODES, ITL_MODES,
 })
 
 

@@ -97,6 +97,10 @@ def test_good_profile(project):
     (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nwarmup = 1.5"), "workload.warmup", "an integer"),
     (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nrequests_per_trial = true"),
      "workload.requests_per_trial", "an integer"),
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nttft_probes = -1"),
+     "workload.ttft_probes", "an integer >= 0 (TTFT probes per server start"),
+    (lambda t: t.replace("max_new_tokens = 32", "max_new_tokens = 32\nttft_probes = 36.5"),
+     "workload.ttft_probes", "an integer >= 0"),
     # a mode's workload overrides follow the same rules, when the profile loads
     (lambda t: t.replace("[modes.baseline]", "[modes.baseline]\nworkload = { trials = 0 }"),
      "modes.baseline.workload.trials", "an integer >= 1"),
@@ -349,3 +353,11 @@ def test_every_backend_the_log_rules_and_the_trace_name_is_a_variants_backend():
         assert group == "allreduce" and family in TRACE_FAMILIES
     vs = load_variants(ROOT / "baselines" / "variants.toml")
     assert all(v.backend is None or isinstance(v.backend, Backend) for v in vs.variants.values())
+
+
+def test_ttft_probes_default_to_36_and_the_workload_sets_them(project):
+    from perfgate.profiles import DEFAULT_TTFT_PROBES
+
+    assert load_profile(write(project, GOOD)).workload.ttft_probes == DEFAULT_TTFT_PROBES == 36
+    text = GOOD.replace("max_new_tokens = 32", "max_new_tokens = 32\nttft_probes = 0")
+    assert load_profile(write(project, text)).workload.ttft_probes == 0

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from perfgate.client import RequestOutput
+from perfgate.measuring.probes import PROBED_METRIC, Probes
 
 # the metrics a record can be judged on (their names, directions and units) are the record's vocabulary:
 # perfgate.record is their one home, below both the profile (its limits) and the measuring code
@@ -189,13 +190,25 @@ class Measurement:
     #: ``disturbed: <why>``; "" not watched, or a pool of starts, whose own are in ``starts``)
     host_state: str = ""
 
+    #: the start's TTFT probes (perfgate.measuring.probes; over starts, every start's pooled); None: none were sent
+    probes: Probes | None = None
+    #: the trials' inter-token latencies in ms, in time order, thinned to at most 2000 a start (their modes:
+    #: perfgate.measuring.probes.mode_properties); over starts, every start's
+    itl_sample: tuple[float, ...] = ()
+
     def start_values(self, metric: str) -> tuple[float, ...]:
-        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start)."""
-        if not self.starts:
-            s = self.stat(metric)
-            return () if s is None else (s.median,)
+        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start). TTFT's
+        (:data:`perfgate.measuring.probes.PROBED_METRIC`) is each start's probe estimate where every start has
+        probes (:attr:`perfgate.measuring.probes.Probes.estimate`): what a paired comparison judges."""
+        per = self.starts or (self,)
+        probed = metric == PROBED_METRIC and all(m.probes is not None and m.probes.n for m in per)
         out = []
-        for m in self.starts:
+        for m in per:
+            if probed and m.probes is not None:
+                v = m.probes.estimate
+                if v is not None:
+                    out.append(v)
+                continue
             s = m.stat(metric)
             if s is not None:
                 out.append(s.median)

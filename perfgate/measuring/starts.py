@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
+from perfgate.measuring.probes import pool
 from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
 
 __all__ = ["combine", "quiet_pairs", "start_stats", "start_properties"]
@@ -34,6 +35,8 @@ def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Me
         s = pooled.stat(name)
         meds = [st.median for x in per_start if (st := x.stat(name)) is not None]
         over[name] = replace(s, median=statistics.median(meds)) if s is not None and meds else s
+    pooled = replace(pooled, probes=pool([x.probes for x in per_start]),
+                     itl_sample=tuple(v for x in per_start for v in x.itl_sample))
     # METRICS names exactly Measurement's Stat | None fields; mypy cannot see a dict's keys as those fields
     return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]  # (see above)
 

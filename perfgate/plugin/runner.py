@@ -117,6 +117,10 @@ class PerfRun(Checks):
         if m.failures:
             self.record(prefix + "failed_requests", m.failures)
         self.record(prefix + "cached_tokens", m.cached_tokens)
+        from perfgate.measuring.probes import mode_properties
+
+        for k, v in mode_properties(m).items():  # ttft_probes, ttft_modes, itl_modes, ...
+            self.record(prefix + k, v)
         if not prefix:
             from perfgate.measuring.starts import start_properties
 

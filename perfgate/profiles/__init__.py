@@ -94,6 +94,12 @@ class Mode:
         return bool(self.flags.get(SPEC_FLAG))
 
 
+#: TTFT probes per server start when the profile names none: 36 in 6 blocks at the default 5 trials, enough that a
+#: start's probe TTFT moves about 1 % on one level (benchmarks/ttft_modes.py) and that two levels are found with their
+#: locations (perfgate.measuring.modes needs 20 values; a level of 10 % is 4 probes)
+DEFAULT_TTFT_PROBES = 36
+
+
 @dataclass(frozen=True, kw_only=True)
 class Workload:
     """What is sent to the server and how often."""
@@ -119,6 +125,10 @@ class Workload:
     #: seconds the starts added to undecided comparisons may take in one session (--perfgate-max-time overrides;
     #: 0: no limit but max_starts)
     max_time_s: float = 0.0
+    #: TTFT probes per server start: prefill-only requests (a prompt of the set, 1 token out) sent one at a time in
+    #: blocks before each trial and after the last (perfgate.procedure.closed); the start's TTFT comes from them
+    #: (perfgate.measuring.probes; 0: none, the trials' TTFT as before). docs/measurement.md "TTFT probes and modes"
+    ttft_probes: int = DEFAULT_TTFT_PROBES
 
     @property
     def per_trial(self) -> int:

@@ -15,6 +15,8 @@ from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.kinds import PROFILE, figure_of, in_matrix
 from perfgate.record import (
     DIRECTION,
+    ITL_MODES,
+    ITL_MULTIMODAL,
     LIMIT,
     METRIC,
     PAIR_CI_HIGH,
@@ -23,6 +25,9 @@ from perfgate.record import (
     PAIR_N,
     PAIR_RATIO,
     TOLERANCE,
+    TTFT_MODES,
+    TTFT_MULTIMODAL,
+    TTFT_PROBES,
 )
 
 if TYPE_CHECKING:
@@ -160,6 +165,10 @@ def record_detail(props: dict[str, str]) -> str:
     state = props.get(HOST_STATE, "")
     if state and state != QUIET:  # a busy host or a throttled GPU (perfgate.host.conditions): said, never hidden
         parts.append(f"{state} (re-run quiet)")
+    for what, flag, modes, n in (("TTFT", TTFT_MULTIMODAL, TTFT_MODES, TTFT_PROBES),
+                                 ("ITL", ITL_MULTIMODAL, ITL_MODES, "")):  # perfgate.measuring.probes
+        if props.get(flag) == "true":  # named, never averaged: the modes and their shares
+            parts.append(f"{what} multi-modal{f' over {props[n]} probes' if props.get(n) else ''}: {props[modes]}")
     levels = sorted((int(m.group(1)), v) for k, s in props.items()
                     if (m := _LEVEL.match(k)) and (v := _num(s)) is not None)
     if levels:

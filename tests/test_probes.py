@@ -1,0 +1,113 @@
+"""TTFT probes (perfgate.measuring.probes): spread in blocks through a start, pooled over starts, the start's TTFT
+for the paired judge and the records, and the mode properties a record carries (unit: measurements built here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from statistics import NormalDist
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfgate.measuring.judge import Sequential
+from perfgate.measuring.metrics import Measurement, Trial, summarize
+from perfgate.measuring.probes import Probes, block_sizes, itl_sample, mode_properties, pool
+from perfgate.measuring.stackpair import pair_judgements, stack_pair_verdict
+from perfgate.measuring.starts import combine, start_properties
+from perfgate.record import TEXT_PROPERTIES, TTFT_MODES
+
+
+def _levels(n_fast: int, n_slow: int, fast: float = 28.0, slow: float = 45.0) -> tuple[float, ...]:
+    z = lambda n: [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]  # noqa: E731
+    return tuple([fast * math.exp(0.03 * q) for q in z(n_fast)] + [slow * math.exp(0.03 * q) for q in z(n_slow)])
+
+
+def _start(name: str, probes: tuple[float, ...] | None, *, trial_ttft: float = 45.0, tok_s: float = 100.0,
+           itls: tuple[float, ...] = ()) -> Measurement:
+    m = summarize(config_key=name, config_name=name, outputs=((1, 2, 3),), trials=[
+        Trial(tok_s=tok_s * f, output_tok_s=tok_s * f, ttft_ms=trial_ttft, itl_ms=10.0, accept_len=None,
+              completion_tokens=100, failures=0) for f in (0.999, 1.0, 1.001)])
+    return replace(m, probes=None if probes is None else Probes(ttft_ms=probes, blocks=6), itl_sample=itls)
+
+
+@given(st.integers(min_value=0, max_value=500), st.integers(min_value=0, max_value=30))
+def test_blocks_split_the_probes_evenly_before_each_trial_and_after_the_last(total: int, trials: int) -> None:
+    sizes = block_sizes(total, trials)
+    assert len(sizes) == trials + 1 and sum(sizes) == total and max(sizes) - min(sizes) <= 1
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_the_default_is_36_in_6_blocks() -> None:
+    from perfgate.profiles import DEFAULT_TTFT_PROBES
+
+    assert block_sizes(DEFAULT_TTFT_PROBES, 5) == [6] * 6
+
+
+def test_a_bimodal_start_reads_its_lower_mode_and_says_so() -> None:
+    m = _start("a", _levels(12, 24))
+    (v,) = m.start_values("ttft_ms")
+    assert v == pytest.approx(28.0, rel=0.01)  # the probes, not the trials' 45 ms
+    assert m.stat("ttft_ms") is not None and m.stat("ttft_ms").median == 45.0  # type: ignore[union-attr]
+    props = mode_properties(m)
+    assert props["ttft_probes"] == 36 and props["ttft_multimodal"] is True
+    assert props["ttft_probe_ms"] == pytest.approx(28.0, rel=0.01)
+    assert props[TTFT_MODES] == "28 ms 33% | 45 ms 67%" and TTFT_MODES in TEXT_PROPERTIES
+    assert "itl_modes" not in props and "ttft_probe_failures" not in props
+
+
+def test_without_probes_the_trials_ttft_is_the_starts() -> None:
+    m = _start("a", None, trial_ttft=45.0)
+    assert m.start_values("ttft_ms") == (45.0,) and mode_properties(m) == {}
+
+
+def test_too_few_probes_name_no_modes_and_failures_are_counted() -> None:
+    m = replace(_start("a", _levels(5, 5)), probes=Probes(ttft_ms=_levels(5, 5), blocks=2, failures=1))
+    props = mode_properties(m)
+    assert props["ttft_probes"] == 10 and props["ttft_probe_failures"] == 1
+    assert "ttft_modes" not in props and "ttft_multimodal" not in props
+
+
+def test_the_itl_modes_are_the_pooled_itls() -> None:
+    itls = tuple(10.0 * math.exp(0.02 * NormalDist().inv_cdf((i + 0.5) / 300)) for i in range(300))
+    props = mode_properties(_start("a", None, itls=itls + tuple(x * 1.5 for x in itls[:100])))
+    assert props["itl_multimodal"] is True and str(props["itl_modes"]).count("|") == 1
+    assert mode_properties(_start("a", None, itls=itls))["itl_multimodal"] is False
+    assert len(itl_sample(list(range(10_000)))) == 2000
+
+
+def test_starts_pool_their_probes_and_each_start_keeps_its_estimate() -> None:
+    a, b = _start("a", _levels(12, 24)), _start("a", _levels(30, 6, fast=29.0))
+    m = combine([a, b])
+    assert m.probes is not None and m.probes.n == 72 and m.probes.blocks == 12
+    assert list(m.start_values("ttft_ms")) == pytest.approx([28.0, 29.0], rel=0.01)
+    assert str(start_properties(m)["start_values.ttft_ms"]).startswith("28")
+    assert mode_properties(m)["ttft_probe_ms"] == pytest.approx(28.5, rel=0.01)  # the median of the starts'
+    # a start without probes: every start's trials then (no mixing of the two statistics in one series)
+    mixed = combine([a, _start("a", None, trial_ttft=44.0)])
+    assert mixed.probes is None and mixed.start_values("ttft_ms") == (45.0, 44.0)
+    assert pool([]) is None and pool([a.probes]) is a.probes
+
+
+def test_the_stack_pair_judges_ttft_on_the_probes() -> None:
+    """Identical arms on a host that flips: the trials' TTFT reads 28 on one arm's starts and 45 on the other's
+    (x1.6), the probes' lower mode 28 on both: the pair's TTFT ratio is 1."""
+    cur = combine([_start("cur", _levels(24, 12), trial_ttft=t) for t in (28.0, 28.0, 28.0)])
+    cand = combine([_start("cand", _levels(8, 28), trial_ttft=t) for t in (45.0, 45.0, 45.0)])
+    js = pair_judgements(cand, cur, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=6),
+                         prior_cv=lambda metric: 0.01)
+    assert js["ttft_ms"].ratio == pytest.approx(1.0, abs=1e-9)
+    v = stack_pair_verdict(cand, cur, mode="baseline", spec="s", confidence=0.95,
+                           plan=Sequential(first_pairs=1, max_pairs=6), prior_cv=lambda metric: 0.01)
+    assert v.properties["pair.ttft_ms.decision"] != "regressed"
+    # the trials' TTFT alone (no probes) calls the identical candidate 60 % slower
+    bare = combine([replace(s, probes=None) for s in cand.starts])
+    js = pair_judgements(bare, combine([replace(s, probes=None) for s in cur.starts]), confidence=0.95,
+                         plan=Sequential(first_pairs=1, max_pairs=6), prior_cv=lambda metric: 0.01)
+    assert js["ttft_ms"].ratio == pytest.approx(45 / 28) and str(js["ttft_ms"].decision) == "regressed"
+    # a delay on every request moves the lower mode in full
+    slow = combine([_start("cand", tuple(x + 2.8 for x in _levels(8, 28))) for _ in range(3)])
+    js = pair_judgements(slow, cur, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=6),
+                         prior_cv=lambda metric: 0.01)
+    assert js["ttft_ms"].ratio == pytest.approx(30.8 / 28.0, rel=0.01) and str(js["ttft_ms"].decision) == "regressed"

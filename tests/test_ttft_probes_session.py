@@ -1,0 +1,30 @@
+"""TTFT probes in a session (process tier: pytester runs of the suite against the simulated server): a start whose
+host flips between two prefill levels (PERFGATE_SIM_TTFT_MODES, seeded) carries its probes, the two modes and the
+lower mode's TTFT in its record, and says so on its terminal line. Structure, not time: the levels' factor is 2.5,
+so no runner's load merges them, and the seed fixes which prefill steps are at which level."""
+
+from __future__ import annotations
+
+from tests.test_measurement import make_project, records, run
+
+
+def test_a_start_on_a_host_that_flips_names_its_two_ttft_modes(pytester, monkeypatch):
+    monkeypatch.setenv("PERFGATE_SIM_TTFT_MODES", "1.0,2.5/6")
+    monkeypatch.setenv("PERFGATE_SIM_START_SEED", "3")
+    prof = make_project(pytester, workload="ttft_probes = 30")
+    r = run(pytester, prof, "-m", "baseline", "-k", "decode_floor")
+    rec = records(pytester)["test_decode_floor[m:baseline]"]
+    assert rec["ttft_probes"] == "30" and "ttft_probe_failures" not in rec
+    assert rec["ttft_multimodal"] == "true" and rec["ttft_modes"].count(" | ") == 1, rec.get("ttft_modes")
+    low, high = (float(part.split(" ms ")[0]) for part in rec["ttft_modes"].split(" | "))
+    assert high / low > 1.8  # the levels' 2.5, less the client's fixed part
+    assert abs(float(rec["ttft_probe_ms"]) / low - 1) < 0.001  # the start's TTFT: the lower mode (4 digits shown)
+    assert rec["itl_multimodal"] == "false"  # decode untouched by the prefill levels
+    r.stdout.fnmatch_lines(["*baseline floor*TTFT multi-modal over 30 probes: * ms *% | * ms *%*"])
+
+
+def test_probes_off_leave_the_record_as_before(pytester):
+    prof = make_project(pytester, workload="ttft_probes = 0")
+    run(pytester, prof, "-m", "baseline", "-k", "decode_floor")
+    rec = records(pytester)["test_decode_floor[m:baseline]"]
+    assert "ttft_probes" not in rec and "ttft_modes" not in rec and float(rec["ttft_ms"]) > 0
