@@ -83,11 +83,11 @@ if TYPE_CHECKING:  # the same names, typed, for a user's type checker (the packa
     from perfgate.categories import Category, Outcome
     from perfgate.errors import PerfgateError, ProfileNotFound, ProfileSchemaError, ServerError
     from perfgate.measuring.metrics import METRICS, Measurement, Metric, Stat
+    from perfgate.measuring.micro import MicroCase
     from perfgate.measuring.trace import StepProfile
     from perfgate.measuring.verdict import Verdict
     from perfgate.plugin.api import Measure, PerfCheck, PerfServer
     from perfgate.plugin.compare import BaselineServer, PerfCompare
-    from perfgate.measuring.micro import MicroCase
     from perfgate.plugin.stackpair import CandidateServer
     from perfgate.profiles import Floor, Profile, Workload
     from perfgate.profiles.load import load_profile

@@ -125,6 +125,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     ``--perfgate-starts N`` (N >= 2) on a launched server, the search on each of N server starts, each a new
     process with its own warm-up (:class:`~perfgate.measuring.goodputfloor.AcrossStarts`); a start whose sender fell
     behind ends them (its answer rests on the client)."""
+    from perfgate.plugin.pool import ServerFailed
     from perfgate.plugin.say import say
     from perfgate.plugin.starts import ServerStarts
 
@@ -133,14 +134,20 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     st = perf.state
     n = 1 if perf.servers.attached else max(1, st.settings.starts)
     searches: list[Search] = []
-    config, rates = _open_loop(perf, case, slo, w)
+    config = st.config_for(case)
     starts = ServerStarts(st)
+    scale = 1.0
     for k in range(n):
-        if k:
-            starts.measured()  # the start just searched is measured: fresh() stops it
-            starts.fresh(config)
-            config, rates = _open_loop(perf, case, slo, w)  # a new server: its own warm-up, the same seeds per rate
-        found = search(rates, slo, trials=w.trials)
+        def one(cfg: ServerConfig) -> Search:  # a start: its own warm-up, the same seeds per rate
+            nonlocal scale
+            _, rates = _open_loop(perf, case, slo, w)
+            scale = rates.scale
+            return search(rates, slo, trials=w.trials)
+
+        # the first search on the server running (the record's own), each further one on a new start; a failed start
+        # concludes the record (_open_loop)
+        found = starts.measure(config, one, note=n > 1, restart=k > 0)
+        assert not isinstance(found, ServerFailed)
         searches.append(found)
         if n > 1:
             from perfgate.measuring.goodputfloor import interval_text
@@ -148,9 +155,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
             say(perf.item.config, f"perfgate: {perf.item.name}: start {k + 1} of {n}: goodput {interval_text(found)}")
         if found.inconclusive is not None:
             break
-    if n > 1:
-        starts.measured()
-    return Goodput(mode=case.mode, slo=slo, search=searches[0], trials=w.trials, time_scale=rates.scale,
+    return Goodput(mode=case.mode, slo=slo, search=searches[0], trials=w.trials, time_scale=scale,
                    across=AcrossStarts(searches=tuple(searches)) if n > 1 else None)
 
 

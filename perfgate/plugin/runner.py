@@ -216,9 +216,6 @@ class PerfRun(Checks):
         in the order of the pair's number (perfgate.measuring.order.in_pair_order: the pair after ``n`` pairs is
         number ``n``, as given when even, reversed when odd: A B, B A, A B ...); None when :meth:`no_more_starts`
         says why not, or a start failed."""
-        from functools import partial
-
-        from perfgate.measuring.order import in_pair_order
         from perfgate.measuring.starts import combine
         from perfgate.plugin.starts import ServerStarts
 
@@ -232,9 +229,11 @@ class PerfRun(Checks):
             starts.measured()
         pair = max(len(m.starts) or 1 for m in measured)  # the pairs so far: this one's number, 0-based
         pooled_of: dict[int, Measurement] = {}
-        for m, case, config, workload, mkey in in_pair_order(hows, pair):
-            st.selected_configs.setdefault(config.key, config)  # named in the summary's starts line
-            one = starts.measure(config, partial(self._measure_config, case, workload=workload), added=True)
+        for h in hows:
+            st.selected_configs.setdefault(h[2].key, h[2])  # named in the summary's starts line
+        for how, one in starts.round(hows, pair, lambda h: h[2],
+                                     lambda h, c: self._measure_config(h[1], c, workload=h[3]), added=True):
+            m, case, config, workload, mkey = how
             if isinstance(one, ServerFailed):
                 self.servers.fail(config, one)
                 return None

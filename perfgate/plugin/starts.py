@@ -17,8 +17,9 @@ spread (:func:`perfgate.measuring.starts.start_properties`). pytest's item order
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfgate.kinds import Compares, compares_of
 from perfgate.measuring.metrics import Measurement
@@ -29,6 +30,9 @@ from perfgate.record import Case, case_of
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
     from perfgate.profiles.config import ServerConfig
+
+T = TypeVar("T")
+Item = TypeVar("Item")
 
 __all__ = ["ServerStarts", "note_comparison", "note_comparisons",
            "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
@@ -100,9 +104,10 @@ def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
 class ServerStarts:
     """The session's server starts, one step at a time: the pool that starts them, the ledger that counts those
     measured (so that a start is measured once), and the time budget of starts added while a comparison is
-    undecided (``--perfgate-max-starts``, ``--perfgate-max-time``). The three loops over starts use it:
-    :func:`measure_interleaved` (``--perfgate-starts N``), ``PerfRun.more_starts`` (pairs added while undecided)
-    and ``measure_goodput`` (a search per start)."""
+    undecided (``--perfgate-max-starts``, ``--perfgate-max-time``). Every loop over starts is its :meth:`round`
+    (one start of each item in the pair's order) and :meth:`measure` (one start): :func:`measure_interleaved`
+    (``--perfgate-starts N``: N rounds), ``PerfRun.more_starts`` (one round added while undecided) and
+    ``measure_goodput`` (a search per start)."""
 
     def __init__(self, st: PerfgateState) -> None:
         self._st = st
@@ -128,22 +133,36 @@ class ServerStarts:
         if launched is not None:
             self._st.ledger.note_measured_start(launched.starts)
 
-    def measure(self, cfg: ServerConfig, measure_one: Callable[[ServerConfig], Measurement], *,
-                added: bool = False) -> Measurement | ServerFailed:
-        """A new start of ``cfg`` (:meth:`fresh`) measured by ``measure_one`` and noted measured; the pool's
-        failure where the start or its measurement failed. ``added``: a start added while undecided, whose time
-        counts against ``--perfgate-max-time``."""
+    def measure(self, cfg: ServerConfig, measure_one: Callable[[ServerConfig], T], *, added: bool = False,
+                note: bool = True, restart: bool = True) -> T | ServerFailed:
+        """A new start of ``cfg`` (:meth:`fresh`; without ``restart`` whatever server of ``cfg`` runs) measured by
+        ``measure_one`` (a measurement, or a goodput search) and, with ``note``, noted measured; the pool's failure
+        where the start or its measurement failed. ``added``: a start added while undecided, whose time counts
+        against ``--perfgate-max-time``."""
         t0 = time.monotonic()
-        self.fresh(cfg)
+        if restart:
+            self.fresh(cfg)
         try:
-            m: Measurement | ServerFailed = measure_one(cfg)
+            m: T | ServerFailed = measure_one(cfg)
         except ServerFailed as e:
             m = e
         if added:
             self._st.added_start_s += time.monotonic() - t0
-        if not isinstance(m, ServerFailed):
+        if note and not isinstance(m, ServerFailed):
             self.measured()
         return m
+
+    def round(self, items: Sequence[Item], pair: int, config_of: Callable[[Item], ServerConfig],
+              measure_one: Callable[[Item, ServerConfig], T], *,
+              added: bool = False) -> Iterator[tuple[Item, T | ServerFailed]]:
+        """One round of starts, the loop every paired comparison takes over its starts: each of ``items`` (a
+        config, or what a record measured on one) started once in the order of pair number ``pair``
+        (perfgate.measuring.order.in_pair_order: as given when even, reversed when odd), measured by
+        ``measure_one`` (:meth:`measure`); yields each item with its measurement or failure, as it goes."""
+        from perfgate.measuring.order import in_pair_order
+
+        for item in in_pair_order(items, pair):
+            yield item, self.measure(config_of(item), partial(measure_one, item), added=added)
 
     def budget_spent(self, pairs: int) -> str:
         """Why no start pair may be added to a comparison of ``pairs`` pairs (empty: one may)."""
@@ -163,16 +182,12 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
     :func:`perfgate.measuring.order.in_pair_order`, so that a place in the pair favours neither arm), measure each
     start with ``measure_one`` and cache the pooled measurement in ``st.ledger``. A config whose start or
     measurement fails is handed to ``on_failure`` and not started again; the others go on."""
-    from perfgate.measuring.order import in_pair_order
-
     starts = ServerStarts(st)
     pool = starts.pool
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for pair in range(n):
-        for cfg in in_pair_order(configs, pair):
-            if pool.failure(cfg) is not None or st.ledger.measurement(key_of(cfg)) is not None:
-                continue
-            m = starts.measure(cfg, measure_one)
+        todo = [c for c in configs if pool.failure(c) is None and st.ledger.measurement(key_of(c)) is None]
+        for cfg, m in starts.round(todo, pair, lambda c: c, lambda _, c: measure_one(c)):
             if isinstance(m, ServerFailed):
                 on_failure(cfg, m)
                 continue
