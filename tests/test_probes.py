@@ -47,8 +47,9 @@ def test_the_default_is_36_in_6_blocks() -> None:
 
 def test_a_bimodal_start_reads_its_lower_mode_and_says_so() -> None:
     m = _start("a", _levels(12, 24))
-    (v,) = m.start_values("ttft_ms")
-    assert v == pytest.approx(28.0, rel=0.01)  # the probes, not the trials' 45 ms
+    (v,) = m.judged_values("ttft_ms")
+    assert v == pytest.approx(28.0, rel=0.01) and m.probed("ttft_ms")  # the probes, not the trials' 45 ms
+    assert m.start_values("ttft_ms") == (45.0,)  # the record's ttft_ms and its per-start values stay the trials'
     assert m.stat("ttft_ms") is not None and m.stat("ttft_ms").median == 45.0  # type: ignore[union-attr]
     props = mode_properties(m)
     assert props["ttft_probes"] == 36 and props["ttft_multimodal"] is True
@@ -59,7 +60,7 @@ def test_a_bimodal_start_reads_its_lower_mode_and_says_so() -> None:
 
 def test_without_probes_the_trials_ttft_is_the_starts() -> None:
     m = _start("a", None, trial_ttft=45.0)
-    assert m.start_values("ttft_ms") == (45.0,) and mode_properties(m) == {}
+    assert m.judged_values("ttft_ms") == (45.0,) and not m.probed("ttft_ms") and mode_properties(m) == {}
 
 
 def test_too_few_probes_name_no_modes_and_failures_are_counted() -> None:
@@ -81,12 +82,14 @@ def test_starts_pool_their_probes_and_each_start_keeps_its_estimate() -> None:
     a, b = _start("a", _levels(12, 24)), _start("a", _levels(30, 6, fast=29.0))
     m = combine([a, b])
     assert m.probes is not None and m.probes.n == 72 and m.probes.blocks == 12
-    assert list(m.start_values("ttft_ms")) == pytest.approx([28.0, 29.0], rel=0.01)
-    assert str(start_properties(m)["start_values.ttft_ms"]).startswith("28")
+    assert list(m.judged_values("ttft_ms")) == pytest.approx([28.0, 29.0], rel=0.01)
+    props = start_properties(m)
+    assert str(props["start_values.ttft_probe_ms"]).startswith("28") and props["start_values.ttft_ms"] == "45,45"
     assert mode_properties(m)["ttft_probe_ms"] == pytest.approx(28.5, rel=0.01)  # the median of the starts'
     # a start without probes: every start's trials then (no mixing of the two statistics in one series)
     mixed = combine([a, _start("a", None, trial_ttft=44.0)])
-    assert mixed.probes is None and mixed.start_values("ttft_ms") == (45.0, 44.0)
+    assert mixed.probes is None and mixed.judged_values("ttft_ms") == (45.0, 44.0)
+    assert "start_values.ttft_probe_ms" not in start_properties(mixed)
     assert pool([]) is None and pool([a.probes]) is a.probes
 
 
@@ -101,6 +104,8 @@ def test_the_stack_pair_judges_ttft_on_the_probes() -> None:
     v = stack_pair_verdict(cand, cur, mode="baseline", spec="s", confidence=0.95,
                            plan=Sequential(first_pairs=1, max_pairs=6), prior_cv=lambda metric: 0.01)
     assert v.properties["pair.ttft_ms.decision"] != "regressed"
+    assert "start_values.ttft_probe_ms" in v.properties and "candidate.start_values.ttft_probe_ms" in v.properties
+    assert "start_values.ttft_ms" not in v.properties  # the record's own (start_properties) is the trials'
     # the trials' TTFT alone (no probes) calls the identical candidate 60 % slower
     bare = combine([replace(s, probes=None) for s in cand.starts])
     js = pair_judgements(bare, combine([replace(s, probes=None) for s in cur.starts]), confidence=0.95,

@@ -197,22 +197,28 @@ class Measurement:
     itl_sample: tuple[float, ...] = ()
 
     def start_values(self, metric: str) -> tuple[float, ...]:
-        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start). TTFT's
-        (:data:`perfgate.measuring.probes.PROBED_METRIC`) is each start's probe estimate where every start has
-        probes (:attr:`perfgate.measuring.probes.Probes.estimate`): what a paired comparison judges."""
-        per = self.starts or (self,)
-        probed = metric == PROBED_METRIC and all(m.probes is not None and m.probes.n for m in per)
+        """The per-start medians of ``metric`` (one value, this measurement's median, for a single start)."""
+        if not self.starts:
+            s = self.stat(metric)
+            return () if s is None else (s.median,)
         out = []
-        for m in per:
-            if probed and m.probes is not None:
-                v = m.probes.estimate
-                if v is not None:
-                    out.append(v)
-                continue
+        for m in self.starts:
             s = m.stat(metric)
             if s is not None:
                 out.append(s.median)
         return tuple(out)
+
+    def probed(self, metric: str) -> bool:
+        """Whether ``metric``'s per-start values come from the probes in a paired comparison: TTFT
+        (:data:`perfgate.measuring.probes.PROBED_METRIC`) where every start has probes."""
+        return metric == PROBED_METRIC and all(m.probes is not None and m.probes.n for m in self.starts or (self,))
+
+    def judged_values(self, metric: str) -> tuple[float, ...]:
+        """The per-start values a paired comparison (the stack pair) judges: :meth:`start_values`, except TTFT's
+        where :meth:`probed`, each start's probe estimate (:attr:`perfgate.measuring.probes.Probes.estimate`)."""
+        if not self.probed(metric):
+            return self.start_values(metric)
+        return tuple(e for m in self.starts or (self,) if m.probes is not None and (e := m.probes.estimate) is not None)
 
     def stat(self, metric: str) -> Stat | None:
         """The statistics of one of :data:`METRICS` (``None`` when nothing was measured)."""

@@ -34,12 +34,13 @@ from perfgate.record import (
     PAIR_N,
     PAIR_RATIO,
     START_VALUES,
+    TTFT_PROBE_MS,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "pair_judgements", "stack_pair_verdict"]
+__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "stack_pair_verdict"]
 
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
@@ -50,11 +51,17 @@ PRIMARY = "tok_s"
 
 
 def start_values(m: Measurement, metric: str) -> list[float]:
-    """The per-start values of ``metric`` above zero (:meth:`Measurement.start_values`; the acceptance length is
-    no Stat)."""
+    """The per-start values of ``metric`` above zero that the pair judges (:meth:`Measurement.judged_values`: TTFT's
+    from the probes where every start has them; the acceptance length is no Stat)."""
     if metric == "accept_len":
         return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
-    return [v for v in m.start_values(metric) if v > 0]
+    return [v for v in m.judged_values(metric) if v > 0]
+
+
+def values_name(m: Measurement, metric: str) -> str:
+    """The name the record gives the per-start values of ``metric`` the pair judged: ``ttft_probe_ms`` for TTFT from
+    the probes (the record's ``start_values.ttft_ms`` stays the trials', as its ``ttft_ms``), else the metric's."""
+    return TTFT_PROBE_MS if m.probed(metric) else metric
 
 
 def pair_judgements(candidate: Measurement, current: Measurement, *, confidence: float, plan: Sequential,
@@ -124,8 +131,9 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         props[f"pair.{metric}.ci_high"] = mj.ci[1]
         props[f"pair.{metric}.decision"] = str(mj.decision)
         if len(all_current.starts) >= 2:  # every start's values, disturbed or not: the record's evidence
-            props[f"{START_VALUES}.{metric}"] = ",".join(f"{v:.6g}" for v in start_values(all_current, metric))
-            props[f"{CANDIDATE_PREFIX}{START_VALUES}.{metric}"] = ",".join(
+            props[f"{START_VALUES}.{values_name(all_current, metric)}"] = ",".join(
+                f"{v:.6g}" for v in start_values(all_current, metric))
+            props[f"{CANDIDATE_PREFIX}{START_VALUES}.{values_name(all_candidate, metric)}"] = ",".join(
                 f"{v:.6g}" for v in start_values(all_candidate, metric))
     desc = (f"stack-pair {mode}: candidate ({spec}) {candidate.tok_s.median:.1f} vs current "
             f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")

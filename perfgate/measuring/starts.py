@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
-from perfgate.measuring.probes import pool
-from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES
+from perfgate.measuring.probes import PROBED_METRIC, pool
+from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, TTFT_PROBE_MS
 
 __all__ = ["combine", "quiet_pairs", "start_stats", "start_properties"]
 
@@ -86,6 +86,8 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
         per_start = m.start_values(name)
         if len(per_start) >= 2:
             out[f"{START_VALUES}.{name}"] = _joined(per_start)
+    if m.probed(PROBED_METRIC):  # each start's TTFT from its probes (perfgate.measuring.probes)
+        out[f"{START_VALUES}.{TTFT_PROBE_MS}"] = _joined(m.judged_values(PROBED_METRIC))
     return out
 
 
