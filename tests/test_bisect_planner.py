@@ -114,6 +114,21 @@ def test_an_undecided_whole_set_or_a_current_that_does_not_start_stops():
     assert b.status == CURRENT_BROKEN and len(b.steps) == 1
 
 
+def test_an_undecided_half_is_said_and_the_search_goes_on_over_combinations():
+    # a small share on nccl (undecided alone) and the rest on flashinfer: neither half alone decides
+    def judge(pkgs: tuple[str, ...], role: str) -> StepResult:
+        s = set(pkgs)
+        if {"nccl", "flashinfer"} <= s:
+            return StepResult(decision=Decision.REGRESSED, ratio=0.95, ci=(0.94, 0.96), pairs=2, starts=4)
+        if "nccl" in s or "flashinfer" in s:
+            return StepResult(decision=Decision.UNDECIDED, ratio=0.99, ci=(0.98, 1.0), pairs=6, starts=12)
+        return StepResult(decision=Decision.SAME, ratio=1.0, ci=(0.998, 1.002), pairs=2, starts=4)
+
+    b = bisect(PKGS, judge)
+    assert b.status == FOUND and b.culprit == ("nccl", "flashinfer")
+    assert any("an undecided half" in n for n in b.notes), b.notes
+
+
 def test_each_set_is_judged_once():
     log: list[tuple[str, ...]] = []
     bisect(PKGS, judge_of(any_of([["torch", "sgl_kernel"], ["cuda", "flashinfer"]]), log=log))

@@ -14,9 +14,10 @@ step), :func:`bisect` finds the smallest set that carries what the whole set doe
 3. Where that is not sound: a confirmation that does not reproduce (the assumption failed), or a first half that
    neither carries it nor is the same (undecided, or it does not start alone), the search goes back to the last
    set measured to carry it and layers both halves, each alone. If neither carries it alone although both together
-   do (an interaction: two packages regress only together, or one needs the other to start), that is said
-   (:attr:`Bisection.notes`) and the search continues over combinations: which of the first half are needed with
-   the whole second half layered, then which of the second with those.
+   do (an interaction: two packages regress only together, or one needs the other to start; or a half undecided
+   alone), that is said (:attr:`Bisection.notes`) and the search continues over combinations: which of the first
+   half are needed with the whole second half layered, then which of the second with those. Whatever is named
+   the culprit has been measured to carry it, layered alone over the current stack.
 4. A step that does not start (its category, e.g. ``missing-dependency``) is a finding, never the tool's crash: it
    is neither the regression nor the same; the search goes on as in 3.
 
@@ -203,12 +204,12 @@ class _Search:
             if self.bad(rr):
                 s, measured, inferred = right, right, False
                 continue
-            if Decision.UNDECIDED in (rl.decision, rr.decision):
-                raise _Stop(UNDECIDED)
+            undecided = Decision.UNDECIDED in (rl.decision, rr.decision)
             self.notes.append(
                 f"halving is not sound at {', '.join(s)}" + with_ctx + f": {', '.join(left)} alone is "
-                f"{rl.label}, {', '.join(right)} alone is {rr.label}, together {self.target}: an interaction; "
-                f"testing combinations")
+                f"{rl.label}, {', '.join(right)} alone is {rr.label}, together {self.target}: "
+                + ("an undecided half (too small a share of it to decide alone, or an interaction)" if undecided
+                   else "an interaction") + "; testing combinations")
             need_left = self.locate(left, ctx + right, infer=infer)
             need_right = self.locate(right, ctx + need_left, infer=infer)
             return self.sort(need_left + need_right)
