@@ -93,7 +93,7 @@ def test_a_combination_that_does_not_import_is_a_finding_with_its_category(pytes
     assert any("fails (missing-dependency): a finding" in n for n in b["notes"])
     step = ET.parse(out / f"step-{failed[0]['step']}.xml").getroot()
     props = {p.get("name"): p.get("value") for p in step.iter("property")}
-    assert props["category"] == "missing-dependency" and "undefined symbol" in props["reason"]
+    assert props["category"] == "missing-dependency" and "undefined symbol" in str(props["reason"])
 
 
 def test_an_upgrade_with_no_regression_ends_at_the_first_step(pytester, monkeypatch):
