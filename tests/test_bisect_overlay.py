@@ -86,3 +86,20 @@ def test_a_top_level_module_and_a_used_overlay_folder(sites, tmp_path):
         build_overlay(out, [dists["six"]], dists)
     with pytest.raises(ConfigError, match="not a package folder; fix:"):
         read_dists([tmp_path / "nowhere"])
+
+
+def test_a_steps_candidate_arm_on_real_environments_is_the_overlay_first_on_the_current_pythonpath(sites, tmp_path):
+    from perfgate.cli.bisect import site_arms
+
+    cur, cand = sites
+    arms = site_arms([str(cur)], [str(cand)], "/opt/sgl-old:/opt/sgl", python="/venv/bin/python")
+    assert arms.kind == "env" and arms.packages == ("flashinfer-python", "nvidia-nccl-cu12", "torch", "xgrammar")
+    assert arms.change("xgrammar") == "xgrammar (absent) -> 0.1.25"
+    assert any("outlines 0.1.0 -> (absent): an overlay cannot remove a package" in n for n in arms.notes)
+    spec = arms.spec(("torch",), tmp_path / "step-2")
+    overlay = (tmp_path / "step-2" / "overlay").resolve()
+    assert spec == f"python=/venv/bin/python,env.PYTHONPATH={overlay}:/opt/sgl-old:/opt/sgl"
+    assert sorted(p.name for p in overlay.iterdir()) == ["functorch", "torch", "torch-2.10.0.dist-info"]
+    from perfgate.profiles.settings import parse_candidate
+
+    assert dict(parse_candidate(spec).env)["PYTHONPATH"].startswith(str(overlay))  # the plugin reads it back
