@@ -90,7 +90,7 @@ def sim_arms(sim_hardware: Path, current_overrides: str, candidate: str) -> Arms
 def site_arms(current: Sequence[str], candidate: Sequence[str], pythonpath: str, python: str = "") -> Arms:
     """Real environments: the packages of ``current`` and ``candidate`` folders (first wins); a step's arm is the
     current environment with an overlay folder of the step's candidate packages first on ``PYTHONPATH``."""
-    from perfgate.stack.overlay import build_overlay, changed_packages, read_dists
+    from perfgate.stack.overlay import build_overlay, changed_packages, normalize, read_dists
 
     cur, cand = read_dists(current), read_dists(candidate)
     changes: dict[str, tuple[str | None, str | None]] = {}
@@ -101,8 +101,6 @@ def site_arms(current: Sequence[str], candidate: Sequence[str], pythonpath: str,
             notes.append(f"{c.text()}: an overlay cannot remove a package; left out of the search")
             continue
         changes[c.name] = (c.current, c.candidate)
-        from perfgate.stack.overlay import normalize
-
         by_name[c.name] = cand[normalize(c.name)]
         if by_name[c.name].pth:
             notes.append(f"{c.name} installs {', '.join(by_name[c.name].pth)}: .pth files are not read on "
