@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from perfgate.measuring.modes import Modes, find_modes, start_estimate, thin
 from perfgate.record import (
@@ -30,10 +30,20 @@ from perfgate.record import (
     TTFT_PROBES,
 )
 
-if TYPE_CHECKING:
-    from perfgate.measuring.metrics import Measurement
 
-__all__ = ["ITL_SAMPLE_MAX", "PROBED_METRIC", "Probes", "block_sizes", "mode_properties", "pool", "itl_sample"]
+class Probed(Protocol):
+    """What :func:`mode_properties` reads of a measurement (perfgate.measuring.metrics.Measurement is one; a
+    protocol, so that this module, which the measurement's module imports, imports nothing of it)."""
+
+    @property
+    def probes(self) -> Probes | None: ...
+
+    @property
+    def itl_sample(self) -> tuple[float, ...]: ...
+
+
+__all__ = ["ITL_SAMPLE_MAX", "PROBED_METRIC", "Probed", "Probes", "block_sizes", "mode_properties", "pool",
+           "itl_sample"]
 
 #: the metric whose per-start value comes from the probes where a start has them (Measurement.start_values)
 PROBED_METRIC = "ttft_ms"
@@ -97,7 +107,7 @@ def itl_sample(itls_ms: Sequence[float]) -> tuple[float, ...]:
     return tuple(thin(itls_ms, ITL_SAMPLE_MAX))
 
 
-def mode_properties(m: Measurement) -> dict[str, object]:
+def mode_properties(m: Probed) -> dict[str, object]:
     """The record's probe and mode properties (perfgate.record): ``ttft_probes``, ``ttft_probe_ms``,
     ``ttft_probe_failures`` where some failed, and where there were enough values to judge
     (:data:`perfgate.measuring.modes.MIN_SAMPLES`) ``ttft_modes`` and ``ttft_multimodal``; ``itl_modes`` and
