@@ -2,9 +2,15 @@
 stack-pair records, simulated servers): a slowdown planted in one package's version (PERFGATE_SIM_PACKAGE_COST,
 perfgate.sim.packages) is found among six changed packages in about log2(6) steps; two packages that regress
 only together are found as a pair; a combination that does not import is a finding with its category; an upgrade
-with no regression ends at the first step. Structure only: which packages, decisions, categories, the step count
-and the records; the planted slowdowns (10 %) are 20 times the judge's practical floor, and the steps are decided
-on decode tok/s (``--metric tok_s``) so that a loaded runner's tail latency cannot decide a step."""
+with no regression ends at the first step. The planted slowdowns (10 %) are 20 times the judge's practical floor,
+and the steps are decided on decode tok/s (``--metric tok_s``) so that a loaded runner's tail latency cannot
+decide a step.
+
+Which steps are taken follows from each step's decision, and a step whose packages change nothing is ``same``
+only as long as the runner's load leaves the simulated servers' timing alone: on a loaded runner such a step
+came out ``undecided`` and the search took more steps. So the tests that assert decisions and step counts are
+the ``timing`` tier (serially, .ci/nightly); the PR gate keeps what no load can change: a combination that does
+not import fails its step with its category, and the usage errors."""
 
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ def _bisect_record(out):
     return cases, {p.get("name"): p.get("value") for p in cases["bisect"].iter("property")}
 
 
+@pytest.mark.timing
 def test_a_culprit_planted_among_six_changed_packages_is_found_in_about_log2_steps(pytester, monkeypatch):
     monkeypatch.setenv(PACKAGE_COST_ENV, "flashinfer=0.7.3:0.9")
     r, b, out = _bisect(pytester, monkeypatch, SIX, "--max-starts", "4")
@@ -66,6 +73,7 @@ def test_a_culprit_planted_among_six_changed_packages_is_found_in_about_log2_ste
     assert all((out / f"step-{s['step']}.xml").is_file() for s in b["steps"])
 
 
+@pytest.mark.timing
 def test_two_packages_that_regress_only_together_are_found_as_a_pair(pytester, monkeypatch):
     monkeypatch.setenv(PACKAGE_COST_ENV, "torch=2.10.0+nccl=2.28.3:0.9")
     # every half measured (--no-infer): the whole, each half alone, then the combinations
@@ -85,8 +93,8 @@ def test_a_combination_that_does_not_import_is_a_finding_with_its_category(pytes
     # the candidate's sgl_kernel was built against its torch: layered over the current torch, SGLang does not import
     monkeypatch.setenv(PACKAGE_COST_ENV, "flashinfer=0.7.3:0.9;sgl_kernel=0.4.10+torch=2.9.1:incompatible")
     r, b, out = _bisect(pytester, monkeypatch, SIX, "--max-starts", "4")
-    assert r.ret == 0, r.stdout.str() + r.stderr.str()
-    assert b["status"] == "found" and b["culprit"] == ["flashinfer"]
+    # whichever way the halves are decided, a step holds sgl_kernel without torch (the second half, or a part of it)
+    assert r.ret in (0, 3), r.stdout.str() + r.stderr.str()
     failed = [s for s in b["steps"] if s["decision"].startswith("fails")]
     assert failed and all("sgl_kernel" in s["packages"] and "torch" not in s["packages"] for s in failed)
     assert failed[0]["decision"] == "fails: missing-dependency"
@@ -96,6 +104,7 @@ def test_a_combination_that_does_not_import_is_a_finding_with_its_category(pytes
     assert props["category"] == "missing-dependency" and "undefined symbol" in str(props["reason"])
 
 
+@pytest.mark.timing
 def test_an_upgrade_with_no_regression_ends_at_the_first_step(pytester, monkeypatch):
     r, b, out = _bisect(pytester, monkeypatch, SIX)
     assert r.ret == 0, r.stdout.str() + r.stderr.str()
@@ -104,6 +113,7 @@ def test_an_upgrade_with_no_regression_ends_at_the_first_step(pytester, monkeypa
     assert _bisect_record(out)[1]["outcome"] == "pass"
 
 
+@pytest.mark.timing
 def test_the_budget_stops_the_search_and_says_what_is_known(pytester, monkeypatch):
     monkeypatch.setenv(PACKAGE_COST_ENV, "flashinfer=0.7.3:0.9")
     # a step takes up to 8 starts: after two steps the budget cannot hold a third
