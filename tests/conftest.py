@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests  # noqa: F401  (urllib3 binds a socket when first imported, to probe IPv6: here, not in a unit test)
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100, print_blob=True,

@@ -70,7 +70,9 @@ def test_a_regression_in_the_history_still_lets_a_3pct_regression_block(
         assert "left out" in out or "set aside" in out
 
 
-_hsettings = settings(max_examples=25, deadline=None)
+# derandomized: the same seeds every run (random noise with a detector of steps and outliers in it: a test of
+# statistics, decided once, not again by each CI run)
+_hsettings = settings(max_examples=25, deadline=None, derandomize=True)
 
 
 @_hsettings

@@ -47,7 +47,9 @@ def test_two_separated_levels_are_found_with_their_locations_and_weights(n: int,
     assert start_estimate(xs) == a.location  # the lower mode, whatever its share
 
 
-@settings(max_examples=5)
+# derandomized: the same five seeds every run (a rate of 1.6 % over 80 samples passes the 5 % bar but for about 1 %
+# of seeds; a random seed would fail CI that often with no fault)
+@settings(max_examples=5, derandomize=True)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), n=st.sampled_from([20, 36, 50, 100, 200]))
 def test_random_unimodal_samples_are_rarely_called_multimodal(seed: int, n: int) -> None:
     """The false rate on random normal and lognormal samples, 40 of each kind per example: at most 5 % (measured
@@ -58,7 +60,7 @@ def test_random_unimodal_samples_are_rarely_called_multimodal(seed: int, n: int)
     assert called / 80 <= 0.05
 
 
-@settings(max_examples=5)
+@settings(max_examples=5, derandomize=True)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), n=st.sampled_from([20, 36, 100]),
        weight=st.sampled_from([0.2, 0.5, 0.8]))
 def test_random_two_level_samples_are_found(seed: int, n: int, weight: float) -> None:
