@@ -330,6 +330,8 @@ class Watch:
 
     def __init__(self, period_s: float = SAMPLE_S) -> None:
         self.period_s = period_s
+        #: what :meth:`stop` found (None: not stopped, or never started)
+        self.conditions: Conditions | None = None
         self._start: CpuSample | None = None
         self._gpu: list[GpuSample] = []
         self._stop = threading.Event()
@@ -357,4 +359,11 @@ class Watch:
         load = None
         with contextlib.suppress(OSError, AttributeError):
             load = os.getloadavg()[0]
-        return conditions(self._start, end, self._gpu, cpus=os.cpu_count(), load_1m=load)
+        self.conditions = conditions(self._start, end, self._gpu, cpus=os.cpu_count(), load_1m=load)
+        return self.conditions
+
+    @property
+    def state(self) -> str:
+        """``quiet`` or ``disturbed: <why>`` once stopped; "" before, or when never started (a measurement's
+        ``host_state``)."""
+        return self.conditions.state() if self.conditions is not None else ""

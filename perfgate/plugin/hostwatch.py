@@ -17,37 +17,25 @@ from perfgate.host.conditions import Conditions, Watch, combine, watch_enabled
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
 
-__all__ = ["Watched", "watched", "conditions_of"]
+__all__ = ["watched", "conditions_of"]
 
 #: config key -> the conditions of each of its measured starts, in this session (this worker)
 _SEEN = pytest.StashKey["dict[str, list[Conditions]]"]()
 
 
-class Watched:
-    """What :func:`watched` saw: the block's conditions once it ends (None: not watched)."""
-
-    conditions: Conditions | None = None
-
-    @property
-    def state(self) -> str:
-        """``quiet``, ``disturbed: <why>``, or "" when not watched (a measurement's ``host_state``)."""
-        return self.conditions.state() if self.conditions is not None else ""
-
-
 @contextmanager
-def watched(st: PerfgateState, config_key: str) -> Iterator[Watched]:
-    """Watch the measurement inside the block and keep its conditions under the config (not with
-    ``PERFGATE_HOST_WATCH=off``); the :class:`Watched` it yields holds them once the block ends."""
-    seen = Watched()
+def watched(st: PerfgateState, config_key: str) -> Iterator[Watch]:
+    """Watch the measurement inside the block and keep its conditions under the config; the :class:`Watch` it
+    yields holds them once the block ends (never started with ``PERFGATE_HOST_WATCH=off``: its state is "")."""
+    watch = Watch()
     if not watch_enabled():
-        yield seen
+        yield watch
         return
-    watch = Watch().start()
+    watch.start()
     try:
-        yield seen
+        yield watch
     finally:
-        seen.conditions = watch.stop()
-        st.config.stash.setdefault(_SEEN, {}).setdefault(config_key, []).append(seen.conditions)
+        st.config.stash.setdefault(_SEEN, {}).setdefault(config_key, []).append(watch.stop())
 
 
 def conditions_of(st: PerfgateState, config_keys: Iterable[str]) -> Conditions | None:

@@ -35,7 +35,7 @@ T = TypeVar("T")
 Item = TypeVar("Item")
 
 __all__ = ["ServerStarts", "note_comparison", "note_comparisons",
-           "compared_configs", "group_of", "group_for", "measure_interleaved", "label", "starts_line"]
+           "compared_configs", "group_of", "group_for", "measure_interleaved"]
 
 
 def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:
@@ -195,23 +195,3 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
     for cfg in configs:
         if pool.failure(cfg) is None and st.ledger.measurement(key_of(cfg)) is None and per[cfg.key]:
             st.ledger.note_measurement(key_of(cfg), combine(per[cfg.key], confidence=confidence))
-
-
-def label(config: ServerConfig) -> str:
-    """A config's name, with ``@candidate`` for a stack-pair's candidate arm."""
-    return config.name + ("@candidate" if dict(config.engine_options).get("arm") else "")
-
-
-def starts_line(st: PerfgateState) -> str:
-    """The terminal summary's line of server starts per config (empty when every config started once)."""
-    m = pool_of(st).launched
-    if m is None or len(m.started_configs) == len(set(m.started_configs)) and st.settings.starts == 1:
-        return ""
-    counts: dict[str, int] = {}
-    for k in m.started_configs:
-        counts[k] = counts.get(k, 0) + 1
-    names = {k: label(c) for k, c in st.selected_configs.items()}
-    how = f"--perfgate-starts {st.settings.starts}" if st.settings.starts_from == "option" else \
-        f"[workload] starts = {st.settings.starts}" if st.settings.starts_from == "profile" else "one start each"
-    return (f"perfgate: server starts per config ({how}): "
-            + ", ".join(f"{names.get(k, k)} {n}" for k, n in counts.items()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from perfgate.plugin.pool import Attacher, pool_of
-from perfgate.report.terminal import matrix_lines, profile_lines, record_lines
+from perfgate.report.terminal import matrix_lines, profile_lines, record_lines, starts_line
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
@@ -24,10 +24,9 @@ def summary(tr: Any, st: PerfgateState, *, worker: bool) -> None:
     m = pool.launched
     if m is not None:
         tr.write_line(f"perfgate: {m.starts} server start(s) for {len(set(m.started_configs))} distinct config(s)")
-        from perfgate.plugin.starts import starts_line
-
-        if starts_line(st):
-            tr.write_line(starts_line(st))
+        line = starts_line(m.started_configs, st.selected_configs, st.settings)
+        if line:
+            tr.write_line(line)
     elif pool.attached:
         tr.write_line(f"perfgate: 0 server start(s): attached to {st.settings.url}")
     elif st.selected_configs and not worker:

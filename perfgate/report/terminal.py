@@ -31,9 +31,14 @@ from perfgate.record import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from perfgate.profiles.config import ServerConfig
+    from perfgate.profiles.settings import Settings
     from perfgate.report.records import Record
 
-__all__ = ["COMPARISONS", "interval_cell", "matrix_lines", "profile_lines", "record_detail", "record_lines"]
+__all__ = ["COMPARISONS", "interval_cell", "matrix_lines", "profile_lines", "record_detail", "record_lines",
+           "starts_line"]
 
 
 def _records(stats: dict[str, list[Any]]) -> list[Record]:
@@ -242,3 +247,18 @@ def profile_lines(stats: dict[str, list[Any]]) -> list[str]:
         out.append("  " + "  ".join(c.ljust(w) if i in (0, 1, 6) else c.rjust(w) for i, (c, w) in
                                     enumerate(zip(r, widths))))
     return out
+
+
+def starts_line(started: Sequence[str], configs: Mapping[str, ServerConfig], s: Settings) -> str:
+    """The line of server starts per config (``started``: the config key of every start, in order; ``configs``: the
+    session's by key, a candidate arm's named ``@candidate``); empty when every config started once."""
+    if len(started) == len(set(started)) and s.starts == 1:
+        return ""
+    counts: dict[str, int] = {}
+    for k in started:
+        counts[k] = counts.get(k, 0) + 1
+    names = {k: c.name + ("@candidate" if dict(c.engine_options).get("arm") else "") for k, c in configs.items()}
+    how = f"--perfgate-starts {s.starts}" if s.starts_from == "option" else \
+        f"[workload] starts = {s.starts}" if s.starts_from == "profile" else "one start each"
+    return (f"perfgate: server starts per config ({how}): "
+            + ", ".join(f"{names.get(k, k)} {n}" for k, n in counts.items()))
