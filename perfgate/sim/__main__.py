@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from perfgate.errors import ProfileSchemaError
 from perfgate.sim.args import SIM_FAULTS, SglangArgError, build_parser, parse_argv
@@ -107,22 +108,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad_machine = check_machine_name(machine)
     if bad_machine:
         return _usage_error(version, f"argument --sim-machine: {bad_machine}")
-    try:
-        scale = parse_scale(parsed.sim.get("sim_scale") or env.get(SCALE_ENV))
-    except ValueError as e:
-        return _usage_error(version, f"argument --sim-scale: {e}")
-    try:
-        step_sd = parse_step_sd(parsed.sim.get("sim_step_sd") or env.get(STEP_SD_ENV))
-    except ValueError as e:
-        return _usage_error(version, f"argument --sim-step-sd: {e}")
-    try:
-        ttft_modes = parse_ttft_modes(parsed.sim.get("sim_ttft_modes") or env.get(TTFT_MODES_ENV))
-    except ValueError as e:
-        return _usage_error(version, f"argument --sim-ttft-modes: {e}")
-    try:
-        prefill_delay_ms = parse_prefill_delay_ms(parsed.sim.get("sim_prefill_delay_ms") or env.get(PREFILL_DELAY_ENV))
-    except ValueError as e:
-        return _usage_error(version, f"argument --sim-prefill-delay-ms: {e}")
+    numbers: dict[str, Any] = {}
+    for dest, env_name, parse in (("sim_scale", SCALE_ENV, parse_scale), ("sim_step_sd", STEP_SD_ENV, parse_step_sd),
+                                  ("sim_ttft_modes", TTFT_MODES_ENV, parse_ttft_modes),
+                                  ("sim_prefill_delay_ms", PREFILL_DELAY_ENV, parse_prefill_delay_ms)):
+        try:
+            numbers[dest] = parse(parsed.sim.get(dest) or env.get(env_name))
+        except ValueError as e:
+            return _usage_error(version, f"argument --{dest.replace('_', '-')}: {e}")
+    scale, step_sd = numbers["sim_scale"], numbers["sim_step_sd"]
+    ttft_modes, prefill_delay_ms = numbers["sim_ttft_modes"], numbers["sim_prefill_delay_ms"]
     try:  # a cost planted in a package's version, or packages that do not import together (perfgate.sim.packages)
         effects = parse_package_costs(parsed.sim.get("sim_package_cost") or env.get(PACKAGE_COST_ENV))
     except ValueError as e:

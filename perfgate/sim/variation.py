@@ -114,32 +114,30 @@ def start_jitter(seed: int | str | None, machine: str = REFERENCE) -> float:
     return math.exp(START_SD * z)
 
 
-def parse_scale(text: str | None) -> float:
-    """``PERFGATE_SIM_SCALE`` as a number > 0 (empty: 1.0); raises ValueError naming the variable and the fix."""
+def _number(env: str, text: str | None, default: float, ok: Callable[[float], bool], expected: str, fix: str) -> float:
+    """``text`` (env ``env``'s value or its option's) as a number ``ok`` accepts (empty: ``default``); raises
+    ValueError naming the variable, what it expects and the fix."""
     if text is None or not str(text).strip():
-        return 1.0
+        return default
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{SCALE_ENV}={text!r}: expected a speed multiplier > 0; fix: e.g. {SCALE_ENV}=0.99 "
-                         f"for a 1 % slower simulated server, or unset it")
+    if not ok(value):
+        raise ValueError(f"{env}={text!r}: expected {expected}; fix: e.g. {env}={fix}, or unset it")
     return value
+
+
+def parse_scale(text: str | None) -> float:
+    """``PERFGATE_SIM_SCALE`` as a number > 0 (empty: 1.0); raises ValueError naming the variable and the fix."""
+    return _number(SCALE_ENV, text, 1.0, lambda x: x > 0 and math.isfinite(x), "a speed multiplier > 0",
+                   "0.99 for a 1 % slower simulated server")
 
 
 def parse_step_sd(text: str | None) -> float:
     """``PERFGATE_SIM_STEP_SD`` as a number in [0, 1) (empty: 0); raises ValueError naming the variable and the fix."""
-    if text is None or not str(text).strip():
-        return 0.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0.0 <= value < 1.0):
-        raise ValueError(f"{STEP_SD_ENV}={text!r}: expected the sd of a step's log duration in [0, 1); fix: e.g. "
-                         f"{STEP_SD_ENV}=0.05 for 5 % step-to-step noise, or unset it")
-    return value
+    return _number(STEP_SD_ENV, text, 0.0, lambda x: 0.0 <= x < 1.0, "the sd of a step's log duration in [0, 1)",
+                   "0.05 for 5 % step-to-step noise")
 
 
 def step_noise(sd: float, seed: int | str | None, machine: str = REFERENCE) -> Callable[[], float]:
@@ -182,16 +180,8 @@ def parse_ttft_modes(text: str | None) -> TtftModes | None:
 def parse_prefill_delay_ms(text: str | None) -> float:
     """``PERFGATE_SIM_PREFILL_DELAY_MS`` as milliseconds >= 0 (empty: 0); raises ValueError naming the variable and
     the fix."""
-    if text is None or not str(text).strip():
-        return 0.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (0.0 <= value < math.inf):
-        raise ValueError(f"{PREFILL_DELAY_ENV}={text!r}: expected milliseconds >= 0 added to every prefill step; fix: "
-                         f"e.g. {PREFILL_DELAY_ENV}=2.8 for a TTFT about 10 % longer at 28 ms, or unset it")
-    return value
+    return _number(PREFILL_DELAY_ENV, text, 0.0, lambda x: 0.0 <= x < math.inf,
+                   "milliseconds >= 0 added to every prefill step", "2.8 for a TTFT about 10 % longer at 28 ms")
 
 
 def prefill_levels(modes: TtftModes | None, seed: int | str | None, machine: str = REFERENCE) -> Callable[[], float]:
