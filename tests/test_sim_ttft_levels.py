@@ -21,8 +21,7 @@ from perfgate.sim.variation import (
     parse_ttft_modes,
     prefill_levels,
 )
-
-TP8 = {"tp-size": 8, "mem-fraction-static": 0.88, "cuda-graph-max-bs-decode": 128}
+from tests.test_sim_variation import TP8, _Clock
 
 
 def test_ttft_modes_parse_and_default_off() -> None:
@@ -69,17 +68,6 @@ def test_levels_are_seeded_and_stay_dwell_steps_on_average(seed: int, dwell: flo
 def test_no_modes_is_always_one() -> None:
     f = prefill_levels(None, 1)
     assert {f() for _ in range(10)} == {1.0}
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, dt: float) -> None:
-        self.now += max(0.0, dt)
 
 
 def _ttft_and_decode(**kw: object) -> tuple[list[float], list[float]]:
