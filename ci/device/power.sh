@@ -5,8 +5,12 @@
 # call; each later call on the same warm machine attaches and waits, like session.sh. Every session starts with
 # one start per arm and adds interleaved start pairs while the paired judge is undecided
 # (--perfgate-max-starts, --perfgate-max-time).
-# Usage: ci/device/power.sh BUNDLE OUT WAIT_S [US ...]   (US: the candidates' delays in microseconds; 0 = A/A)
-#   default US: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
+# Usage: ci/device/power.sh BUNDLE OUT WAIT_S [DELAY ...]   (one session per DELAY, in order)
+#   DELAY: N   a GPU-side delay of N microseconds per decode step (PERFGATE_INJECT_GPU_US); 0 = A/A
+#          pMS a host-side delay of MS milliseconds before each request's prefill (PERFGATE_INJECT_PREFILL_MS):
+#              a TTFT-only slowdown (issue 40: p2.8 is ~10 % of an H200's ~28 ms batch-1 TTFT probe)
+#   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
+#   the latency issue's runs: 0 p2.8 100   (SELECT_K=baseline by default: the -k of the stack-pair records; MAX_STARTS, MAX_TIME)
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
 US=${*:-600 100 0}
@@ -28,8 +32,9 @@ else
     echo "cd $S/repo; export PYTHONPATH=/tmp/sgl:/tmp/pg:$S/repo PYTHONUNBUFFERED=1"
     echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
     for us in $US; do
-      cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.PERFGATE_INJECT_GPU_US=$us"
-      echo "python3 -m pytest perftests/ -m stack_pair -k baseline --perfgate-profile $PROFILE --perfgate-starts 1 \
+      case $us in p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;; *) var=PERFGATE_INJECT_GPU_US; val=$us ;; esac
+      cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
+      echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts 1 \
 --perfgate-max-starts ${MAX_STARTS:-6} --perfgate-max-time ${MAX_TIME:-480} --perfgate-candidate '$cand' \
 --perfgate-crosscheck off --junitxml=$S/out/paired-$us.xml --perfgate-log-dir $S/out/logs-$us -p no:cacheprovider \
 -rA > $S/out/pytest-$us.log 2>&1; echo \$? > $S/out/rc-$us"
