@@ -17,6 +17,12 @@
 #   GATE=reports  instead of the paired run: the matrix (SELECT, e.g. '-m "baseline or backends"') on the older
 #               release, then on the newer, each a session of its own, then `perfgate gate old.xml new.xml`
 #               (OUT/gate.txt; the call's exit is the gate's once both ran); run 2026-12-04, docs/gate.md
+#   GATE=bisect  instead of the paired run: `perfgate bisect` from the older release to the newer (issue 38
+#               item 4; docs/bisect.md) with a known slowdown planted in the candidate's own copy of one package
+#               that differs (PLANT=flashinfer, PLANT_US=300: flashinfer/__init__.py, which SGLang's sampler imports
+#               in the scheduler process, spins the GPU PLANT_US microseconds before every CUDA graph replay, as
+#               ci/device/inject does; PLANT= plants nothing); BISECT_ARGS more `perfgate bisect` options
+#               (default --mode baseline --starts 1 --max-starts 4); OUT/bisect.txt, OUT/bisect.xml, OUT/steps.tgz
 #
 # The two bundles do not fit one call together (64 MiB with the working tree): carry each in its own call,
 # chained on the same warm machine, with the same command line. A call installs the bundles it carries
@@ -147,6 +153,51 @@ if [ "${GATE:-paired}" = reports ]; then
   echo "== perfgate gate old.xml new.xml: exit $rc"; head -60 "$OUT/gate.txt"
   tar czf "$OUT/logs.tgz" -C /tmp "$(basename "$S")-old/out/logs" "$(basename "$S")-new/out/logs" 2>/dev/null
   exit $rc
+fi
+
+if [ "${GATE:-paired}" = bisect ]; then
+  D=$S-bisect
+  plant_in=$NEW_PATH/${PLANT-flashinfer}/__init__.py
+  if [ -n "${PLANT-flashinfer}" ] && ! grep -q "perfgate plant" "$plant_in" 2>/dev/null; then
+    [ -f "$plant_in" ] || { echo "upgrade: PLANT=$PLANT: no $plant_in; fix: name a package folder of $NEW_PATH"; exit 1; }
+    cat >> "$plant_in" <<EOF
+
+# perfgate plant (ci/device/upgrade.sh GATE=bisect): a known slowdown in this copy of the package, issue 38 item 4
+import torch as _pg_torch
+if not getattr(_pg_torch.cuda.CUDAGraph.replay, "perfgate_plant", False):
+    _pg_replay = _pg_torch.cuda.CUDAGraph.replay
+    def _pg_slow_replay(self):
+        _pg_torch.cuda._sleep(int(${PLANT_US:-300} * 1980))
+        _pg_replay(self)
+    _pg_slow_replay.perfgate_plant = True
+    _pg_torch.cuda.CUDAGraph.replay = _pg_slow_replay
+EOF
+    echo "== planted: ${PLANT_US:-300} us a CUDA graph replay in $plant_in (the candidate's copy only)"
+  fi
+  if [ ! -f "$D/pid" ]; then
+    rm -rf "$D"; mkdir -p "$D/repo"; date -u +%T > "$D/started"
+    tar --exclude='./.device-bundle*' --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$D/repo"
+    cur_sites=$(echo "$OLD_PATH" | tr ':' '\n' | sed 's/^/--current-site /' | tr '\n' ' ')
+    cat > "$D/run.sh" <<EOF
+cd $D/repo; export PYTHONPATH=$OLD_PATH:/tmp/pg:$D/repo PYTHONUNBUFFERED=1
+python3 -m perfgate.cli bisect --profile baselines/$PROFILE.toml $cur_sites --candidate-site $NEW_PATH \
+  --out $D/out ${BISECT_ARGS:---mode baseline --starts 1 --max-starts 4} --pytest-args "--perfgate-crosscheck off" \
+  > $D/bisect.txt 2>&1; echo \$? > $D/rc
+EOF
+    setsid bash "$D/run.sh" < /dev/null > /dev/null 2>&1 &
+    echo $! > "$D/pid"
+    echo "== STARTED perfgate bisect ($(date -u +%T)):"; sed -n 2,3p "$D/run.sh" | cut -c1-400
+  else
+    echo "== ATTACHED to the bisect started $(cat "$D/started")"
+  fi
+  while [ ! -f "$D/rc" ] && [ $(( $(date +%s) - t_call )) -lt "$WAIT_S" ]; do
+    sleep 30; echo "  [$(( $(date +%s) - t_call )) s] $(grep -E "^step|perfgate bisect" "$D/bisect.txt" 2>/dev/null | tail -1 | cut -c1-200)"
+  done
+  cp "$D/bisect.txt" "$OUT/" 2>/dev/null
+  (cd "$D" && tar czf "$OUT/steps.tgz" out 2>/dev/null)
+  tail -40 "$OUT/bisect.txt" 2>/dev/null
+  [ -f "$D/rc" ] || { echo "== the bisect is still running: call again (carry nothing)"; exit 0; }
+  echo "== perfgate bisect: exit $(cat "$D/rc")"; exit "$(cat "$D/rc")"
 fi
 
 echo "== session $S: $PROFILE, $SELECT, $STARTS start(s) per arm and mode (at most $MAX_STARTS while undecided$([ -n "${MAX_TIME:-}" ] && echo ", added ones within $MAX_TIME s")), candidate $CAND"
