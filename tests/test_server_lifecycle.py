@@ -135,6 +135,28 @@ def test_manager_keeps_one_server_and_starts_each_config_once(tmp_path):
         mgr.stop()
 
 
+def test_co_resident_manager_keeps_two_servers_up_and_stops_the_oldest(tmp_path):
+    """``resident=2`` (co-resident arms): a second config starts beside the first, both answer, asking for the
+    first again starts nothing; a third stops the oldest; stop() takes every one down (no process left)."""
+    mgr = ServerManager(engine_for=lambda c: ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=lambda c: 30,
+                        resident=2)
+    try:
+        a = mgr.ensure(cfg("a"))
+        b = mgr.ensure(cfg("b"))
+        assert a.port != b.port and port_answers("127.0.0.1", a.port) and port_answers("127.0.0.1", b.port)
+        assert mgr.running() == [a, b] and mgr.current is b
+        assert mgr.ensure(cfg("a")) is a and mgr.current is a and mgr.running() == [b, a] and mgr.starts == 2
+        c = mgr.ensure(cfg("c"))  # a third: the oldest kept (b) stops
+        assert_gone(b.pgid)
+        assert mgr.running() == [a, c] and mgr.starts == 3
+        groups = [s.pgid for s in mgr.running()]
+    finally:
+        mgr.stop()
+    assert mgr.running() == []
+    for g in groups:
+        assert_gone(g)
+
+
 def test_the_pool_remembers_a_failed_start_and_never_launches_it_again(tmp_path):
     """The manager raises a failed start's error; the session's pool (perfgate.plugin.pool) is what remembers
     the config failed: asked again, it answers the same verdict without a second launch."""

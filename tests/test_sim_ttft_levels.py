@@ -107,3 +107,23 @@ def test_a_bad_value_is_caught_before_a_session_starts_a_server() -> None:
     assert env_problem({"PERFGATE_SIM_TTFT_MODES": "1.0,1.6/12", "PERFGATE_SIM_PREFILL_DELAY_MS": "2.8"}) is None
     assert "PERFGATE_SIM_TTFT_MODES='1.6'" in (env_problem({"PERFGATE_SIM_TTFT_MODES": "1.6"}) or "")
     assert "PERFGATE_SIM_PREFILL_DELAY_MS='-1'" in (env_problem({"PERFGATE_SIM_PREFILL_DELAY_MS": "-1"}) or "")
+
+
+def test_host_levels_by_the_clock_are_shared_by_every_server_of_the_machine() -> None:
+    """``/DWELLs``: the level is the host's at a moment, whatever the start's seed (co-resident arms share it)."""
+    modes = parse_ttft_modes("1.0,1.6/20s")
+    assert modes == TtftModes(levels=(1.0, 1.6), dwell=20.0, clock=True)
+    clock = [1000.0]
+    a = prefill_levels(modes, 1, speedup=4.0, now=lambda: clock[0])
+    b = prefill_levels(modes, 2, speedup=4.0, now=lambda: clock[0])
+    seen = []
+    for t in range(400):  # 400 moments 1.25 s apart: 5 simulated seconds each at speed-up 4, 100 windows
+        clock[0] = 1000.0 + 1.25 * t
+        fa = a()
+        assert fa == b() and fa == a()  # the same level for both servers, and unchanged within the moment
+        seen.append(fa)
+    assert set(seen) == {1.0, 1.6}
+    assert all(seen[i] == seen[i - i % 4] for i in range(len(seen)))  # one level per 20 simulated seconds
+    assert 0.3 < seen.count(1.6) / len(seen) < 0.7
+    with pytest.raises(ValueError, match=r"PERFGATE_SIM_TTFT_MODES=.*fix: e\.g\."):
+        parse_ttft_modes("1.0,1.6/0.5s")

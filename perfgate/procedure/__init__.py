@@ -6,6 +6,7 @@ Given a server's URL and a resolved :class:`perfgate.profiles.Workload` (and, un
 - :func:`perfgate.procedure.closed.run_trials`: the closed-loop trials of one config (the prefix cache
   flushed, the warm-up, each trial on unseen prompts after its own flush), summarized into a
   :class:`perfgate.measuring.metrics.Measurement`;
+- :func:`perfgate.procedure.closed.run_side_by_side`: the same trials on two co-resident servers, interleaved;
 - :func:`perfgate.procedure.closed.run_sweep`: the concurrency sweep on the same server;
 - :class:`perfgate.procedure.openloop.OpenLoop`: the trials of one open-loop rate (each on its own seeded
   schedule after a warm-up at that rate, the simulator at speed-up 1 while it runs), and one level judged with
@@ -19,8 +20,8 @@ and a callback where a failed request may mean the server died. The pytest layer
 perfgate.plugin.loadrun) and the benchmarks (benchmarks/after_load.py, benchmarks/goodput_level.py) call it.
 """
 
-from perfgate.procedure.closed import TrialsRun, run_sweep, run_trials
+from perfgate.procedure.closed import Arm, TrialsRun, run_side_by_side, run_sweep, run_trials
 from perfgate.procedure.openloop import PROMPT_BASE, OpenLoop, real_time, time_scale, warmed_offsets
 
-__all__ = ["run_trials", "run_sweep", "TrialsRun", "OpenLoop", "PROMPT_BASE", "real_time", "time_scale",
-           "warmed_offsets"]
+__all__ = ["run_trials", "run_side_by_side", "Arm", "run_sweep", "TrialsRun", "OpenLoop", "PROMPT_BASE",
+           "real_time", "time_scale", "warmed_offsets"]

@@ -7,10 +7,14 @@ sequence). The warm-up's prompts come after the trials' and before the sweep's, 
 Between the trials go the TTFT probes (perfgate.measuring.probes): ``w.ttft_probes`` prefill-only requests (1 token
 out) sent one at a time, in a block before each trial and one after the last, so that the start's TTFT samples the
 whole start, not five moments of it; their prompts come after the sweep's, unseen like the others.
+
+Co-resident arms (two servers up at once on one machine) run side by side (:func:`run_side_by_side`): the same
+steps, the arms taking turns probe by probe and trial by trial, so both meet the host's state at the same moments.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -21,7 +25,7 @@ from perfgate.measuring.workload import load_prompts, requests_for
 if TYPE_CHECKING:
     from perfgate.profiles import Workload
 
-__all__ = ["TrialsRun", "run_trials", "run_sweep"]
+__all__ = ["Arm", "TrialsRun", "run_trials", "run_side_by_side", "run_sweep"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +35,18 @@ class TrialsRun:
 
     measurement: Measurement
     warmup_failed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arm:
+    """One running server a procedure measures: its URL, and what the Measurement carries of it (the config's key
+    and name, its start-up time and log)."""
+
+    url: str
+    config_key: str
+    config_name: str
+    startup_s: float | None = None
+    log_path: str = ""
 
 
 def run_trials(url: str, w: Workload, *, config_key: str, config_name: str, startup_s: float | None = None,
@@ -48,47 +64,97 @@ def run_trials(url: str, w: Workload, *, config_key: str, config_name: str, star
     (:func:`perfgate.measuring.probes.block_sizes`), one request at a time; a failed probe ends the probing (the
     trials say why), and none is sent after a failed warm-up or trial. The Measurement carries them
     (``probes``) and the trials' inter-token latencies (``itl_sample``)."""
-    from perfgate.client import flush_cache, run_batch  # looked up at call time (a test may replace them)
-
-    prompts = load_prompts(w.prompts)
-    flush_cache(url)
-    per = w.per_trial
-    trials: list[Trial] = []
-    outputs: dict[int, tuple[int, ...]] = {}
-    itls: list[float] = []
-    warmup_failed = False
-    if w.warmup:
-        outs, wall = run_batch(url, requests_for(w, prompts, w.warmup, offset=offset + w.trials * per),
-                               concurrency=min(w.concurrency, w.warmup), timeout_s=w.request_timeout_s)
-        if any(not o.success for o in outs):
-            trials.append(compute_trial(outs, wall))
-            warmup_failed = True
+    arm = Arm(url=url, config_key=config_key, config_name=config_name, startup_s=startup_s, log_path=log_path)
+    run = _Trials(arm, w, offset=offset)
     sizes = block_sizes(w.ttft_probes, w.trials)
-    probe = _Prober(url, w, prompts, at=offset + w.trials * per + w.warmup + 2 * sum(w.concurrency_sweep))
-    failed = warmup_failed
-    for t in range(0 if warmup_failed else w.trials):
-        probe(sizes[t])
-        flush_cache(url)
-        reqs = requests_for(w, prompts, per, offset=offset + t * per)
-        outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
-        trials.append(compute_trial(outs, wall))
-        for i, o in enumerate(outs):
-            idx = (offset + t * per + i) % len(prompts)
-            if o.success and idx not in outputs:
-                outputs[idx] = o.output_ids
-            if o.success:
-                itls.extend(x * 1000 for x in o.itl_s)
-        if any(not o.success for o in outs):
-            failed = True
+    for t in range(w.trials):
+        if run.failed:
             break
-    if not failed:
-        probe(sizes[-1])
-    m = summarize(config_key=config_key, config_name=config_name, trials=trials, confidence=w.confidence,
-                  outputs=tuple(outputs.get(i, ()) for i in range(len(prompts))), startup_s=startup_s,
-                  log_path=log_path, concurrency=w.concurrency)
-    m = replace(m, probes=probe.probes() if w.ttft_probes > 0 and not warmup_failed else None,
-                itl_sample=itl_sample(itls))
-    return TrialsRun(measurement=m, warmup_failed=warmup_failed)
+        run.probe(sizes[t])
+        run.trial(t)
+    run.probe(sizes[-1])
+    return run.finish()
+
+
+def run_side_by_side(arms: Sequence[Arm], w: Workload, *, offset: int = 0) -> list[TrialsRun]:
+    """The closed-loop trials of co-resident servers (both arms of a comparison running at once on one machine:
+    ``--perfgate-co-resident``), interleaved so that every arm meets the host's state at the same moments: each
+    arm's warm-up, then before each trial (and after the last) a probe block sent one request at a time, the arms
+    taking turns request by request (the first arm alternating), then the trial on each arm (the order alternating
+    trial by trial). Each arm's measurement is what :func:`run_trials` measures of it (the same prompts, trials,
+    probes and failure rules); an arm whose warm-up or trial failed stops, the others go on."""
+    runs = [_Trials(a, w, offset=offset) for a in arms]
+    sizes = block_sizes(w.ttft_probes, w.trials)
+
+    def probes(k: int) -> None:
+        for i in range(k):
+            for r in (runs if i % 2 == 0 else runs[::-1]):
+                r.probe(1, new_block=i == 0)
+
+    for t in range(w.trials):
+        if all(r.failed for r in runs):
+            break
+        probes(sizes[t])
+        for r in (runs if t % 2 == 0 else runs[::-1]):
+            if not r.failed:
+                r.trial(t)
+    probes(sizes[-1])
+    return [r.finish() for r in runs]
+
+
+class _Trials:
+    """One start's closed-loop trials, step by step: the flush and warm-up when made, then :meth:`probe` blocks and
+    :meth:`trial` s in the caller's order, then :meth:`finish`."""
+
+    def __init__(self, arm: Arm, w: Workload, *, offset: int) -> None:
+        from perfgate.client import flush_cache, run_batch  # looked up at call time (a test may replace them)
+
+        self.arm, self.w, self.offset = arm, w, offset
+        self.prompts = load_prompts(w.prompts)
+        self.trials: list[Trial] = []
+        self.outputs: dict[int, tuple[int, ...]] = {}
+        self.itls: list[float] = []
+        self.warmup_failed = self.failed = False
+        flush_cache(arm.url)
+        if w.warmup:
+            warm = requests_for(w, self.prompts, w.warmup, offset=offset + w.trials * w.per_trial)
+            outs, wall = run_batch(arm.url, warm, concurrency=min(w.concurrency, w.warmup),
+                                   timeout_s=w.request_timeout_s)
+            if any(not o.success for o in outs):
+                self.trials.append(compute_trial(outs, wall))
+                self.warmup_failed = self.failed = True
+        self._prober = _Prober(arm.url, w, self.prompts,
+                               at=offset + w.trials * w.per_trial + w.warmup + 2 * sum(w.concurrency_sweep))
+
+    def probe(self, k: int, *, new_block: bool = True) -> None:
+        if not self.failed:
+            self._prober(k, new_block=new_block)
+
+    def trial(self, t: int) -> None:
+        from perfgate.client import flush_cache, run_batch
+
+        w, url, per = self.w, self.arm.url, self.w.per_trial
+        flush_cache(url)
+        reqs = requests_for(w, self.prompts, per, offset=self.offset + t * per)
+        outs, wall = run_batch(url, reqs, concurrency=w.concurrency, timeout_s=w.request_timeout_s)
+        self.trials.append(compute_trial(outs, wall))
+        for i, o in enumerate(outs):
+            idx = (self.offset + t * per + i) % len(self.prompts)
+            if o.success and idx not in self.outputs:
+                self.outputs[idx] = o.output_ids
+            if o.success:
+                self.itls.extend(x * 1000 for x in o.itl_s)
+        if any(not o.success for o in outs):
+            self.failed = True
+
+    def finish(self) -> TrialsRun:
+        a, w = self.arm, self.w
+        m = summarize(config_key=a.config_key, config_name=a.config_name, trials=self.trials,
+                      confidence=w.confidence, outputs=tuple(self.outputs.get(i, ()) for i in range(len(self.prompts))),
+                      startup_s=a.startup_s, log_path=a.log_path, concurrency=w.concurrency)
+        m = replace(m, probes=self._prober.probes() if w.ttft_probes > 0 and not self.warmup_failed else None,
+                    itl_sample=itl_sample(self.itls))
+        return TrialsRun(measurement=m, warmup_failed=self.warmup_failed)
 
 
 class _Prober:
@@ -100,7 +166,7 @@ class _Prober:
         self.failures = 0
         self.blocks = 0
 
-    def __call__(self, k: int) -> None:
+    def __call__(self, k: int, *, new_block: bool = True) -> None:
         from perfgate.client import run_batch
 
         if k <= 0 or self.failures:
@@ -108,7 +174,7 @@ class _Prober:
         reqs = [replace(r, max_new_tokens=1) for r in requests_for(self.w, self.prompts, k, offset=self.at)]
         self.at += k
         outs, _ = run_batch(self.url, reqs, concurrency=1, timeout_s=self.w.request_timeout_s)
-        self.blocks += 1
+        self.blocks += new_block
         for o in outs:
             if o.success and o.ttft_s is not None:
                 self.ttft_ms.append(o.ttft_s * 1000)

@@ -1,4 +1,5 @@
-"""Which server runs: at most one live server per process, each distinct config started once.
+"""Which server runs: at most one live server per process (``resident`` of them for co-resident arms), each distinct
+config started once.
 
 A failed start raises its ServerError; which configs failed is the session's server pool's to remember
 (perfgate.plugin.pool), which never asks for a failed config again. A failed start whose GPU memory was not
@@ -20,7 +21,8 @@ from perfgate.serving.server import ProgressFn, Server
 
 @dataclass
 class ServerManager:
-    """At most one live server per process; each distinct config started once."""
+    """At most ``resident`` live servers per process (1 unless arms run side by side: ``--perfgate-co-resident``);
+    ``current`` is the latest asked for, ``others`` the ones kept running beside it."""
 
     engine_for: Callable[[ServerConfig], Engine]
     log_dir: Path
@@ -33,16 +35,32 @@ class ServerManager:
     logs: dict[str, str] = field(default_factory=dict)
     #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
     gpu_blocked: GpuMemoryNotReleased | None = None
+    #: how many servers may run at once (co-resident arms: 2)
+    resident: int = 1
+    #: the servers kept running beside ``current`` (oldest first; at most ``resident - 1``)
+    others: list[Server] = field(default_factory=list)
 
     def ensure(self, config: ServerConfig) -> Server:
-        """The running server for ``config``, starting it (and stopping another) if needed."""
+        """The running server for ``config``, starting it if needed: another one is stopped, or with ``resident`` > 1
+        kept running beside it (the oldest stopped beyond ``resident``)."""
+        kept = next((s for s in self.others if s.config.key == config.key), None)
+        if kept is not None:  # resident beside the current one: it becomes the current one
+            self.others.remove(kept)
+            if self.current is not None:
+                self.others.append(self.current)
+            self.current = kept
         if self.current is not None and self.current.config.key == config.key:
             if self.current.alive():
                 return self.current
             err = self.current._exited_error("while serving")
             self.stop()
             raise err
-        self.stop()
+        if self.resident > 1 and self.current is not None:
+            self.others.append(self.current)
+            self.current = None
+            while len(self.others) >= self.resident:
+                self.others.pop(0).stop()
+        self.stop_current()
         self._check_gpu_released()
         server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
                         startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
@@ -79,8 +97,21 @@ class ServerManager:
             self.gpu_blocked = err
             raise err
 
-    def stop(self) -> None:
-        """Tear down the current server, if any."""
+    def running(self) -> list[Server]:
+        """Every server running now: those kept beside the current one, then the current one."""
+        return [*self.others, *([self.current] if self.current is not None else [])]
+
+    def stop_current(self) -> None:
+        """Tear down the current server, if any (those kept beside it go on)."""
         server, self.current = self.current, None
         if server is not None:
             server.stop()
+
+    def stop(self) -> None:
+        """Tear down every running server."""
+        others, self.others = self.others, []
+        try:
+            self.stop_current()
+        finally:
+            for server in others:
+                server.stop()

@@ -145,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
              + (f", scale x{scale:g}" if scale != 1.0 else "")
              + (f" (package cost x{package_cost:g})" if package_cost != 1.0 else "")
              + (f", step noise sd {step_sd:.1%}" if step_sd else "")
-             + (f", prefill levels x{'/'.join(f'{x:g}' for x in ttft_modes.levels)} (mean stay {ttft_modes.dwell:g} "
-                f"prefills)" if ttft_modes else "")
+             + (f", prefill levels x{'/'.join(f'{x:g}' for x in ttft_modes.levels)} "
+                + (f"(the host's, a level per {ttft_modes.dwell:g} s)" if ttft_modes.clock
+                   else f"(mean stay {ttft_modes.dwell:g} prefills)") if ttft_modes else "")
              + (f", prefill delay {prefill_delay_ms:g} ms" if prefill_delay_ms else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
@@ -194,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         state.engine = EngineLoop(plan, log.line, seed=parsed.fields.get("random_seed"),
                                   speedup=float(parsed.sim.get("sim_speedup") or 1.0), speed=speed.speed,
                                   fault=fault, noise=step_noise(step_sd, start_seed, machine),
-                                  prefill_factor=prefill_levels(ttft_modes, start_seed, machine),
+                                  prefill_factor=prefill_levels(ttft_modes, start_seed, machine,
+                                                                speedup=float(parsed.sim.get("sim_speedup") or 1.0)),
                                   prefill_delay_s=prefill_delay_ms / 1000.0,
                                   fault_after=state.fault_after, on_crash=crash)
         state.engine.start()

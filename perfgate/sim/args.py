@@ -313,7 +313,8 @@ def build_parser(version: str, *, sim_options: bool = True) -> argparse.Argument
         g.add_argument("--sim-ttft-modes", dest="sim_ttft_modes", default=None,
                        help="host-side prefill levels switching inside the start, F1,F2[,...][/DWELL], e.g. 1.0,1.6/12 "
                             "(a mean stay of 12 prefill steps; env PERFGATE_SIM_TTFT_MODES; default off; seeded with "
-                            "the start's jitter)")
+                            "the start's jitter); /DWELLs: the host's levels, a level per DWELL simulated seconds, the "
+                            "same for every simulated server of the machine")
         g.add_argument("--sim-prefill-delay-ms", dest="sim_prefill_delay_ms", default=None,
                        help="milliseconds added to every prefill step, host-side: a TTFT-only slowdown "
                             "(env PERFGATE_SIM_PREFILL_DELAY_MS; default 0)")

@@ -29,7 +29,11 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   1 / DWELL (a mean stay of DWELL prefill steps, default :data:`DEFAULT_TTFT_DWELL`); the first level and every
   move are drawn from a stream seeded like the start's jitter. Counted in prefill steps, not seconds, so what a
   seeded start serves does not depend on the runner's load. A real H200's batch-1 TTFT switches between ~28 and
-  ~45 ms inside one start (issue 40): ``1.0,1.6`` models it.
+  ~45 ms inside one start (issue 40): ``1.0,1.6`` models it. ``F1,F2[,...]/DWELLs`` (DWELL seconds) makes the
+  levels the host's, not the start's: the clock (in simulated seconds: wall time times the speed-up) is cut into
+  windows of DWELL seconds and each window's level is drawn from a hash of the window's number, so every
+  simulated server on the host sees the same level at the same moment (what co-resident arms share, issue 40
+  item 6), and a level outlasts a start when DWELL is longer than one.
 - ``PERFGATE_SIM_PREFILL_DELAY_MS`` (:func:`parse_prefill_delay_ms`, default 0): milliseconds added to every
   prefill step, host-side (the machine's speed does not scale it): a TTFT-only slowdown to plant (2.8 ms is
   about 10 % of a 28 ms TTFT), decode untouched.
@@ -46,6 +50,7 @@ import hashlib
 import math
 import random
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -157,6 +162,8 @@ class TtftModes:
 
     levels: tuple[float, ...]
     dwell: float = DEFAULT_TTFT_DWELL
+    #: ``/DWELLs``: the levels are the host's, windows of ``dwell`` simulated seconds (not prefill steps of a start)
+    clock: bool = False
 
 
 def parse_ttft_modes(text: str | None) -> TtftModes | None:
@@ -165,16 +172,18 @@ def parse_ttft_modes(text: str | None) -> TtftModes | None:
     if text is None or not str(text).strip():
         return None
     levels_text, _, dwell_text = str(text).strip().partition("/")
+    clock = dwell_text.strip().endswith("s")
     try:
         levels = tuple(float(x) for x in levels_text.split(","))
-        dwell = float(dwell_text) if dwell_text.strip() else DEFAULT_TTFT_DWELL
+        dwell = float(dwell_text.strip().removesuffix("s")) if dwell_text.strip() else DEFAULT_TTFT_DWELL
     except ValueError:
         levels, dwell = (), 0.0
     if len(levels) < 2 or not all(x > 0 and math.isfinite(x) for x in levels) or not (1.0 <= dwell < math.inf):
         raise ValueError(f"{TTFT_MODES_ENV}={text!r}: expected two or more prefill factors > 0 and an optional mean "
-                         f"stay in prefill steps >= 1, F1,F2[,...][/DWELL]; fix: e.g. {TTFT_MODES_ENV}=1.0,1.6/12 for "
-                         f"a host that flips between a TTFT and 1.6 times it, or unset it")
-    return TtftModes(levels=levels, dwell=dwell)
+                         f"stay in prefill steps >= 1 (or seconds >= 1, with an s), F1,F2[,...][/DWELL[s]]; fix: e.g. "
+                         f"{TTFT_MODES_ENV}=1.0,1.6/12 for a start that flips between a TTFT and 1.6 times it, "
+                         f"1.0,1.6/60s for a host whose level changes every minute or so, or unset it")
+    return TtftModes(levels=levels, dwell=dwell, clock=clock)
 
 
 def parse_prefill_delay_ms(text: str | None) -> float:
@@ -184,12 +193,22 @@ def parse_prefill_delay_ms(text: str | None) -> float:
                    "milliseconds >= 0 added to every prefill step", "2.8 for a TTFT about 10 % longer at 28 ms")
 
 
-def prefill_levels(modes: TtftModes | None, seed: int | str | None, machine: str = REFERENCE) -> Callable[[], float]:
+def prefill_levels(modes: TtftModes | None, seed: int | str | None, machine: str = REFERENCE, *,
+                   speedup: float = 1.0, now: Callable[[], float] = time.time) -> Callable[[], float]:
     """A source of prefill step factors, one per prefill step: the current level's factor, then a move to another
     level with probability 1 / ``modes.dwell``; seeded by ``seed`` (with the machine) when given, else from the
-    system's randomness; always 1.0 for no modes."""
+    system's randomness; always 1.0 for no modes. The host's levels (``modes.clock``): the level of the window of
+    ``modes.dwell`` simulated seconds (``now()`` times ``speedup``) that holds the moment, the same for every server
+    of the machine, whatever its seed."""
     if modes is None:
         return lambda: 1.0
+    if modes.clock:
+        def at_moment() -> float:
+            window = math.floor(now() * speedup / modes.dwell)
+            h = hashlib.sha256(f"perfgate-sim-host-ttft:{machine}:{modes.levels}:{window}".encode()).digest()
+            return modes.levels[int.from_bytes(h[:8], "big") % len(modes.levels)]
+
+        return at_moment
     rng = random.Random(f"perfgate-sim-ttft:{machine}:{seed}" if seed is not None
                         else random.SystemRandom().getrandbits(64))
     levels = modes.levels

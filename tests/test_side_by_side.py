@@ -1,0 +1,98 @@
+"""Co-resident arms, the procedure (perfgate.procedure.run_side_by_side): two servers' trials interleaved, checked on
+a stand-in client that records what each server was sent and when (no server, no socket: unit tier)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from perfgate.client.stream import RequestOutput
+from perfgate.procedure import Arm, run_side_by_side, run_trials
+from perfgate.profiles import Workload
+from tests.simproject import PROMPTS
+
+W = Workload(prompts=PROMPTS, max_new_tokens=8, concurrency=1, requests_per_trial=2, warmup=1, trials=3, ttft_probes=8)
+
+
+class FakeClient:
+    """What each URL was sent, in order: ("flush", url) or (url, kind, n); a URL in ``fail_on`` fails its trials
+    (not its warm-up) from trial ``fail_from`` on."""
+
+    def __init__(self, fail_on: str = "", fail_from: int = 0) -> None:
+        self.log: list[tuple[object, ...]] = []
+        self.fail_on, self.fail_from = fail_on, fail_from
+        self.trials: dict[str, int] = {}
+
+    def flush(self, url: str) -> None:
+        self.log.append(("flush", url))
+
+    def run_batch(self, url, reqs, *, concurrency, timeout_s):  # noqa: ANN001, ANN201
+        probe = all(r.max_new_tokens == 1 for r in reqs)
+        warm = not probe and not any(e[0] == url and e[1] == "warmup" for e in self.log)
+        kind = "probe" if probe else "warmup" if warm else "trial"
+        self.log.append((url, kind, len(reqs)))
+        ok = True
+        if kind == "trial":
+            n = self.trials[url] = self.trials.get(url, -1) + 1
+            ok = not (url == self.fail_on and n >= self.fail_from)
+        outs = [RequestOutput(success=ok, error="" if ok else "boom", ttft_s=0.03, latency_s=0.1, last_token_s=0.1,
+                              itl_s=(0.01,) * 7, completion_tokens=r.max_new_tokens, first_chunk_tokens=1,
+                              prompt_tokens=len(r.input_ids), output_ids=(1,) * r.max_new_tokens) for r in reqs]
+        return outs, 0.1
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
+    import perfgate.client
+
+    c = FakeClient()
+    monkeypatch.setattr(perfgate.client, "flush_cache", c.flush)
+    monkeypatch.setattr(perfgate.client, "run_batch", c.run_batch)
+    return c
+
+
+A, B = Arm(url="http://a", config_key="ka", config_name="a"), Arm(url="http://b", config_key="kb", config_name="b")
+
+
+def test_the_arms_take_turns_probe_by_probe_and_trial_by_trial(client: FakeClient) -> None:
+    ra, rb = run_side_by_side([A, B], W)
+    steps = [e for e in client.log if e[0] != "flush"]
+    assert steps[:2] == [("http://a", "warmup", 1), ("http://b", "warmup", 1)]
+    probes = [e[0] for e in steps if e[1] == "probe"]
+    # 8 probes an arm over 4 blocks (2 a block): in each block a, b then b, a
+    assert probes == ["http://a", "http://b", "http://b", "http://a"] * 4
+    assert all(e[2] == 1 for e in steps if e[1] == "probe")  # one request at a time
+    assert [e[0] for e in steps if e[1] == "trial"] == ["http://a", "http://b", "http://b", "http://a",
+                                                         "http://a", "http://b"]
+    # a trial's flush comes right before it, on its own server
+    for i, e in enumerate(client.log):
+        if e[1:2] == ("trial",):
+            assert client.log[i - 1] == ("flush", e[0])
+    for r, key in ((ra, "ka"), (rb, "kb")):
+        m = r.measurement
+        assert m.config_key == key and len(m.trials) == 3 and not r.warmup_failed
+        assert m.probes is not None and m.probes.n == 8 and m.probes.blocks == 4 and m.probes.failures == 0
+
+
+def test_each_arm_measures_what_it_would_alone(client: FakeClient) -> None:
+    """Side by side, an arm gets the trials, prompts and probes run_trials gives it alone."""
+    ra, _ = run_side_by_side([A, B], W)
+    together = [e for e in client.log if e[0] == "http://a"]
+    client.log.clear()
+    alone = run_trials(A.url, W, config_key="ka", config_name="a")
+    mine = [e for e in client.log if e[0] == "http://a"]
+    assert [e for e in mine if e[1] != "probe"] == [e for e in together if e[1] != "probe"]
+    assert sum(e[2] for e in mine if e[1] == "probe") == sum(e[2] for e in together if e[1] == "probe") == 8
+    assert alone.measurement.probes == ra.measurement.probes
+    assert alone.measurement.trials == ra.measurement.trials
+
+
+def test_an_arm_that_fails_stops_and_the_other_goes_on(client: FakeClient) -> None:
+    client.fail_on, client.fail_from = "http://b", 1
+    ra, rb = run_side_by_side([A, B], replace(W, trials=4))
+    assert len(ra.measurement.trials) == 4 and ra.measurement.failures == 0
+    assert len(rb.measurement.trials) == 2 and rb.measurement.failures == 2  # its second trial failed: the last
+    b_after = [e for e in client.log if e[0] == "http://b"]
+    assert b_after[-1] == ("http://b", "trial", 2)  # nothing sent to b after its failed trial
+    assert ra.measurement.probes is not None and ra.measurement.probes.n == 8
