@@ -2,8 +2,10 @@
 
 The two stacks of a regressed comparison are given as the current stack (the session's: the profile's simulated
 stack, or the environment pytest runs in) and the candidate's packages: ``--candidate-sim-stack KEY=VER,...`` on
-the simulator, or ``--current-site DIR`` and ``--candidate-site DIR`` (site-packages or overlay folders) on real
-environments. Each step layers some of the candidate's changed packages over the current stack, as a
+the simulator, ``--current-site DIR`` and ``--candidate-site DIR`` (site-packages or overlay folders) on real
+environments, or ``--current-lock FILE`` and ``--candidate-lock FILE`` (the current environment checked against
+the first; the second's changed packages installed into ``OUT/candidate-site`` before the first step,
+perfgate.stack.lockfile). Each step layers some of the candidate's changed packages over the current stack, as a
 ``--perfgate-candidate`` arm (``sim-stack=...``, or ``env.PYTHONPATH=<the step's overlay folder>:<the current
 PYTHONPATH>``, perfgate.stack.overlay), and runs the stack-pair records (``pytest perftests -m stack_pair``): the
 same paired, sequential judge as every stack pair, starts interleaved, its JUnit kept (``OUT/step-N.xml``). The
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
     from perfgate.report.records import Record
     from perfgate.stack.overlay import Dist
 
-__all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "step_result", "run_step", "render", "write_junit",
-           "planned_cost"]
+__all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "lock_arms", "step_result", "run_step", "render",
+           "write_junit", "planned_cost"]
 
 #: the search stopped before it completed (budget, undecided, the current stack does not start)
 EXIT_STOPPED = 3
@@ -56,6 +58,8 @@ class Arms:
     #: the step's --perfgate-candidate SPEC for the packages layered, given the step's own folder
     spec: Callable[[tuple[str, ...], Path], str]
     notes: list[str] = field(default_factory=list)
+    #: run once before the first step, given OUT (lock files: the candidate's packages installed); its lines printed
+    prepare: Callable[[Path], list[str]] | None = None
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -116,6 +120,93 @@ def site_arms(current: Sequence[str], candidate: Sequence[str], pythonpath: str,
         return (f"python={python}," if python else "") + f"env.PYTHONPATH={path}"
 
     return Arms(kind="env", changes=changes, spec=spec, notes=notes)
+
+
+def _listed(items: Sequence[str], most: int = 5) -> str:
+    return "; ".join(items[:most]) + (f"; and {len(items) - most} more" if len(items) > most else "")
+
+
+def lock_arms(current_lock: Path, candidate_lock: Path, *, python: str, pythonpath: str,
+              current_site: Sequence[str] | None = None, wheelhouse: Path | None = None, pip_args: str = "",
+              candidate_python: str = "") -> Arms:
+    """Two lock files: the changed packages are the lock diff (pins read for the marker environment of
+    ``python``, the servers' interpreter). The current environment (the ``current_site`` folders, or ``python``'s
+    package folders with ``PYTHONPATH=pythonpath``) is checked against the current lock: a changed package it
+    does not hold at the locked version is an error, other differences are notes. Before the first step
+    (:attr:`Arms.prepare`) the candidate's changed packages are installed into ``OUT/candidate-site``
+    (perfgate.stack.lockfile.install_pins), and a step's arm is :func:`site_arms`' with the current folders and
+    ``[OUT/candidate-site, *the current folders]``, whose folder diff is checked against the lock diff."""
+    from perfgate.stack.lockfile import diff_locks, install_pins, interpreter_paths, mismatches, read_lock, same_version
+    from perfgate.stack.overlay import normalize, read_dists
+
+    found, markers = interpreter_paths(python, pythonpath)
+    folders = list(current_site) if current_site else found
+    where = f"the folders {', '.join(folders)}" if current_site else f"{python} with PYTHONPATH={pythonpath!r}"
+    cur, cand = read_lock(current_lock, markers), read_lock(candidate_lock, markers)
+    changes: dict[str, tuple[str | None, str | None]] = {}
+    notes = [*cur.notes, *cand.notes]
+    for c in diff_locks(cur, cand):
+        if c.candidate is None:
+            notes.append(f"{c.text()}: an overlay cannot remove a package; left out of the search")
+        else:
+            changes[c.name] = (c.current, c.candidate)
+    keys = {normalize(n): n for n in changes}
+    wrong = mismatches(cur, read_dists(folders))
+    said = [f"{pin.name} locked {pin.version}, " + (f"installed {v}" if v else "not installed")
+            for key, (pin, v) in wrong.items() if key in keys]
+    if said:
+        raise usage_error(f"{current_lock}: the current environment ({where}) is not the current lock for the "
+                          f"package(s) the candidate changes: {_listed(said)}; fix: install the current lock first "
+                          f"(`pip install -r {current_lock}` / `uv pip sync {current_lock}` in the servers' "
+                          f"environment), or pass that environment's own lock (`pip freeze`) as --current-lock")
+    other = [f"{pin.name} locked {pin.version}, " + (f"installed {v}" if v else "not installed")
+             for key, (pin, v) in wrong.items() if key not in keys]
+    if other:
+        notes.append(f"the current environment differs from {current_lock} in {len(other)} package(s) the "
+                     f"candidate does not change (both arms run them alike): {_listed(other)}")
+    layered: dict[str, Arms] = {}
+    names: dict[str, str] = {}
+
+    def prepare(out: Path) -> list[str]:
+        if not keys:
+            return ["the two locks pin the same versions of what an overlay can layer: nothing to install"]
+        site = out / "candidate-site"
+        done = install_pins([cand.pins[k] for k in keys], site, python=python, wheelhouse=wheelhouse,
+                            pip_args=pip_args)
+        arms.notes.extend(done.notes)
+        on_site = site_arms(folders, [str(site), *folders], pythonpath, candidate_python)
+        by_key = {normalize(n): n for n in on_site.changes}
+        agree = True
+        for key, name in keys.items():
+            if key not in by_key:
+                got = read_dists([site]).get(key)
+                raise usage_error(f"{site}: {arms.change(name)}: pip left "
+                                  + (f"{got.name} {got.version}, the current environment's version" if got
+                                     else "no dist-info of it") + f" there, so no overlay can layer it; fix: read "
+                                  f"{done.log} (does the wheel's own metadata say {name} {changes[name][1]}?)")
+            names[name] = by_key[key]
+            installed = on_site.changes[by_key[key]][1] or ""
+            if not same_version(installed, changes[name][1] or ""):
+                agree = False
+                arms.notes.append(f"{name}: {candidate_lock} pins {changes[name][1]}, pip installed {installed}")
+        extra = [on_site.change(n) for k, n in by_key.items() if k not in keys]
+        if extra:
+            agree = False
+            arms.notes.append(f"{site} changes more than the lock diff, left out of the search: {_listed(extra)}")
+        arms.notes.extend(on_site.notes)
+        layered["arms"] = on_site
+        hashes = "their hashes checked" if done.hashes_checked else "hashes not checked"
+        return [f"installed the candidate's {len(keys)} changed package(s) into {site} ({hashes}; pip's log "
+                f"{done.log}); its diff with the current environment "
+                f"{'agrees' if agree else 'differs (see the notes)'} with the lock diff"]
+
+    def spec(pkgs: tuple[str, ...], folder: Path) -> str:
+        if "arms" not in layered:
+            raise RuntimeError("lock_arms: prepare(out) runs before the first step")
+        return layered["arms"].spec(tuple(names[p] for p in pkgs), folder)
+
+    arms = Arms(kind="env", changes=changes, spec=spec, notes=notes, prepare=prepare)
+    return arms
 
 
 def planned_cost(n: int, step_starts: int) -> tuple[int, int]:
@@ -299,7 +390,19 @@ def _args(p: argparse.ArgumentParser) -> None:
                    help="real environments: the candidate's package folder (site-packages or an overlay; repeatable, "
                         "the first holding a package wins)")
     g.add_argument("--current-site", action="append", metavar="DIR",
-                   help="real environments: the current's package folders, as on its PYTHONPATH (repeatable)")
+                   help="real environments: the current's package folders, as on its PYTHONPATH (repeatable; with "
+                        "lock files: the folders checked against --current-lock, instead of the interpreter's)")
+    g.add_argument("--current-lock", metavar="FILE",
+                   help="lock files: the current environment's pins (pip freeze / pip-compile / uv pip compile "
+                        "output, uv.lock, pylock.toml); checked against the environment the servers run in")
+    g.add_argument("--candidate-lock", metavar="FILE",
+                   help="lock files: the candidate's pins; its changed packages are installed into "
+                        "OUT/candidate-site before the first step")
+    g.add_argument("--wheelhouse", metavar="DIR",
+                   help="lock files: install the candidate's packages from this folder of wheels only (pip "
+                        "--no-index --find-links DIR)")
+    g.add_argument("--pip-args", default="", metavar="ARGS",
+                   help="lock files: more pip install arguments, one shell string (e.g. \"--index-url URL\")")
     g.add_argument("--current-pythonpath", metavar="PATH",
                    help="the current arm's PYTHONPATH, after the step's overlay (default: this environment's)")
     g.add_argument("--python", metavar="PATH", default="",
@@ -347,12 +450,25 @@ def _run(args: argparse.Namespace) -> int:
                               f"--current-site and --candidate-site for real environments")
         current = args.sim_stack if args.sim_stack is not None else os.environ.get("PERFGATE_SIM_STACK", "")
         arms = sim_arms(prof.engine.sim_hardware, current, args.candidate_sim_stack)
+    elif args.current_lock or args.candidate_lock:
+        if not (args.current_lock and args.candidate_lock) or args.candidate_site:
+            raise usage_error("bisect: lock files are --current-lock FILE and --candidate-lock FILE, both (and no "
+                              "--candidate-site); fix: pass both lock files")
+        path = args.current_pythonpath if args.current_pythonpath is not None else os.environ.get("PYTHONPATH", "")
+        arms = lock_arms(Path(args.current_lock), Path(args.candidate_lock),
+                         python=args.python or prof.engine.python or sys.executable, pythonpath=path,
+                         current_site=args.current_site, wheelhouse=Path(args.wheelhouse) if args.wheelhouse else None,
+                         pip_args=args.pip_args, candidate_python=args.python)
     elif args.candidate_site and args.current_site:
         path = args.current_pythonpath if args.current_pythonpath is not None else os.environ.get("PYTHONPATH", "")
         arms = site_arms(args.current_site, args.candidate_site, path, args.python)
     else:
-        raise usage_error("bisect: no candidate; fix: --candidate-sim-stack KEY=VER,... (simulator) or "
-                          "--current-site DIR --candidate-site DIR (real environments)")
+        raise usage_error("bisect: no candidate; fix: --candidate-sim-stack KEY=VER,... (simulator), "
+                          "--current-site DIR --candidate-site DIR or --current-lock FILE --candidate-lock FILE (real "
+                          "environments)")
+    if (args.wheelhouse or args.pip_args) and not args.candidate_lock:
+        raise usage_error("--wheelhouse / --pip-args: they install a candidate lock's packages; fix: pass them with "
+                          "--current-lock FILE --candidate-lock FILE")
     modes = list(args.mode or [m for m in prof.modes])
     for m in args.mode or []:
         prof.mode(m)  # a ProfileSchemaError naming the modes there are
@@ -380,6 +496,9 @@ def _run(args: argparse.Namespace) -> int:
         raise usage_error(f"{out}: not empty; fix: remove it or pass another --out")
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(args.pytest_args)
+    if arms.prepare is not None:
+        for line in arms.prepare(out):
+            print(f"perfgate bisect: {line}", file=sys.stderr)
 
     steps = 0
 
