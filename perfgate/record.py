@@ -93,6 +93,9 @@ START_CV = "start_cv"
 #: the t-interval (the workload's confidence) of the mean across starts
 START_CI_LOW = "start_ci_low"
 START_CI_HIGH = "start_ci_high"
+#: co-resident arms (--perfgate-co-resident): how many of the measurement's starts ran side by side with the
+#: other arm's (written only where some did)
+CO_RESIDENT_STARTS = "co_resident_starts"
 
 # ------------------------------------------------------------------ paired comparisons (measuring.judge.paired)
 #: candidate/current (or variant/baseline) ratio over interleaved start pairs, its CI, the pairs, the decision

@@ -189,6 +189,9 @@ class Measurement:
     #: the host's and the GPUs' state while this start was measured (perfgate.host.conditions: ``quiet`` or
     #: ``disturbed: <why>``; "" not watched, or a pool of starts, whose own are in ``starts``)
     host_state: str = ""
+    #: co-resident arms (perfgate.serving.coresident): the config key of the server this start ran beside, its
+    #: trials and probes interleaved with its own ("" measured alone, or a pool of starts)
+    beside: str = ""
 
     #: the start's TTFT probes (perfgate.measuring.probes; over starts, every start's pooled); None: none were sent
     probes: Probes | None = None

@@ -13,7 +13,15 @@ from dataclasses import replace
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
 from perfgate.measuring.probes import PROBED_METRIC, pool
-from perfgate.record import N_STARTS, START_CI_HIGH, START_CI_LOW, START_CV, START_VALUES, TTFT_PROBE_MS
+from perfgate.record import (
+    CO_RESIDENT_STARTS,
+    N_STARTS,
+    START_CI_HIGH,
+    START_CI_LOW,
+    START_CV,
+    START_VALUES,
+    TTFT_PROBE_MS,
+)
 
 __all__ = ["combine", "quiet_pairs", "start_stats", "start_properties"]
 
@@ -69,15 +77,18 @@ def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[floa
 
 
 def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float = 0.95) -> dict[str, object]:
-    """The record's between-start properties (none for a single start): for the record's ``metric`` its per-start
+    """The record's between-start properties (for a single start none but ``co_resident_starts``, where it ran side by
+    side with the other arm's: perfgate.serving.coresident): for the record's ``metric`` its per-start
     values (``start_values``), their spread and the mean's interval; for every metric measured its per-start values
     as ``start_values.<metric>``, so each metric's noise between starts can be read from the record
     (:func:`perfgate.report.noise.start_values`), not only the one it is judged on."""
+    beside = sum(1 for s in (m.starts or (m,)) if s.beside)
+    out: dict[str, object] = {CO_RESIDENT_STARTS: beside} if beside else {}
     if len(m.starts) < 2:
-        return {}
+        return out
     values = m.start_values(metric)
     cv, lo, hi = start_stats(values, confidence)
-    out: dict[str, object] = {N_STARTS: len(m.starts), START_VALUES: _joined(values)}
+    out |= {N_STARTS: len(m.starts), START_VALUES: _joined(values)}
     if cv is not None:
         out[START_CV] = cv
     if lo is not None and hi is not None:

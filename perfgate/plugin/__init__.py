@@ -20,6 +20,7 @@ import pytest
 from perfgate.plugin.activation import activate, wants_perf
 from perfgate.plugin.options import (
     option_budget_seconds,
+    option_fraction,
     option_max_starts,
     option_seconds,
     option_starts,
@@ -104,6 +105,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-max-time", default=None, type=option_budget_seconds, metavar="S",
                 help="seconds the start pairs added to undecided comparisons may take in the session "
                      "(default: [workload] max_time_s, else no limit but --perfgate-max-starts)")
+    g.addoption("--perfgate-co-resident", default=None, type=option_fraction, metavar="FRACTION",
+                help="run a paired comparison's two servers side by side, their trials and TTFT probes interleaved "
+                     "request by request (both meet the host's state at the same moments), each server with "
+                     "--mem-fraction-static FRACTION, e.g. 0.4 (docs/gate.md, co-resident arms)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")

@@ -87,8 +87,11 @@ def validate_inputs(config: pytest.Config) -> None:
                 f"perfgate: --perfgate-variants: '{n}' is a variant of {vs.path} but not in {p.path} [variants] "
                 f"include ({', '.join(p.variant_include) or 'empty'}), so no record would run; add it to include "
                 f"or pick one of those")
-    if st.settings.candidate_error:
-        raise pytest.UsageError(f"perfgate: {st.settings.candidate_error}")
+    from perfgate.serving.coresident import problem
+
+    for wrong in (st.settings.candidate_error, problem(st.settings.co_resident, attached=bool(st.settings.url))):
+        if wrong:
+            raise pytest.UsageError(f"perfgate: {wrong}")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
         from perfgate.sim.variation import env_problem

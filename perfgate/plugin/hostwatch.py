@@ -24,9 +24,10 @@ _SEEN = pytest.StashKey["dict[str, list[Conditions]]"]()
 
 
 @contextmanager
-def watched(st: PerfgateState, config_key: str) -> Iterator[Watch]:
-    """Watch the measurement inside the block and keep its conditions under the config; the :class:`Watch` it
-    yields holds them once the block ends (never started with ``PERFGATE_HOST_WATCH=off``: its state is "")."""
+def watched(st: PerfgateState, *config_keys: str) -> Iterator[Watch]:
+    """Watch the measurement inside the block and keep its conditions under the configs (co-resident arms: both);
+    the :class:`Watch` it yields holds them once the block ends (never started with ``PERFGATE_HOST_WATCH=off``: its
+    state is "")."""
     watch = Watch()
     if not watch_enabled():
         yield watch
@@ -35,7 +36,9 @@ def watched(st: PerfgateState, config_key: str) -> Iterator[Watch]:
     try:
         yield watch
     finally:
-        st.config.stash.setdefault(_SEEN, {}).setdefault(config_key, []).append(watch.stop())
+        seen = watch.stop()
+        for key in config_keys:
+            st.config.stash.setdefault(_SEEN, {}).setdefault(key, []).append(seen)
 
 
 def conditions_of(st: PerfgateState, config_keys: Iterable[str]) -> Conditions | None:

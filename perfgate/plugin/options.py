@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-__all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts"]
+__all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
+           "option_fraction"]
 
 
 
@@ -56,3 +57,18 @@ def _seconds(option: str, example: int) -> Callable[[str], float]:
 option_seconds = _seconds("--perfgate-progress-interval", 15)
 #: --perfgate-max-time S: the time the starts added to undecided comparisons may take
 option_budget_seconds = _seconds("--perfgate-max-time", 1800)
+
+
+def option_fraction(text: str) -> float:
+    """--perfgate-co-resident FRACTION: each co-resident server's --mem-fraction-static (perfgate.serving.coresident),
+    else a usage error naming the range and an example."""
+    from perfgate.serving.coresident import problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    bad = problem(value, attached=False)
+    if bad:
+        raise pytest.UsageError(f"perfgate: {bad}")
+    return value

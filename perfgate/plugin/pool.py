@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.variants import VariantSet
     from perfgate.serving.attach import AttachCheck
     from perfgate.serving.manager import ServerManager
-    from perfgate.serving.server import Progress
+    from perfgate.serving.server import Progress, Server
 
 __all__ = ["Admission", "Endpoint", "ServerFailed", "Pool", "Launcher", "Attacher", "POOL", "pool_of",
            "servers_for", "stop_servers"]
@@ -198,12 +198,15 @@ class Launcher(Pool):
     @property
     def manager(self) -> ServerManager:
         if self._manager is None:
+            from perfgate.serving.coresident import SideBySide
             from perfgate.serving.manager import ServerManager
 
             st = self.state
             p, s = st.profile, st.settings
+            frac = s.co_resident
             self._manager = ServerManager(
-                engine_for=self.engine_for,
+                engine_for=self.engine_for if frac is None else lambda c: SideBySide(self.engine_for(c), frac),
+                resident=1 if frac is None else 2,
                 log_dir=st.log_dir,
                 startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
                 on_progress=self._progress,
@@ -257,15 +260,20 @@ class Launcher(Pool):
     def log_of(self, config: ServerConfig) -> str:
         return self._manager.logs.get(config.key, "") if self._manager is not None else ""
 
+    def _running(self, config: ServerConfig) -> Server | None:
+        """The config's server among those running (co-resident arms: two), or None."""
+        running = self._manager.running() if self._manager is not None else []
+        return next((s for s in running if s.config.key == config.key), None)
+
     def alive(self, config: ServerConfig) -> bool:
-        cur = self._manager.current if self._manager is not None else None
-        return cur is not None and cur.config.key == config.key and cur.alive()
+        server = self._running(config)
+        return server is not None and server.alive()
 
     def exit_error(self, config: ServerConfig) -> Any:
         if self.alive(config) or self._manager is None:
             return None
-        cur = self._manager.current
-        err = cur._exited_error("while serving") if cur is not None and cur.config.key == config.key else None
+        server = self._running(config)
+        err = server._exited_error("while serving") if server is not None else None
         self._manager.stop()
         return err
 

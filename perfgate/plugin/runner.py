@@ -7,7 +7,7 @@ must fail for its stated reason.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NoReturn
 
@@ -25,6 +25,7 @@ from perfgate.record import Case, case_of, cv_name, fmt
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
+    from perfgate.procedure import TrialsRun
     from perfgate.profiles import Expectation, Workload
     from perfgate.profiles.config import ServerConfig
 
@@ -150,7 +151,8 @@ class PerfRun(Checks):
         servers = self.servers
         key = config.key
         mkey = key if workload is None else f"{key}@{workload_key(workload)}"
-        if st.ledger.measurement(mkey) is None and servers.failure(config) is None and st.settings.starts > 1:
+        if (st.ledger.measurement(mkey) is None and servers.failure(config) is None
+                and (st.settings.starts > 1 or st.settings.co_resident is not None)):
             self._measure_starts(case, config, workload, mkey)
         log = servers.log_of(config)
         known = servers.failure(config)
@@ -232,10 +234,12 @@ class PerfRun(Checks):
         for h in hows:
             st.selected_configs.setdefault(h[2].key, h[2])  # named in the summary's starts line
         for how, one in starts.round(hows, pair, lambda h: h[2],
-                                     lambda h, c: self._measure_config(h[1], c, workload=h[3]), added=True):
+                                     lambda h, c: self._measure_config(h[1], c, workload=h[3]), added=True,
+                                     together=lambda cs: self._measure_side_by_side(cs, hows[0][3])):
             m, case, config, workload, mkey = how
-            if isinstance(one, ServerFailed):
-                self.servers.fail(config, one)
+            if one is None or isinstance(one, ServerFailed):
+                if one is not None:
+                    self.servers.fail(config, one)
                 return None
             w = workload or st.settings.workload(st.profile.workload_for(config.mode))
             pooled = combine([*(m.starts or (m,)), one], confidence=w.confidence)
@@ -258,7 +262,8 @@ class PerfRun(Checks):
             return self._measure_config(case, c, record_log=c.key == config.key, workload=workload)
 
         measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=self.servers.fail,
-                            key_of=lambda c: mkey if c.key == config.key else c.key)
+                            key_of=lambda c: mkey if c.key == config.key else c.key,
+                            together=lambda cs: self._measure_side_by_side(cs, workload))
 
     def admit(self, config: ServerConfig, case: Case | None) -> None:
         """Run this test's record on ``config``'s server only if the pool admits it (attached: the server is that
@@ -299,10 +304,44 @@ class PerfRun(Checks):
         with watched(st, config.key) as seen:  # the host's and the GPUs' state during the start (host.* properties)
             run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
                              log_path=log_path)
-        m = replace(run.measurement, host_state=seen.state)
+        return self._checked(run, config, seen.state)
+
+    def _measure_side_by_side(self, configs: Sequence[ServerConfig],
+                              workload: Workload | None = None) -> list[Measurement | ServerFailed | None]:
+        """Co-resident arms (perfgate.serving.coresident): the configs' servers up at once, started in the order given,
+        their trials and probes interleaved (perfgate.procedure.run_side_by_side); per config its measurement (as
+        :meth:`_measure_config` checks it), its failure, or None where another's start failed first."""
+        from perfgate.plugin.hostwatch import watched
+        from perfgate.procedure import Arm, run_side_by_side
+
+        st = self.state
+        w = workload or st.settings.workload(st.profile.workload_for(configs[0].mode))
+        arms = []
+        for c in configs:
+            try:
+                ep = self.servers.endpoint(c)
+            except ServerFailed as e:
+                return [e if x is c else None for x in configs]
+            arms.append(Arm(url=ep.url, config_key=c.key, config_name=c.name, startup_s=ep.startup_s,
+                            log_path=ep.log_path))
+        with watched(st, *(c.key for c in configs)) as seen:
+            runs = run_side_by_side(arms, w)
+        out: list[Measurement | ServerFailed | None] = []
+        for c, run, other in zip(configs, runs, reversed(configs)):
+            try:
+                out.append(replace(self._checked(run, c, seen.state), beside=other.key))
+            except ServerFailed as e:
+                out.append(e)
+        return out
+
+    def _checked(self, run: TrialsRun, config: ServerConfig, host_state: str) -> Measurement:
+        """A start's measurement with the host's state and its start number; failed requests are a ServerFailed, from
+        the server's log when it died."""
+        m = replace(run.measurement, host_state=host_state)
+        log_path = m.log_path
         launched = self.servers.launched
-        if launched is not None and launched.current is not None and launched.current.config.key == config.key:
-            m = replace(m, start_no=launched.starts)  # which start it was: the order of a pair's arms
+        if launched is not None and config.key in launched.numbers:
+            m = replace(m, start_no=launched.numbers[config.key])  # which start it was: the order of a pair's arms
         if m.failures:
             # a server that died while serving is classified from its log
             err = self.servers.exit_error(config)

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Item = TypeVar("Item")
+#: co-resident arms: the configs' measurements taken side by side (PerfRun._measure_side_by_side)
+Together = Callable[[Sequence["ServerConfig"]], list[T | ServerFailed | None]]
 
 __all__ = ["ServerStarts", "note_comparison", "note_comparisons",
            "compared_configs", "group_of", "group_for", "measure_interleaved"]
@@ -153,16 +155,46 @@ class ServerStarts:
         return m
 
     def round(self, items: Sequence[Item], pair: int, config_of: Callable[[Item], ServerConfig],
-              measure_one: Callable[[Item, ServerConfig], T], *,
-              added: bool = False) -> Iterator[tuple[Item, T | ServerFailed]]:
+              measure_one: Callable[[Item, ServerConfig], T], *, added: bool = False,
+              together: Together[T] | None = None) -> Iterator[tuple[Item, T | ServerFailed | None]]:
         """One round of starts, the loop every paired comparison takes over its starts: each of ``items`` (a
         config, or what a record measured on one) started once in the order of pair number ``pair``
         (perfgate.measuring.order.in_pair_order: as given when even, reversed when odd), measured by
-        ``measure_one`` (:meth:`measure`); yields each item with its measurement or failure, as it goes."""
+        ``measure_one`` (:meth:`measure`); yields each item with its measurement or failure, as it goes. With
+        co-resident arms (``--perfgate-co-resident``, two configs of one mode) both are started, in that order, and
+        measured side by side by ``together`` (None for one whose partner failed to start)."""
         from perfgate.measuring.order import in_pair_order
 
-        for item in in_pair_order(items, pair):
-            yield item, self.measure(config_of(item), partial(measure_one, item), added=added)
+        order = in_pair_order(items, pair)
+        configs = [config_of(i) for i in order]
+        if together is not None and self.side_by_side(configs):
+            t0 = time.monotonic()
+            self.pool.stop()  # a new start of each
+            results = together(configs)
+            if added:
+                self._st.added_start_s += time.monotonic() - t0
+            launched = self.pool.launched
+            for c, r in zip(configs, results):
+                if launched is not None and r is not None and not isinstance(r, ServerFailed):
+                    self._st.ledger.note_measured_start(launched.numbers[c.key])
+            yield from zip(order, results)
+            return
+        for item, cfg in zip(order, configs):
+            yield item, self.measure(cfg, partial(measure_one, item), added=added)
+
+    def side_by_side(self, configs: Sequence[ServerConfig]) -> bool:
+        """Whether these configs' starts run side by side: co-resident arms asked for, launched servers, two configs
+        of one mode (one workload); else they run one at a time (said once, perfgate.serving.coresident)."""
+        st = self._st
+        if st.settings.co_resident is None or self.pool.attached:
+            return False
+        if len(configs) == 2 and configs[0].mode == configs[1].mode:
+            return True
+        if not st.co_resident_said:
+            st.co_resident_said = True
+            self.pool.note(f"perfgate: --perfgate-co-resident: {', '.join(c.name for c in configs)} are measured one "
+                           f"start at a time (side by side takes two configs of one mode)")
+        return False
 
     def budget_spent(self, pairs: int) -> str:
         """Why no start pair may be added to a comparison of ``pairs`` pairs (empty: one may)."""
@@ -177,7 +209,8 @@ class ServerStarts:
 def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: int,
                         measure_one: Callable[[ServerConfig], Measurement], *,
                         confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
-                        key_of: Callable[[ServerConfig], str] = lambda c: c.key) -> None:
+                        key_of: Callable[[ServerConfig], str] = lambda c: c.key,
+                        together: Together[Measurement] | None = None) -> None:
     """Start each of ``configs`` ``n`` times, round by round, each round's order alternated (A B, B A, A B ...:
     :func:`perfgate.measuring.order.in_pair_order`, so that a place in the pair favours neither arm), measure each
     start with ``measure_one`` and cache the pooled measurement in ``st.ledger``. A config whose start or
@@ -187,11 +220,11 @@ def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: i
     per: dict[str, list[Measurement]] = {c.key: [] for c in configs}
     for pair in range(n):
         todo = [c for c in configs if pool.failure(c) is None and st.ledger.measurement(key_of(c)) is None]
-        for cfg, m in starts.round(todo, pair, lambda c: c, lambda _, c: measure_one(c)):
+        for cfg, m in starts.round(todo, pair, lambda c: c, lambda _, c: measure_one(c), together=together):
             if isinstance(m, ServerFailed):
                 on_failure(cfg, m)
-                continue
-            per[cfg.key].append(m)
+            elif m is not None:
+                per[cfg.key].append(m)
     for cfg in configs:
         if pool.failure(cfg) is None and st.ledger.measurement(key_of(cfg)) is None and per[cfg.key]:
             st.ledger.note_measurement(key_of(cfg), combine(per[cfg.key], confidence=confidence))

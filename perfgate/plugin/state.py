@@ -58,6 +58,7 @@ class PerfgateState:
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
         self.selected_configs: dict[str, ServerConfig] = {}
+        self.co_resident_said = False  # the note that a group is measured one start at a time (plugin.starts)
         self.added_start_s = 0.0  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
         self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)

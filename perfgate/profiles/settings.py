@@ -13,7 +13,7 @@ A test's explicit argument is a keyword of ``measure(...)``, ``measure.rate(...)
     max_time_s          --perfgate-max-time > [workload] max_time_s > none
     startup_timeout     --perfgate-startup-timeout > [engine] startup_timeout_s
     sim_stack           --perfgate-sim-stack > PERFGATE_SIM_STACK > none
-    the rest            their option > its default (url, candidate, crosscheck, calibrate, sim_fault,
+    the rest            their option > its default (url, candidate, co_resident, crosscheck, calibrate, sim_fault,
                         update_baselines, allow_hardware_mismatch, variants, variants_file, shard, configs,
                         progress_interval_s)
 
@@ -121,6 +121,9 @@ class Settings:
     max_starts: int = DEFAULT_MAX_STARTS
     #: seconds the added starts may take in the session: --perfgate-max-time > [workload] max_time_s > None
     max_time_s: float | None = None
+    #: --perfgate-co-resident: a paired comparison's two servers side by side, each with this --mem-fraction-static
+    #: (None: one server at a time; perfgate.serving.coresident)
+    co_resident: float | None = None
     #: --perfgate-candidate: the other arm of the stack-pair records (None: they skip)
     candidate: Candidate | None = None
     #: what is wrong with --perfgate-candidate's spec ("": nothing); a usage error when perfgate switches on
@@ -187,6 +190,7 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
         starts_from=starts_from,
         max_starts=max(int(max_starts), starts),
         max_time_s=float(max_time_s) if max_time_s else None,
+        co_resident=opt("perfgate_co_resident"),
         candidate=candidate,
         candidate_error=candidate_error,
         startup_timeout_s=opt("perfgate_startup_timeout"),

@@ -32,6 +32,8 @@ class ServerManager:
     current: Server | None = None
     starts: int = 0
     started_configs: list[str] = field(default_factory=list)
+    #: each config's latest start number (1, 2, ...: ``starts`` when it started)
+    numbers: dict[str, int] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
     gpu_blocked: GpuMemoryNotReleased | None = None
@@ -67,6 +69,7 @@ class ServerManager:
                         progress_every_s=self.progress_every_s)
         self.starts += 1
         self.started_configs.append(config.key)
+        self.numbers[config.key] = self.starts
         try:
             server.start()
             self.logs[config.key] = str(server.log_path)
