@@ -96,3 +96,28 @@ def test_an_arm_that_fails_stops_and_the_other_goes_on(client: FakeClient) -> No
     b_after = [e for e in client.log if e[0] == "http://b"]
     assert b_after[-1] == ("http://b", "trial", 2)  # nothing sent to b after its failed trial
     assert ra.measurement.probes is not None and ra.measurement.probes.n == 8
+
+
+def test_side_by_side_pairs_are_judged_at_their_own_level(client: FakeClient) -> None:
+    """Pairs whose every start ran beside the other arm's are judged at the side-by-side level, with its prior (the
+    starts level's where none was measured apart: every class but first-token on the simulator)."""
+    from perfgate.measuring.judge import Level, paired
+    from perfgate.measuring.starts import combine, pairs_level
+    from perfgate.profiles.noise import PRIORS, prior_cv
+
+    ra, rb = (r.measurement for r in run_side_by_side([A, B], W))
+    a1, b1 = replace(ra, beside="kb"), replace(rb, beside="ka")
+    assert pairs_level(a1, b1) is Level.SIDE_BY_SIDE
+    assert pairs_level(combine([a1, a1]), combine([b1, b1])) is Level.SIDE_BY_SIDE
+    assert pairs_level(combine([a1, ra]), combine([b1, rb])) is Level.STARTS  # one pair measured apart
+    assert pairs_level(ra, rb) is Level.STARTS
+    assert prior_cv("ttft_ms", "side-by-side", simulated=True) == 0.01 < prior_cv("ttft_ms", "starts", simulated=True)
+    for cls, table in PRIORS.items():
+        for engine in ("real", "sim"):
+            if ("side-by-side", engine) not in table:
+                metric = {"throughput": "tok_s", "output": "output_tok_s", "step": "itl_ms", "first-token": "ttft_ms",
+                          "tail": "itl_ms_p99", "goodput": "goodput_rps", "acceptance": "accept_len"}[cls.value]
+                assert prior_cv(metric, "side-by-side", simulated=engine == "sim") == table[("starts", engine)]
+    j = paired([1.10, 1.101, 1.099], higher_is_better=False, min_effect=0.05, prior_cv=0.01, level=Level.SIDE_BY_SIDE,
+               metric="ttft_ms")
+    assert j.level is Level.SIDE_BY_SIDE and "between side-by-side start pairs on one machine" in j.detail

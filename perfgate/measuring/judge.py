@@ -7,6 +7,9 @@ A number varies at three levels (:class:`Level`), and a comparison is judged aga
   :func:`perfgate.measuring.verdict.compare_verdict`); never a comparison between two runs.
 - ``starts``: server starts on one machine. Measured by ``--perfgate-starts N`` (between-start CV of the record),
   learnt from history, or the prior :data:`PRIOR_START_CV`.
+- ``side-by-side``: start pairs whose two servers ran at once on one machine, their requests interleaved
+  (co-resident arms, perfgate.serving.coresident): the host's state at a moment moves both arms, and the pair's
+  ratio keeps what differs. Its priors (perfgate.profiles.noise) are the ``starts`` level's unless measured apart.
 - ``machines``: machines of one model. Learnt from history (reports of several machines) or the prior
   :data:`PRIOR_MACHINE_CV`; more starts on each side do not shrink it, a paired run on one machine removes it.
 
@@ -66,10 +69,12 @@ class Level(Word):
 
     TRIALS = "trials"
     STARTS = "starts"
+    SIDE_BY_SIDE = "side-by-side"
     MACHINES = "machines"
 
 
 _LEVEL_WORDS = {Level.TRIALS: "between trials of one start", Level.STARTS: "between starts on one machine",
+                Level.SIDE_BY_SIDE: "between side-by-side start pairs on one machine",
                 Level.MACHINES: "between machines"}
 
 
@@ -270,7 +275,7 @@ def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tupl
 
 def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
            prior_cv: float | None = None, prior_df: float | None = None, plan: Sequential = ONE_LOOK,
-           metric: str = "tok_s") -> Judgement:
+           metric: str = "tok_s", level: Level = Level.STARTS) -> Judgement:
     """Candidate/current ratios of interleaved start pairs (A1 B1 B2 A2 ..., alternated: perfgate.measuring.order)
     on one machine, at one look of ``plan``.
 
@@ -278,7 +283,8 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     (:meth:`Sequential.level`), on the spread of :func:`pair_spread`: the pairs' own, pooled with the prior of
     one start's noise for ``metric`` (``prior_cv``, default :data:`PRIOR_START_CV`) worth ``prior_df`` degrees
     of freedom (default :data:`perfgate.profiles.noise.PRIOR_DF`). An undecided judgement says how many pairs in
-    all would decide it at the ratio and spread seen (``needs``), or that the budget would not.
+    all would decide it at the ratio and spread seen (``needs``), or that the budget would not. ``level``: the
+    pairs' (``starts``, or ``side-by-side`` for co-resident arms), said in the judgement.
     """
     from perfgate.profiles.noise import PRIOR_DF
 
@@ -290,10 +296,10 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     noise = PRIOR_START_CV if prior_cv is None else prior_cv
     sd, df, source = pair_spread(logs, noise, PRIOR_DF if prior_df is None else prior_df)
 
-    def at(level: float) -> Judgement:
-        q = t_quantile(0.5 + level / 2, df)
-        return _judgement(mean, sd / math.sqrt(n), q, level=Level.STARTS, noise_cv=sd / math.sqrt(2), source=source,
-                          higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=level,
+    def at(conf: float) -> Judgement:
+        q = t_quantile(0.5 + conf / 2, df)
+        return _judgement(mean, sd / math.sqrt(n), q, level=level, noise_cv=sd / math.sqrt(2), source=source,
+                          higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=conf,
                           what=f"of {n} paired start(s), {metric}")[0]
 
     j = at(plan.level(confidence, n))  # a change: on the error-spending boundary of this look

@@ -23,7 +23,7 @@ from perfgate.measuring.judge import (
 )
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
-from perfgate.measuring.starts import quiet_pairs
+from perfgate.measuring.starts import pairs_level, quiet_pairs
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
     CANDIDATE_PREFIX,
@@ -77,12 +77,13 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
         if a and b and len(a) == len(b):
             series[metric] = [y / x for x, y in zip(a, b)]
     out = {}
+    level = pairs_level(current, candidate)
     for metric, ratios in series.items():
         conf = confidence if metric == PRIMARY else 1 - (1 - confidence) / max(1, len(series) - 1)
         spec = METRICS.get(metric) or RECORD_METRICS[metric]
         out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
                              min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
-                             confidence=conf, plan=plan, prior_cv=prior_cv(metric))
+                             confidence=conf, plan=plan, prior_cv=prior_cv(metric), level=level)
     return out
 
 

@@ -9,6 +9,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
@@ -23,7 +24,10 @@ from perfgate.record import (
     TTFT_PROBE_MS,
 )
 
-__all__ = ["combine", "quiet_pairs", "start_stats", "start_properties"]
+if TYPE_CHECKING:
+    from perfgate.measuring.judge import Level
+
+__all__ = ["combine", "quiet_pairs", "pairs_level", "start_stats", "start_properties"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -63,6 +67,15 @@ def quiet_pairs(a: Measurement, b: Measurement) -> tuple[Measurement, Measuremen
         return a, b, ()
     keep = [p for i, p in enumerate(pairs) if i + 1 not in bad]
     return replace(a, starts=tuple(x for x, _ in keep)), replace(b, starts=tuple(y for _, y in keep)), bad
+
+
+def pairs_level(a: Measurement, b: Measurement) -> Level:
+    """The level two arms' start pairs are judged at (perfgate.measuring.judge.Level): ``side-by-side`` where every
+    start of both ran beside the other arm's (co-resident arms, :attr:`Measurement.beside`), else ``starts``."""
+    from perfgate.measuring.judge import Level
+
+    starts = [*(a.starts or (a,)), *(b.starts or (b,))]
+    return Level.SIDE_BY_SIDE if all(s.beside for s in starts) else Level.STARTS
 
 
 def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:

@@ -119,6 +119,7 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     its properties recorded at each look. Undecided on decode tok/s carries :attr:`Verdict.decision` so that
     :mod:`perfgate.plugin.compare` adds start pairs while the budget lasts."""
     from perfgate.measuring import stackpair
+    from perfgate.measuring.starts import pairs_level
     from perfgate.profiles.noise import prior_cv
 
     st = perf.state
@@ -132,7 +133,8 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     simulated = st.profile.simulated
     v = stackpair.stack_pair_verdict(candidate, current, mode=case.mode, spec=cand.spec, confidence=w.confidence,
                                      plan=perf.plan(),
-                                     prior_cv=lambda metric: prior_cv(metric, "starts", simulated=simulated))
+                                     prior_cv=lambda metric: prior_cv(metric, pairs_level(candidate, current),
+                                                                      simulated=simulated))
     for k, val in v.properties.items():
         perf.record(k, val)
     # recorded at this look; the record concludes without them, so that the pooled starts' values recorded after

@@ -162,7 +162,8 @@ def _record_verdict(r: RecordDiff, sections: tuple[str, ...], blocking: Sequence
     ratio = tp.ratio if tp else None
     level = ""
     if j is not None:
-        level = {"starts": "same machine", "machines": f"{tp.machines} machines" if tp else "machines",
+        level = {"starts": "same machine", "side-by-side": "same machine, side by side",
+                 "machines": f"{tp.machines} machines" if tp else "machines",
                  "trials": "trials"}.get(j.level.value, j.level.value)
     mine = [f for f in blocking if f.key == r.key]
     why = "; ".join(dict.fromkeys(f.detail for f in mine))
