@@ -13,10 +13,11 @@ one level. The candidate: identical (A/A), or a host-side delay before every pre
 probe TTFT (``PERFGATE_SIM_PREFILL_DELAY_MS``, a TTFT-only slowdown). The arms: alternated starts (A B, B A, ...),
 or co-resident (``--perfgate-co-resident 0.4``: both up at once, probes and trials interleaved).
 
-Printed per cell: the share of runs whose ``pair.ttft_ms`` was regressed, same / improved / undecided, and the mean
-start pairs the record took. The host watch is off (``PERFGATE_HOST_WATCH=off``): on a shared 2-core runner it would
-discount pairs for the runner's own load, which is not what is compared here. Not a unit test: its table is in
-docs/measurement.md ("Co-resident arms").
+Printed per cell: the share of runs the record blocked (any metric it judges regressed: the gate's verdict), the
+share whose ``pair.ttft_ms`` itself was regressed, same / improved / undecided, and the mean start pairs the record
+took (a record stops adding pairs once a metric regressed). The host watch is off (``PERFGATE_HOST_WATCH=off``):
+on a shared 2-core runner it would discount pairs for the runner's own load, which is not what is compared here.
+Not a unit test: its table is in docs/measurement.md ("Co-resident arms").
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def one_run(root: Path, prof: Path, *, co_resident: bool, delay_ms: float, host:
     xml = root / f"r{n}.xml"
     env = {**os.environ, "PERFGATE_HOST_WATCH": "off", "PERFGATE_SIM_TTFT_MODES": host}
     cand = f"env.PERFGATE_SIM_PREFILL_DELAY_MS={delay_ms:g}" if delay_ms else "env.PERFGATE_SIM_BENCH_AA=1"
-    cmd = [sys.executable, "-m", "pytest", "perftests/test_stack_pair.py", "-k", "baseline", f"--perfgate-profile={prof}",
-           "--perfgate-candidate", cand, "--perfgate-starts", "1", f"--junitxml={xml}", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "perftests/test_stack_pair.py", "-k", "baseline",
+           f"--perfgate-profile={prof}", "--perfgate-candidate", cand, "--perfgate-starts", "1", f"--junitxml={xml}",
+           "-p", "no:cacheprovider",
            "-p", "no:randomly", "-q", *(["--perfgate-co-resident", "0.4"] if co_resident else [])]
     subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     for tc in ET.parse(xml).getroot().iter("testcase"):
@@ -113,25 +115,27 @@ def main(argv: list[str] | None = None) -> int:
                                 ("one level", "")):
             for cand_name, delay in (("A/A", 0.0), ("TTFT +10 %", FAST_TTFT_MODES_DELAY)):
                 for arms in ("alternated", "co-resident"):
-                    decisions, pairs = [], []
+                    decisions, pairs, blocked = [], [], 0
                     for _ in range(args.runs):
                         n += 1
                         rec = one_run(root, prof, co_resident=arms == "co-resident", delay_ms=delay, host=host, n=n)
                         decisions.append(rec.get("pair.ttft_ms.decision", "missing"))
+                        blocked += any(k.startswith("pair.") and k.endswith(".decision") and v == "regressed"
+                                       for k, v in rec.items())
                         pairs.append(int(rec.get("pair_n", "0") or 0))
-                        raw.append({"host": host_name, "candidate": cand_name, "arms": arms, **{
-                            k: v for k, v in rec.items() if k.startswith(("pair", "co_resident", "start_values.ttft_probe",
-                                                                          "candidate.start_values.ttft_probe"))}})
+                        kept = ("pair", "co_resident", "start_values.ttft_probe", "candidate.start_values.ttft_probe")
+                        raw.append({"host": host_name, "candidate": cand_name, "arms": arms,
+                                    **{k: v for k, v in rec.items() if k.startswith(kept)}})
                     share = {d: decisions.count(d) / len(decisions) for d in ("regressed", "same", "improved",
                                                                              "undecided", "missing")}
-                    rows.append((host_name, cand_name, arms, share, statistics.fmean(pairs)))
-                    print(f"{host_name:32s} {cand_name:11s} {arms:12s} " + "  ".join(
-                        f"{d} {v:4.0%}" for d, v in share.items() if v) + f"  pairs {statistics.fmean(pairs):.1f}",
-                        flush=True)
-    print("\n| host | candidate | arms | TTFT regressed | same | improved | undecided | mean pairs |")
-    print("|---|---|---|---|---|---|---|---|")
-    for host_name, cand_name, arms, share, mean_pairs in rows:
-        print(f"| {host_name} | {cand_name} | {arms} | {share['regressed']:.0%} | {share['same']:.0%} | "
+                    rows.append((host_name, cand_name, arms, blocked / args.runs, share, statistics.fmean(pairs)))
+                    ttft = "  ".join(f"{d} {v:4.0%}" for d, v in share.items() if v)
+                    print(f"{host_name:32s} {cand_name:11s} {arms:12s} blocked {blocked / args.runs:4.0%}  TTFT {ttft}"
+                          f"  pairs {statistics.fmean(pairs):.1f}", flush=True)
+    print("\n| host | candidate | arms | record blocked | TTFT regressed | same | improved | undecided | mean pairs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for host_name, cand_name, arms, blk, share, mean_pairs in rows:
+        print(f"| {host_name} | {cand_name} | {arms} | {blk:.0%} | {share['regressed']:.0%} | {share['same']:.0%} | "
               f"{share['improved']:.0%} | {share['undecided']:.0%} | {mean_pairs:.1f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1))

@@ -10,6 +10,7 @@
 #          pMS a host-side delay of MS milliseconds before each request's prefill (PERFGATE_INJECT_PREFILL_MS):
 #              a TTFT-only slowdown (issue 40: p2.8 is ~10 % of an H200's ~28 ms batch-1 TTFT probe)
 #   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
+#   CO_RESIDENT=0.4: both arms' servers side by side (--perfgate-co-resident 0.4, issue 40 item 6)
 #   the latency issue's runs: 0 p2.8 100   (SELECT_K=baseline by default: the -k of the stack-pair records; MAX_STARTS, MAX_TIME)
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
@@ -36,7 +37,7 @@ else
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
       echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts 1 \
 --perfgate-max-starts ${MAX_STARTS:-6} --perfgate-max-time ${MAX_TIME:-480} --perfgate-candidate '$cand' \
---perfgate-crosscheck off --junitxml=$S/out/paired-$us.xml --perfgate-log-dir $S/out/logs-$us -p no:cacheprovider \
+${CO_RESIDENT:+--perfgate-co-resident $CO_RESIDENT }--perfgate-crosscheck off --junitxml=$S/out/paired-$us.xml --perfgate-log-dir $S/out/logs-$us -p no:cacheprovider \
 -rA > $S/out/pytest-$us.log 2>&1; echo \$? > $S/out/rc-$us"
     done
     echo "echo done > $S/rc"
