@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.simproject import PROMPTS, SIM_SEED_BOX
+from tests.simproject import SIM_SEED_BOX
 from tests.simproject import make_project as _make
 from tests.test_starts import PROFILE, VARIANTS, _records
 

@@ -143,7 +143,8 @@ def test_co_resident_manager_keeps_two_servers_up_and_stops_the_oldest(tmp_path)
     try:
         a = mgr.ensure(cfg("a"))
         b = mgr.ensure(cfg("b"))
-        assert a.port != b.port and port_answers("127.0.0.1", a.port) and port_answers("127.0.0.1", b.port)
+        assert a.port is not None and b.port is not None and a.port != b.port
+        assert port_answers("127.0.0.1", a.port) and port_answers("127.0.0.1", b.port)
         assert mgr.running() == [a, b] and mgr.current is b
         assert mgr.ensure(cfg("a")) is a and mgr.current is a and mgr.running() == [b, a] and mgr.starts == 2
         c = mgr.ensure(cfg("c"))  # a third: the oldest kept (b) stops

@@ -83,7 +83,8 @@ def test_each_arm_measures_what_it_would_alone(client: FakeClient) -> None:
     alone = run_trials(A.url, W, config_key="ka", config_name="a")
     mine = [e for e in client.log if e[0] == "http://a"]
     assert [e for e in mine if e[1] != "probe"] == [e for e in together if e[1] != "probe"]
-    assert sum(e[2] for e in mine if e[1] == "probe") == sum(e[2] for e in together if e[1] == "probe") == 8
+    assert sum(int(str(e[2])) for e in mine if e[1] == "probe") == 8
+    assert sum(int(str(e[2])) for e in together if e[1] == "probe") == 8
     assert alone.measurement.probes == ra.measurement.probes
     assert alone.measurement.trials == ra.measurement.trials
 
