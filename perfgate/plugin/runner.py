@@ -7,7 +7,7 @@ must fail for its stated reason.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NoReturn
 
@@ -235,7 +235,7 @@ class PerfRun(Checks):
             st.selected_configs.setdefault(h[2].key, h[2])  # named in the summary's starts line
         for how, one in starts.round(hows, pair, lambda h: h[2],
                                      lambda h, c: self._measure_config(h[1], c, workload=h[3]), added=True,
-                                     together=lambda cs: self._measure_side_by_side(cs, hows[0][3])):
+                                     together=lambda cs: self._measure_servers(cs, hows[0][3])):
             m, case, config, workload, mkey = how
             if one is None or isinstance(one, ServerFailed):
                 if one is not None:
@@ -263,7 +263,7 @@ class PerfRun(Checks):
 
         measure_interleaved(st, group, st.settings.starts, one, confidence=w.confidence, on_failure=self.servers.fail,
                             key_of=lambda c: mkey if c.key == config.key else c.key,
-                            together=lambda cs: self._measure_side_by_side(cs, workload))
+                            together=lambda cs: self._measure_servers(cs, workload))
 
     def admit(self, config: ServerConfig, case: Case | None) -> None:
         """Run this test's record on ``config``'s server only if the pool admits it (attached: the server is that
@@ -290,46 +290,44 @@ class PerfRun(Checks):
 
     def _measure_config(self, case: Case, config: ServerConfig, *, record_log: bool = False,
                         workload: Workload | None = None) -> Measurement:
-        """The config's closed-loop trials on its server (perfgate.procedure.run_trials), on ``workload`` or the
-        mode's as the session resolves it (perfgate.profiles.settings); failed requests are a ServerFailed, from the
-        server's log when it died."""
-        from perfgate.procedure import run_trials
+        """The config's closed-loop trials on its server (:meth:`_measure_servers` of it alone); its failure raised."""
+        log = (lambda path: self.record("log", path)) if record_log else None
+        m = self._measure_servers([config], workload, on_log=log)[0]
+        if isinstance(m, ServerFailed):
+            raise m
+        assert m is not None
+        return m
 
-        st = self.state
-        w = workload or st.settings.workload(st.profile.workload_for(config.mode))
-        ep = self.servers.endpoint(config, on_log=(lambda path: self.record("log", path)) if record_log else None)
-        log_path = ep.log_path
+    def _measure_servers(self, configs: Sequence[ServerConfig], workload: Workload | None = None, *,
+                         on_log: Callable[[str], None] | None = None) -> list[Measurement | ServerFailed | None]:
+        """The configs' closed-loop trials on their servers, on ``workload`` or the mode's as the session resolves it
+        (perfgate.profiles.settings): one config's by perfgate.procedure.run_trials; co-resident arms' (two, up at
+        once, started in the order given: perfgate.serving.coresident) interleaved by run_side_by_side. Per config
+        its measurement (:meth:`_checked`), its failure, or None where another's start failed first; ``on_log``
+        gets the first one's log path once it serves."""
         from perfgate.plugin.hostwatch import watched
-
-        with watched(st, config.key) as seen:  # the host's and the GPUs' state during the start (host.* properties)
-            run = run_trials(ep.url, w, config_key=config.key, config_name=config.name, startup_s=ep.startup_s,
-                             log_path=log_path)
-        return self._checked(run, config, seen.state)
-
-    def _measure_side_by_side(self, configs: Sequence[ServerConfig],
-                              workload: Workload | None = None) -> list[Measurement | ServerFailed | None]:
-        """Co-resident arms (perfgate.serving.coresident): the configs' servers up at once, started in the order given,
-        their trials and probes interleaved (perfgate.procedure.run_side_by_side); per config its measurement (as
-        :meth:`_measure_config` checks it), its failure, or None where another's start failed first."""
-        from perfgate.plugin.hostwatch import watched
-        from perfgate.procedure import Arm, run_side_by_side
+        from perfgate.procedure import Arm, run_side_by_side, run_trials
 
         st = self.state
         w = workload or st.settings.workload(st.profile.workload_for(configs[0].mode))
         arms = []
         for c in configs:
             try:
-                ep = self.servers.endpoint(c)
+                ep = self.servers.endpoint(c, on_log=on_log if c is configs[0] else None)
             except ServerFailed as e:
                 return [e if x is c else None for x in configs]
             arms.append(Arm(url=ep.url, config_key=c.key, config_name=c.name, startup_s=ep.startup_s,
                             log_path=ep.log_path))
-        with watched(st, *(c.key for c in configs)) as seen:
-            runs = run_side_by_side(arms, w)
+        with watched(st, *(c.key for c in configs)) as seen:  # the host's and the GPUs' state (host.* properties)
+            a = arms[0]
+            runs = run_side_by_side(arms, w) if len(arms) > 1 else [
+                run_trials(a.url, w, config_key=a.config_key, config_name=a.config_name, startup_s=a.startup_s,
+                           log_path=a.log_path)]
         out: list[Measurement | ServerFailed | None] = []
         for c, run, other in zip(configs, runs, reversed(configs)):
             try:
-                out.append(replace(self._checked(run, c, seen.state), beside=other.key))
+                m = self._checked(run, c, seen.state)
+                out.append(replace(m, beside=other.key) if len(configs) > 1 else m)
             except ServerFailed as e:
                 out.append(e)
         return out

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Item = TypeVar("Item")
-#: co-resident arms: the configs' measurements taken side by side (PerfRun._measure_side_by_side)
+#: co-resident arms: the configs' measurements taken side by side (PerfRun._measure_servers)
 Together = Callable[[Sequence["ServerConfig"]], list[T | ServerFailed | None]]
 
 __all__ = ["ServerStarts", "note_comparison", "note_comparisons",
