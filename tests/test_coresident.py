@@ -26,7 +26,7 @@ _ensure = manager.ServerManager.ensure
 
 def ensure(self, config):
     server = _ensure(self, config)
-    if self.numbers.get(config.key) == self.starts and len(RUNNING) < self.starts:
+    if self.number(config.key) == self.starts and len(RUNNING) < self.starts:
         RUNNING.append([config.key, len(self.running())])
     return server
 

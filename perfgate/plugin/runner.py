@@ -300,13 +300,11 @@ class PerfRun(Checks):
 
     def _measure_servers(self, configs: Sequence[ServerConfig], workload: Workload | None = None, *,
                          on_log: Callable[[str], None] | None = None) -> list[Measurement | ServerFailed | None]:
-        """The configs' closed-loop trials on their servers, on ``workload`` or the mode's as the session resolves it
-        (perfgate.profiles.settings): one config's by perfgate.procedure.run_trials; co-resident arms' (two, up at
-        once, started in the order given: perfgate.serving.coresident) interleaved by run_side_by_side. Per config
-        its measurement (:meth:`_checked`), its failure, or None where another's start failed first; ``on_log``
-        gets the first one's log path once it serves."""
+        """The configs' trials (perfgate.procedure.run_side_by_side: one config, or co-resident arms started in this
+        order and interleaved) on ``workload`` or the mode's as the session resolves it. Per config its measurement
+        (:meth:`_checked`), its failure, or None where another's start failed first; ``on_log``: the first's log."""
         from perfgate.plugin.hostwatch import watched
-        from perfgate.procedure import Arm, run_side_by_side, run_trials
+        from perfgate.procedure import Arm, run_side_by_side
 
         st = self.state
         w = workload or st.settings.workload(st.profile.workload_for(configs[0].mode))
@@ -319,10 +317,7 @@ class PerfRun(Checks):
             arms.append(Arm(url=ep.url, config_key=c.key, config_name=c.name, startup_s=ep.startup_s,
                             log_path=ep.log_path))
         with watched(st, *(c.key for c in configs)) as seen:  # the host's and the GPUs' state (host.* properties)
-            a = arms[0]
-            runs = run_side_by_side(arms, w) if len(arms) > 1 else [
-                run_trials(a.url, w, config_key=a.config_key, config_name=a.config_name, startup_s=a.startup_s,
-                           log_path=a.log_path)]
+            runs = run_side_by_side(arms, w)
         out: list[Measurement | ServerFailed | None] = []
         for c, run, other in zip(configs, runs, reversed(configs)):
             try:
@@ -335,11 +330,10 @@ class PerfRun(Checks):
     def _checked(self, run: TrialsRun, config: ServerConfig, host_state: str) -> Measurement:
         """A start's measurement with the host's state and its start number; failed requests are a ServerFailed, from
         the server's log when it died."""
-        m = replace(run.measurement, host_state=host_state)
+        launched = self.servers.launched  # start_no: which start it was, the order of a pair's arms
+        m = replace(run.measurement, host_state=host_state,
+                    start_no=launched.number(config.key) if launched is not None else 0)
         log_path = m.log_path
-        launched = self.servers.launched
-        if launched is not None and config.key in launched.numbers:
-            m = replace(m, start_no=launched.numbers[config.key])  # which start it was: the order of a pair's arms
         if m.failures:
             # a server that died while serving is classified from its log
             err = self.servers.exit_error(config)
@@ -347,16 +341,11 @@ class PerfRun(Checks):
                 raise ServerFailed(Verdict(outcome=Outcome.FAIL, category=Category(err.category or Category.CRASH),
                                            message=str(err)),
                                    log_path)
-            from perfgate.host.procs import tail
+            from perfgate.serving.launch_log import failed_requests_verdict
 
-            uniq = list(dict.fromkeys(m.errors))
             self._record_measurement(m)
-            during = " (warm-up)" if run.warmup_failed else ""
-            msg = f"{m.failures} request(s) failed while measuring {config.name}{during}: {'; '.join(uniq[:3])}"
-            if log_path:
-                msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
-                    "    | " + ln for ln in tail(log_path, 15).splitlines())
-            raise ServerFailed(Verdict(outcome=Outcome.FAIL, category=Category.CRASH, message=msg), log_path)
+            raise ServerFailed(failed_requests_verdict(config.name, m.failures, m.errors, log_path,
+                                                       warmup=run.warmup_failed), log_path)
         return m
 
     def sweep(self, case: Case, config: ServerConfig, m: Measurement) -> Measurement:

@@ -176,7 +176,7 @@ class ServerStarts:
             launched = self.pool.launched
             for c, r in zip(configs, results):
                 if launched is not None and r is not None and not isinstance(r, ServerFailed):
-                    self._st.ledger.note_measured_start(launched.numbers[c.key])
+                    self._st.ledger.note_measured_start(launched.number(c.key))
             yield from zip(order, results)
             return
         for item, cfg in zip(order, configs):

@@ -65,15 +65,7 @@ def run_trials(url: str, w: Workload, *, config_key: str, config_name: str, star
     trials say why), and none is sent after a failed warm-up or trial. The Measurement carries them
     (``probes``) and the trials' inter-token latencies (``itl_sample``)."""
     arm = Arm(url=url, config_key=config_key, config_name=config_name, startup_s=startup_s, log_path=log_path)
-    run = _Trials(arm, w, offset=offset)
-    sizes = block_sizes(w.ttft_probes, w.trials)
-    for t in range(w.trials):
-        if run.failed:
-            break
-        run.probe(sizes[t])
-        run.trial(t)
-    run.probe(sizes[-1])
-    return run.finish()
+    return run_side_by_side([arm], w, offset=offset)[0]
 
 
 def run_side_by_side(arms: Sequence[Arm], w: Workload, *, offset: int = 0) -> list[TrialsRun]:
@@ -82,11 +74,15 @@ def run_side_by_side(arms: Sequence[Arm], w: Workload, *, offset: int = 0) -> li
     arm's warm-up, then before each trial (and after the last) a probe block sent one request at a time, the arms
     taking turns request by request (the first arm alternating), then the trial on each arm (the order alternating
     trial by trial). Each arm's measurement is what :func:`run_trials` measures of it (the same prompts, trials,
-    probes and failure rules); an arm whose warm-up or trial failed stops, the others go on."""
+    probes and failure rules); an arm whose warm-up or trial failed stops, the others go on. One arm is
+    :func:`run_trials`."""
     runs = [_Trials(a, w, offset=offset) for a in arms]
     sizes = block_sizes(w.ttft_probes, w.trials)
 
     def probes(k: int) -> None:
+        if len(runs) == 1:  # one server: its block in one batch, one request at a time
+            runs[0].probe(k)
+            return
         for i in range(k):
             for r in (runs if i % 2 == 0 else runs[::-1]):
                 r.probe(1, new_block=i == 0)

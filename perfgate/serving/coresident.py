@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from perfgate.engines import Engine
@@ -68,8 +68,6 @@ class SideBySide:
     def environment(self, config: ServerConfig, base: Mapping[str, str]) -> dict[str, str]:
         return self.inner.environment(config, base)
 
-    def __getattr__(self, name: str) -> Any:  # the inner engine's other attributes (python, sglang_version, ...)
-        return getattr(self.inner, name)
 
 
 def problem(fraction: float | None, *, attached: bool) -> str:

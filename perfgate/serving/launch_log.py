@@ -1,6 +1,7 @@
 """What a server's log says about its config after a launch: a variant's backend that SGLang fell back from
 (:func:`fallback_verdict`, a failure with the fallback's category) and where an unrecognized flag came from
-(:func:`bad_flag_hint`: the file and key, and the closest flag this SGLang knows). The server pool
+(:func:`bad_flag_hint`: the file and key, and the closest flag this SGLang knows), and the failure of requests a
+running server did not serve, with its log's last lines (:func:`failed_requests_verdict`). The server pool
 (:mod:`perfgate.plugin.pool`) and the step profiler ask them; ``state`` is anything with the session's
 ``profile`` and ``variants``.
 """
@@ -16,7 +17,7 @@ from perfgate.measuring.verdict import Verdict
 if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
 
-__all__ = ["bad_flag_hint", "fallback_verdict"]
+__all__ = ["bad_flag_hint", "fallback_verdict", "failed_requests_verdict"]
 
 
 def fallback_verdict(state: Any, config: ServerConfig, log_path: str | Path | None) -> Verdict | None:
@@ -60,3 +61,17 @@ def bad_flag_hint(state: Any, config: ServerConfig, log_path: str | Path | None)
         where = f"{p.path} [modes.{config.mode}] flags"
     fix = f"did you mean {close[0]}?" if close else "remove it, or use the flag's name in this SGLang version"
     return f"{where}: key '{name}': {flag} is not a flag of this SGLang; fix: {fix}\n"
+
+
+def failed_requests_verdict(name: str, failures: int, errors: tuple[str, ...], log_path: str, *,
+                            warmup: bool = False) -> Verdict:
+    """A crash: ``failures`` requests of config ``name`` failed while measuring (``warmup``: in its warm-up), their
+    first distinct errors, and the last lines of the server's log where it has one."""
+    from perfgate.host.procs import tail
+
+    during = " (warm-up)" if warmup else ""
+    msg = f"{failures} request(s) failed while measuring {name}{during}: {'; '.join(list(dict.fromkeys(errors))[:3])}"
+    if log_path:
+        msg += f"\n  log: {log_path}\n  last lines of the log:\n" + "\n".join(
+            "    | " + ln for ln in tail(log_path, 15).splitlines())
+    return Verdict(outcome=Outcome.FAIL, category=Category.CRASH, message=msg)

@@ -32,8 +32,6 @@ class ServerManager:
     current: Server | None = None
     starts: int = 0
     started_configs: list[str] = field(default_factory=list)
-    #: each config's latest start number (1, 2, ...: ``starts`` when it started)
-    numbers: dict[str, int] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     #: a failed start whose GPU memory was not released: no later launch until NVML shows it free
     gpu_blocked: GpuMemoryNotReleased | None = None
@@ -69,7 +67,6 @@ class ServerManager:
                         progress_every_s=self.progress_every_s)
         self.starts += 1
         self.started_configs.append(config.key)
-        self.numbers[config.key] = self.starts
         try:
             server.start()
             self.logs[config.key] = str(server.log_path)
@@ -99,6 +96,10 @@ class ServerManager:
         if gpu.holders(err.pids):
             self.gpu_blocked = err
             raise err
+
+    def number(self, key: str) -> int:
+        """The latest start number (1, 2, ...) of the config ``key``; 0 if it never started."""
+        return max((i + 1 for i, k in enumerate(self.started_configs) if k == key), default=0)
 
     def running(self) -> list[Server]:
         """Every server running now: those kept beside the current one, then the current one."""
