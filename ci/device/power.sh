@@ -10,8 +10,11 @@
 #          pMS a host-side delay of MS milliseconds before each request's prefill (PERFGATE_INJECT_PREFILL_MS):
 #              a TTFT-only slowdown (issue 40: p2.8 is ~10 % of an H200's ~28 ms batch-1 TTFT probe)
 #   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
-#   CO_RESIDENT=0.4: both arms' servers side by side (--perfgate-co-resident 0.4, issue 40 item 6)
-#   the latency issue's runs: 0 p2.8 100   (SELECT_K=baseline by default: the -k of the stack-pair records; MAX_STARTS, MAX_TIME)
+#   DELAY:N    at most N start pairs for this session (else MAX_STARTS, default 6)
+#   DELAY[:N]:co  both arms' servers side by side (--perfgate-co-resident ${CO_RESIDENT:-0.4}, issue 40 item 6);
+#              CO_RESIDENT=F makes every session side by side
+#   the latency issue's runs: p2.8:4 0:3 p2.8:3:co   (SELECT_K=baseline by default: the -k of the stack-pair records;
+#   MAX_TIME: seconds of added start pairs per session, default 600)
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
 US=${*:-600 100 0}
@@ -32,13 +35,15 @@ else
   {
     echo "cd $S/repo; export PYTHONPATH=/tmp/sgl:/tmp/pg:$S/repo PYTHONUNBUFFERED=1"
     echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
-    for us in $US; do
+    for tok in $US; do
+      IFS=: read -r us max co <<< "$tok"; case $max in co) co=co; max= ;; esac
+      tag=${tok//:/-}; cores=${CO_RESIDENT:-}; [ "$co" = co ] && cores=${CO_RESIDENT:-0.4}
       case $us in p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;; *) var=PERFGATE_INJECT_GPU_US; val=$us ;; esac
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
       echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts 1 \
---perfgate-max-starts ${MAX_STARTS:-6} --perfgate-max-time ${MAX_TIME:-480} --perfgate-candidate '$cand' \
-${CO_RESIDENT:+--perfgate-co-resident $CO_RESIDENT }--perfgate-crosscheck off --junitxml=$S/out/paired-$us.xml --perfgate-log-dir $S/out/logs-$us -p no:cacheprovider \
--rA > $S/out/pytest-$us.log 2>&1; echo \$? > $S/out/rc-$us"
+--perfgate-max-starts ${max:-${MAX_STARTS:-6}} --perfgate-max-time ${MAX_TIME:-600} --perfgate-candidate '$cand' \
+${cores:+--perfgate-co-resident $cores }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
+-rA > $S/out/pytest-$tag.log 2>&1; echo \$? > $S/out/rc-$tag"
     done
     echo "echo done > $S/rc"
   } > "$S/run.sh"
@@ -59,8 +64,8 @@ nvidia-smi --query-gpu=uuid,memory.used --format=csv,noheader
 ps -eo pid,stat,cmd | awk '$2 !~ /^Z/' | grep -E "sglang\.launch_server|sglang::|-m pytest perftests" | grep -v grep \
   || echo "no sglang/perfgate process left"
 # at most 8 files come back from a call: per delay its JUnit and one tarball of its pytest log and server logs
-for us in $US; do
-  cp "$S/out/paired-$us.xml" "$OUT/" 2>/dev/null
-  (cd "$S/out" && ls -d "pytest-$us.log" "logs-$us" 2>/dev/null | xargs -r tar czf "$OUT/power-$us.tgz")
+for tok in $US; do
+  tag=${tok//:/-}; cp "$S/out/paired-$tag.xml" "$OUT/" 2>/dev/null
+  (cd "$S/out" && ls -d "pytest-$tag.log" "logs-$tag" 2>/dev/null | xargs -r tar czf "$OUT/power-$tag.tgz")
 done
 ls -la "$OUT"
