@@ -3,6 +3,7 @@
     python benchmarks/sequential_power.py                   # 2000 replicates per cell, about two minutes
     python benchmarks/sequential_power.py --boundary even   # the even (Bonferroni) split it replaced
     python benchmarks/sequential_power.py --replicates 500 --json out.json
+    python benchmarks/sequential_power.py --noise-from evidence/h200-x1/latency-*/paired-*.xml   # real noise
 
 Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
 (current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
@@ -19,6 +20,11 @@ figure is drawn around its machine's with the metric's *true* noise between star
 - **across machines**: two single-start reports of two machines (``perfgate gate`` on them,
   :func:`perfgate.report.diff.compare_metric`): the share *regressed* on A/A.
 
+``--noise-from JUNIT...`` replaces the H200 rows' noise with the spread that paired runs' stack-pair records
+measured (:func:`noise_from_reports`): per metric the pooled sd of the log candidate/current start-pair ratios
+around each record's own mean, over sqrt(2) (one start's), alternated pairs and co-resident ones apart (the latter
+as rows of their own, ``H200 side by side``, judged against the side-by-side prior).
+
 Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
 """
 
@@ -32,7 +38,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from perfgate.measuring.judge import Decision, Sequential, default_min_effect, paired
+from perfgate.measuring.judge import Decision, Level, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
 from perfgate.profiles.noise import prior_cv
 
@@ -47,6 +53,9 @@ TRUE_NOISE: dict[tuple[str, str], float] = {
     ("real", "tok_s"): 0.0003, ("real", "output_tok_s"): 0.0028, ("real", "ttft_ms"): 0.12,
     ("real", "itl_ms_p99"): 0.017, ("real", "goodput_rps"): 0.08,
 }
+#: the metrics a stack-pair record carries per start for both arms, and the property holding each one's judged values
+PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "ttft_probe_ms",
+                 "itl_ms_p99": "itl_ms_p99"}
 CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 
@@ -57,17 +66,57 @@ class Cell:
     same: float  # share called same
 
 
+@dataclass(frozen=True)
+class Measured:
+    noise: float  # one start's relative sd
+    df: int  # the degrees of freedom behind it
+    records: int  # the records (comparisons) it pooled
+    pairs: int  # their start pairs
+
+
+def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], Measured]:
+    """Per (level, metric): one start's noise from the stack-pair records of paired runs (``pair_n`` >= 2, both arms'
+    ``start_values``): the pooled sd of each record's log start-pair ratios around the record's own mean (a real
+    change shifts the mean, not the spread), over sqrt(2). ``level``: ``starts`` (alternated pairs) or
+    ``side-by-side`` (``co_resident_starts``). A TTFT's values are the probes' (``ttft_probe_ms``), as the judge's."""
+    from perfgate.report.junit_read import read_reports
+
+    sums: dict[tuple[str, str], list[float]] = {}
+    for report in read_reports(paths):
+        for r in report.records:
+            if not r.prop("pair_n"):
+                continue
+            level = "side-by-side" if (r.num("co_resident_starts") or 0) > 0 else "starts"
+            for metric, name in PAIRED_VALUES.items():
+                cur, cand = (r.prop(f"{arm}start_values.{name}") for arm in ("", "candidate."))
+                try:
+                    a, b = ([float(x) for x in t.split(",")] for t in (cur, cand))
+                except ValueError:
+                    continue
+                if len(a) != len(b) or len(a) < 2 or min(a + b) <= 0:
+                    continue
+                logs = [math.log(y / x) for x, y in zip(a, b)]
+                mean = statistics.fmean(logs)
+                acc = sums.setdefault((level, metric), [0.0, 0, 0, 0])
+                acc[0] += sum((v - mean) ** 2 for v in logs)
+                acc[1] += len(logs) - 1
+                acc[2] += 1
+                acc[3] += len(logs)
+    return {k: Measured(noise=math.sqrt(ss / df / 2), df=int(df), records=int(n), pairs=int(p))
+            for k, (ss, df, n, p) in sums.items() if df > 0}
+
+
 def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noise: float, plan: Sequential,
-             first: int = 1) -> tuple[Decision, int]:
+             first: int = 1, level: str = "starts") -> tuple[Decision, int]:
     """One paired run: pairs added while undecided; (the decision, the pairs it took)."""
     spec = METRICS.get(metric) or RECORD_METRICS[metric]
     up = spec.higher_is_better
     shift = math.log(1 - change) if up else math.log(1 + change)  # worse in the metric's direction
-    prior = prior_cv(metric, "starts", simulated=engine == "sim")
+    prior = prior_cv(metric, level, simulated=engine == "sim")
     ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
     while True:
         j = paired(ratios, higher_is_better=up, min_effect=default_min_effect(metric, higher_is_better=up),
-                   prior_cv=prior, plan=plan, metric=metric)
+                   prior_cv=prior, plan=plan, metric=metric, level=Level(level))
         if j.decision is not Decision.UNDECIDED or len(ratios) >= plan.max_pairs:
             return j.decision, len(ratios)
         ratios.append(math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)))
@@ -102,22 +151,34 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
     return hits / replicates
 
 
-def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf") -> dict[str, dict[str, object]]:
+def rows(measured: dict[tuple[str, str], Measured] | None = None) -> list[tuple[str, str, float, str]]:
+    """(engine, metric, true noise, level) of each row: :data:`TRUE_NOISE`, the real rows' noise replaced by the
+    measured at ``starts`` and side-by-side rows added where ``measured`` has them."""
+    measured = measured or {}
+    out = [(engine, metric, measured[("starts", metric)].noise if engine == "real" and ("starts", metric) in measured
+            else noise, "starts") for (engine, metric), noise in TRUE_NOISE.items()]
+    out += [("real", metric, m.noise, level) for (level, metric), m in sorted(measured.items()) if level != "starts"]
+    return out
+
+
+def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf",
+          measured: dict[tuple[str, str], Measured] | None = None) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
     plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
     out: dict[str, dict[str, object]] = {}
-    for (engine, metric), noise in TRUE_NOISE.items():
-        aa = cell(rng, replicates, metric=metric, engine=engine, change=0.0, noise=noise, plan=plan)
-        wide = cell(rng, replicates, metric=metric, engine=engine, change=0.0, noise=3 * noise, plan=plan)
-        power = {d: cell(rng, max(200, replicates // 4), metric=metric, engine=engine, change=d, noise=noise,
-                         plan=plan) for d in CHANGES}
+    for engine, metric, noise, level in rows(measured):
+        kw = {"metric": metric, "engine": engine, "plan": plan, "level": level}
+        aa = cell(rng, replicates, change=0.0, noise=noise, **kw)
+        wide = cell(rng, replicates, change=0.0, noise=3 * noise, **kw)
+        power = {d: cell(rng, max(200, replicates // 4), change=d, noise=noise, **kw) for d in CHANGES}
         smallest = next((d for d in CHANGES if power[d].rate >= 0.95), None)
-        prior = prior_cv(metric, "starts", simulated=engine == "sim")
-        out[f"{engine} {metric}"] = {"true_noise": noise, "prior": prior,
-                                     "aa": aa, "aa_prior_3x_too_narrow": wide, "power": power,
-                                     "smallest_95": smallest,
-                                     "aa_two_machines": across_machines(rng, replicates, metric=metric, engine=engine,
-                                                                        noise=noise)}
+        prior = prior_cv(metric, level, simulated=engine == "sim")
+        name = f"{engine} {metric}" if level == "starts" else f"{engine} {level} {metric}"
+        out[name] = {"true_noise": noise, "prior": prior,
+                     "aa": aa, "aa_prior_3x_too_narrow": wide, "power": power,
+                     "smallest_95": smallest,
+                     "aa_two_machines": across_machines(rng, replicates, metric=metric, engine=engine,
+                                                        noise=noise)}
     return out
 
 
@@ -129,17 +190,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--boundary", choices=("obf", "even"), default="obf",
                     help="the looks' boundary: obf = error spending (the judge's), even = the Bonferroni split before")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--noise-from", nargs="+", metavar="JUNIT", default=[],
+                    help="paired runs' JUnit files: the H200 rows' noise as their stack-pair records measured it")
     args = ap.parse_args(argv)
-    t = table(args.replicates, args.seed, args.max_pairs, args.boundary)
+    measured = noise_from_reports(args.noise_from) if args.noise_from else None
+    for (level, metric), m in sorted((measured or {}).items()):
+        print(f"measured at {level}: {metric} {m.noise:.2%} one start ({m.df} df, {m.pairs} pairs of {m.records} "
+              f"records)")
+    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured)
     print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
           f"boundary {args.boundary}")
-    print(f"{'metric':<18}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
+    print(f"{'metric':<32}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
           + "".join(f"{d:>11.1%}" for d in CHANGES) + "   >=95 % from")
     for name, row in t.items():
         aa, wide, power = row["aa"], row["aa_prior_3x_too_narrow"], row["power"]
         assert isinstance(aa, Cell) and isinstance(wide, Cell) and isinstance(power, dict)
         s = row["smallest_95"]
-        print(f"{name:<18}{row['true_noise']:>7.2%}{row['prior']:>7.2%}{aa.rate:>8.2%}{aa.pairs:>6.1f}"
+        print(f"{name:<32}{row['true_noise']:>7.2%}{row['prior']:>7.2%}{aa.rate:>8.2%}{aa.pairs:>6.1f}"
               f"{wide.rate:>7.2%}{row['aa_two_machines']:>8.2%}  "
               + "".join(f"{power[d].rate:>6.0%} {power[d].pairs:>3.1f}p" for d in CHANGES)
               + (f"   {s:.1%}" if s else "   none"))

@@ -123,3 +123,34 @@ def test_the_error_spending_boundary_catches_more_than_the_even_split_it_replace
             rates[boundary] = cell(random.Random(11), 200, metric=metric, engine="real", change=change, noise=noise,
                                    plan=plan).rate
         assert rates["obf"] >= 2 * rates["even"] and rates["obf"] >= 0.3, (metric, rates)
+
+
+def test_noise_from_reports_pools_each_records_spread_around_its_own_mean(tmp_path) -> None:
+    """benchmarks/sequential_power.py --noise-from: one start's noise from real stack-pair records is the pooled sd
+    of their log start-pair ratios around each record's own mean (a real change moves the mean, not the spread),
+    over sqrt(2); co-resident records are a level of their own; a record of one pair has no spread to give."""
+    import math
+
+    from benchmarks.sequential_power import noise_from_reports
+    from tests.report_factory import Case, write_report
+
+    def case(name: str, cur: list[float], cand: list[float], **extra: str) -> Case:
+        vals = {"start_values.ttft_probe_ms": ",".join(map(str, cur)),
+                "candidate.start_values.ttft_probe_ms": ",".join(map(str, cand))}
+        return Case(name=name, kind="stack-pair", extra={"pair_n": str(len(cur)), **vals, **extra})
+
+    e = math.exp
+    path = write_report(tmp_path / "paired.xml", [
+        case("aa", [30.0, 30.0, 30.0], [30 * e(0.01), 30 * e(-0.01), 30.0]),  # logs +-0.01, 0: ss 2e-4, 2 df
+        case("slowed", [28.0, 40.0], [28 * e(0.1), 40 * e(0.12)]),  # a +10 % change, spread +-0.01: ss 2e-4, 1 df
+        case("one-pair", [28.0], [35.0]),  # no spread
+        case("side", [30.0, 30.0], [30 * e(0.002), 30 * e(-0.002)], co_resident_starts="2"),
+    ])
+    got = noise_from_reports([str(path)])
+    starts = got[("starts", "ttft_ms")]
+    assert (starts.df, starts.records, starts.pairs) == (3, 2, 5)
+    assert math.isclose(starts.noise, math.sqrt(4e-4 / 3 / 2), rel_tol=1e-6)
+    side = got[("side-by-side", "ttft_ms")]
+    assert (side.df, side.records) == (1, 1)
+    assert math.isclose(side.noise, math.sqrt(8e-6 / 1 / 2), rel_tol=1e-6)
+    assert ("starts", "tok_s") not in got  # no record carried both arms' tok/s per start
