@@ -151,10 +151,16 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
     return hits / replicates
 
 
-def rows(measured: dict[tuple[str, str], Measured] | None = None) -> list[tuple[str, str, float, str]]:
-    """(engine, metric, true noise, level) of each row: :data:`TRUE_NOISE`, the real rows' noise replaced by the
-    measured at ``starts`` and side-by-side rows added where ``measured`` has them."""
-    measured = measured or {}
+#: the rows --noise-from replaces by default: the latencies the paired runs' probes and trials measure; decode and
+#: output tok/s keep :data:`TRUE_NOISE`, which pools many more baseline pairs over machines
+REPLACED = ("ttft_ms", "itl_ms_p99")
+
+
+def rows(measured: dict[tuple[str, str], Measured] | None = None,
+         replace: tuple[str, ...] = REPLACED) -> list[tuple[str, str, float, str]]:
+    """(engine, metric, true noise, level) of each row: :data:`TRUE_NOISE`, the real rows of ``replace`` with the
+    noise measured at ``starts``, and side-by-side rows of ``replace`` added where ``measured`` has them."""
+    measured = {k: m for k, m in (measured or {}).items() if k[1] in replace}
     out = [(engine, metric, measured[("starts", metric)].noise if engine == "real" and ("starts", metric) in measured
             else noise, "starts") for (engine, metric), noise in TRUE_NOISE.items()]
     out += [("real", metric, m.noise, level) for (level, metric), m in sorted(measured.items()) if level != "starts"]
@@ -162,11 +168,12 @@ def rows(measured: dict[tuple[str, str], Measured] | None = None) -> list[tuple[
 
 
 def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf",
-          measured: dict[tuple[str, str], Measured] | None = None) -> dict[str, dict[str, object]]:
+          measured: dict[tuple[str, str], Measured] | None = None,
+          replace: tuple[str, ...] = REPLACED) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
     plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
     out: dict[str, dict[str, object]] = {}
-    for engine, metric, noise, level in rows(measured):
+    for engine, metric, noise, level in rows(measured, replace):
         kw = {"metric": metric, "engine": engine, "plan": plan, "level": level}
         aa = cell(rng, replicates, change=0.0, noise=noise, **kw)
         wide = cell(rng, replicates, change=0.0, noise=3 * noise, **kw)
@@ -192,12 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--noise-from", nargs="+", metavar="JUNIT", default=[],
                     help="paired runs' JUnit files: the H200 rows' noise as their stack-pair records measured it")
+    ap.add_argument("--replace", nargs="+", metavar="METRIC", default=list(REPLACED),
+                    help=f"the rows --noise-from replaces (default: {' '.join(REPLACED)})")
     args = ap.parse_args(argv)
     measured = noise_from_reports(args.noise_from) if args.noise_from else None
     for (level, metric), m in sorted((measured or {}).items()):
         print(f"measured at {level}: {metric} {m.noise:.2%} one start ({m.df} df, {m.pairs} pairs of {m.records} "
               f"records)")
-    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured)
+    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace))
     print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
           f"boundary {args.boundary}")
     print(f"{'metric':<32}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "

@@ -23,7 +23,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
            "PAIR_ORDER", "PAIR_DISTURBED",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
-           "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL"]
+           "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN"]
 
 
 @dataclass(frozen=True)
@@ -129,12 +129,17 @@ TTFT_MULTIMODAL = "ttft_multimodal"
 #: the same of the trials' inter-token latencies, pooled over the start (what its ITL p99 is the tail of)
 ITL_MODES = "itl_modes"
 ITL_MULTIMODAL = "itl_multimodal"
+#: the probes' TTFT in parts at the server's timestamps (SGLang's --enable-metrics; perfgate.measuring.ttft_parts):
+#: ``ttft_part.<part>_ms`` (median over the probes) and ``ttft_part.<part>_spread_ms`` (p90 - p10) per part, and
+#: ``ttft_spread_in``, the part whose spread is widest (where the levels live)
+TTFT_PART_PREFIX = "ttft_part."
+TTFT_SPREAD_IN = "ttft_spread_in"
 
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    CANDIDATE, TTFT_MODES, ITL_MODES,
+    CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN,
 })
 
 

@@ -1,7 +1,9 @@
 """TTFT probes in a session (process tier: pytester runs of the suite against the simulated server): a start whose
 host flips between two prefill levels (PERFGATE_SIM_TTFT_MODES, seeded) carries its probes, the two modes and the
 lower mode's TTFT in its record, and says so on its terminal line. Structure, not time: the levels' factor is 2.5,
-so no runner's load merges them, and the seed fixes which prefill steps are at which level."""
+so no runner's load merges them, and the seed fixes which prefill steps are at which level. With
+``--enable-metrics`` the server stamps its responses and the record says in which leg the spread lives (the
+simulator's levels are its prefill steps')."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ def test_a_start_on_a_host_that_flips_names_its_two_ttft_modes(pytester, monkeyp
     monkeypatch.setenv("PERFGATE_SIM_TTFT_MODES", "1.0,2.5/6")
     monkeypatch.setenv("PERFGATE_SIM_START_SEED", "3")
     prof = make_project(pytester, workload="ttft_probes = 30")
+    prof.write_text(prof.read_text().replace("random-seed = 1\n", "random-seed = 1\nenable-metrics = true\n", 1))
     r = run(pytester, prof, "-m", "baseline", "-k", "decode_floor")
     rec = records(pytester)["test_decode_floor[m:baseline]"]
     assert rec["ttft_probes"] == "30" and "ttft_probe_failures" not in rec
@@ -20,7 +23,11 @@ def test_a_start_on_a_host_that_flips_names_its_two_ttft_modes(pytester, monkeyp
     assert high / low > 1.8  # the levels' 2.5, less the client's fixed part
     assert abs(float(rec["ttft_probe_ms"]) / low - 1) < 0.001  # the start's TTFT: the lower mode (4 digits shown)
     assert rec["itl_multimodal"] == "false"  # decode untouched by the prefill levels
-    r.stdout.fnmatch_lines(["*baseline floor*TTFT multi-modal over 30 probes: * ms *% | * ms *%*"])
+    assert rec["ttft_spread_in"] == "prefill", rec  # the levels are the simulator's prefill steps
+    legs = {k: float(rec[f"ttft_part.{k}_ms"]) for k in ("dispatch", "to_forward", "prefill", "rest")}
+    assert legs["prefill"] > 0 and min(legs.values()) >= 0, legs
+    assert float(rec["ttft_part.prefill_spread_ms"]) > 0.8 * (high - low), rec  # the gap between the levels
+    r.stdout.fnmatch_lines(["*baseline floor*TTFT multi-modal over 30 probes: * ms *% | * ms *%; spread in prefill*"])
 
 
 def test_probes_off_leave_the_record_as_before(pytester):

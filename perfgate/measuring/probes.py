@@ -8,7 +8,9 @@ each trial and one after the last (perfgate.procedure.closed): ``[workload] ttft
 :data:`perfgate.profiles.DEFAULT_TTFT_PROBES`, 36: 6 blocks of 6 at 5 trials). The start's TTFT is
 :func:`perfgate.measuring.modes.start_estimate` of them (the lower mode's location where they are multi-modal, else
 their median); the record says whether they were multi-modal and names the modes (:func:`mode_properties`), and so
-for the trials' pooled inter-token latencies, whose tail the ITL p99 is.
+for the trials' pooled inter-token latencies, whose tail the ITL p99 is. Where the server stamps its responses
+(SGLang's ``--enable-metrics``) each probe is also split into its legs (perfgate.measuring.ttft_parts), and the record
+names the leg that carries the spread.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from functools import cached_property
 from typing import Protocol
 
 from perfgate.measuring.modes import Modes, find_modes, start_estimate, thin
+from perfgate.measuring.ttft_parts import part_properties
 from perfgate.record import (
     ITL_MODES,
     ITL_MULTIMODAL,
@@ -61,6 +64,8 @@ class Probes:
     failures: int = 0
     #: the per-start estimates of a pool of starts (empty for one start: :attr:`estimate` is its own)
     per_start: tuple[float, ...] = field(default=())
+    #: the probes' TTFTs in parts (perfgate.measuring.ttft_parts.parts_ms), for those whose response was stamped
+    parts: tuple[dict[str, float], ...] = field(default=())
 
     @property
     def n(self) -> int:
@@ -99,7 +104,7 @@ def pool(per_start: Sequence[Probes | None]) -> Probes | None:
         return ps[0]
     ests = tuple(e for p in ps if (e := p.estimate) is not None)
     return Probes(ttft_ms=tuple(x for p in ps for x in p.ttft_ms), blocks=sum(p.blocks for p in ps),
-                  failures=sum(p.failures for p in ps), per_start=ests)
+                  failures=sum(p.failures for p in ps), per_start=ests, parts=tuple(x for p in ps for x in p.parts))
 
 
 def itl_sample(itls_ms: Sequence[float]) -> tuple[float, ...]:
@@ -110,7 +115,8 @@ def itl_sample(itls_ms: Sequence[float]) -> tuple[float, ...]:
 def mode_properties(m: Probed) -> dict[str, object]:
     """The record's probe and mode properties (perfgate.record): ``ttft_probes``, ``ttft_probe_ms``,
     ``ttft_probe_failures`` where some failed, and where there were enough values to judge
-    (:data:`perfgate.measuring.modes.MIN_SAMPLES`) ``ttft_modes`` and ``ttft_multimodal``; ``itl_modes`` and
+    (:data:`perfgate.measuring.modes.MIN_SAMPLES`) ``ttft_modes`` and ``ttft_multimodal``; where the probes were
+    stamped, their parts (:func:`perfgate.measuring.ttft_parts.part_properties`); ``itl_modes`` and
     ``itl_multimodal`` of the trials' pooled inter-token latencies. Over several starts the probes and the ITLs of
     every start are judged together (a host at one level for a whole start and the other for the next shows two)."""
     out: dict[str, object] = {}
@@ -125,6 +131,7 @@ def mode_properties(m: Probed) -> dict[str, object]:
         if p.modes.judged:
             out[TTFT_MODES] = p.modes.text("ms")
             out[TTFT_MULTIMODAL] = p.modes.multimodal
+        out.update(part_properties(p.parts))
     if m.itl_sample:
         im = find_modes(m.itl_sample)
         if im.judged:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from perfgate.measuring.metrics import Measurement, SweepPoint, Trial, compute_trial, summarize, sweep_point
 from perfgate.measuring.probes import Probes, block_sizes, itl_sample
+from perfgate.measuring.ttft_parts import parts_ms
 from perfgate.measuring.workload import load_prompts, requests_for
 
 if TYPE_CHECKING:
@@ -159,6 +160,7 @@ class _Prober:
     def __init__(self, url: str, w: Workload, prompts: list[tuple[int, ...]], *, at: int) -> None:
         self.url, self.w, self.prompts, self.at = url, w, prompts, at
         self.ttft_ms: list[float] = []
+        self.parts: list[dict[str, float]] = []
         self.failures = 0
         self.blocks = 0
 
@@ -174,11 +176,13 @@ class _Prober:
         for o in outs:
             if o.success and o.ttft_s is not None:
                 self.ttft_ms.append(o.ttft_s * 1000)
+                if (legs := parts_ms(o.ttft_s, o.meta_info)) is not None:
+                    self.parts.append(legs)
             else:
                 self.failures += 1
 
     def probes(self) -> Probes:
-        return Probes(ttft_ms=tuple(self.ttft_ms), blocks=self.blocks, failures=self.failures)
+        return Probes(ttft_ms=tuple(self.ttft_ms), blocks=self.blocks, failures=self.failures, parts=tuple(self.parts))
 
 
 def run_sweep(url: str, w: Workload, *, offset: int = 0) -> tuple[SweepPoint, ...]:

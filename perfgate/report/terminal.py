@@ -27,7 +27,9 @@ from perfgate.record import (
     TOLERANCE,
     TTFT_MODES,
     TTFT_MULTIMODAL,
+    TTFT_PART_PREFIX,
     TTFT_PROBES,
+    TTFT_SPREAD_IN,
 )
 
 if TYPE_CHECKING:
@@ -129,6 +131,18 @@ def _num(v: str | None) -> float | None:
         return None
 
 
+def _spread_in(props: Mapping[str, str]) -> str:
+    """Where a multi-modal TTFT's spread lives, from the probes' parts (perfgate.measuring.ttft_parts): ``; spread in
+    to_forward (p10-p90 15.2 ms; prefill 0.4 ms)``; empty without parts."""
+    part = props.get(TTFT_SPREAD_IN, "")
+    s = _num(props.get(f"{TTFT_PART_PREFIX}{part}_spread_ms"))
+    if not part or s is None:
+        return ""
+    pre = _num(props.get(f"{TTFT_PART_PREFIX}prefill_spread_ms"))
+    gpu = f"; prefill {_fig(pre)} ms" if part != "prefill" and pre is not None else ""
+    return f"; spread in {part} (p10-p90 {_fig(s)} ms{gpu})"
+
+
 def _fig(v: float) -> str:
     """A figure to 4 significant digits, without an exponent below 10^7 (11171 µs, not 1.117e+04)."""
     return f"{v:.0f}" if 1e4 <= abs(v) < 1e7 else f"{v:.4g}"
@@ -173,7 +187,8 @@ def record_detail(props: dict[str, str]) -> str:
     for what, flag, modes, n in (("TTFT", TTFT_MULTIMODAL, TTFT_MODES, TTFT_PROBES),
                                  ("ITL", ITL_MULTIMODAL, ITL_MODES, "")):  # perfgate.measuring.probes
         if props.get(flag) == "true":  # named, never averaged: the modes and their shares
-            parts.append(f"{what} multi-modal{f' over {props[n]} probes' if props.get(n) else ''}: {props[modes]}")
+            parts.append(f"{what} multi-modal{f' over {props[n]} probes' if props.get(n) else ''}: {props[modes]}"
+                         + (_spread_in(props) if what == "TTFT" else ""))
     levels = sorted((int(m.group(1)), v) for k, s in props.items()
                     if (m := _LEVEL.match(k)) and (v := _num(s)) is not None)
     if levels:

@@ -79,10 +79,12 @@ class SimRequest:
     aborted: bool = False
     hung: bool = False
     created: float = field(default_factory=time.monotonic)
+    forward_entry_at: float | None = None  # the start of its prefill step (SGLang's forward_entry_time)
     first_token_at: float | None = None
     finished_at: float | None = None
     # the engine's clock lead (EngineLoop.ahead) at arrival and at each emission (by tokens produced so far)
     created_ahead: float = 0.0
+    forward_entry_ahead: float = 0.0
     first_token_ahead: float = 0.0
     finished_ahead: float = 0.0
     aheads: dict[int, float] = field(default_factory=dict)
@@ -282,6 +284,9 @@ class EngineLoop:
                 cached_total += r.cached_tokens
         level = self._prefill_factor()
         dur = (self.plan.prefill_ms(compute) * level / 1000.0 / self.speed + self.prefill_delay_s) / self.speedup
+        entry, entry_ahead = self._clock(), self._lead[0]
+        for r in new:
+            r.forward_entry_at, r.forward_entry_ahead = entry, entry_ahead
         self._step(dur)
         self._log(f"Prefill batch, #new-seq: {len(new)}, #new-token: {compute}, #cached-token: {cached_total}, "
                   f"token usage: {self._usage(in_use):.2f}, #running-req: {running}, #queue-req: {queued}, "

@@ -13,6 +13,9 @@ from perfgate.sim.http.base import ClientGone, error
 from perfgate.sim.http.generation import AHEAD_KEY, GenerationBase
 from perfgate.versions import version_at_least
 
+#: realtime at monotonic 0: SGLang's timestamps are realtime seconds, the simulator's clocks monotonic
+_REALTIME = time.time() - time.monotonic()
+
 
 class NativeGenerate(GenerationBase):
     """``POST /generate``."""
@@ -41,7 +44,16 @@ class NativeGenerate(GenerationBase):
                 m["spec_num_proposed_drafts"] = req.proposed_drafts
         if self.state.args.get("enable_metrics") and req.first_token_at is not None:
             m["first_token_latency"] = req.first_token_at - req.created + req.first_token_ahead - req.created_ahead
-            m["queue_time"] = 0.0
+            # SGLang's timestamps (realtime seconds; here of the simulated clock): the scheduler's on every chunk,
+            # the tokenizer manager's on the finished one (perfgate.measuring.ttft_parts cuts a probe's TTFT at them)
+            entry = req.forward_entry_at if req.forward_entry_at is not None else req.first_token_at
+            entry_ahead = req.forward_entry_ahead if req.forward_entry_at is not None else req.first_token_ahead
+            m["forward_entry_time"] = _REALTIME + entry + entry_ahead
+            m["prefill_finished_time"] = _REALTIME + req.first_token_at + req.first_token_ahead
+            m["queue_time"] = entry + entry_ahead - req.created - req.created_ahead
+            if final:
+                received = _REALTIME + req.created + req.created_ahead
+                m["request_received_ts"] = m["api_server_dispatch_finish_ts"] = received
             if final and req.finished_at is not None and produced > 1:
                 span = req.finished_at - req.first_token_at + req.finished_ahead - req.first_token_ahead
                 m["decode_throughput"] = (produced - 1) / max(1e-9, span)

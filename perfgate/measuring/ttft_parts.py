@@ -1,0 +1,78 @@
+"""Where a TTFT probe's time goes, pure: its first-token latency split at the server's own timestamps.
+
+A real H200 serves batch-1 TTFT at two levels (~28 and ~45 ms) and the level belongs to the server process, not the
+moment: two servers side by side on one GPU, their probes interleaved, sat on different levels in the same minute
+(docs/gate.md, the latency runs of 2026-12-05). Which leg of the request carries the extra time decides what can be
+done about it (and whether a stack change can be told from it), so with SGLang's ``--enable-metrics`` every probe is
+split at the timestamps its response's ``meta_info`` carries (SGLang's ``RequestTimeStats`` /
+``SchedulerReqTimeStats``, realtime seconds from SGLang's processes, one clock), into :data:`PARTS`:
+
+- ``dispatch``: ``request_received_ts`` -> ``api_server_dispatch_finish_ts`` (the tokenizer manager takes the request
+  and hands it to the scheduler);
+- ``to_forward``: ``api_server_dispatch_finish_ts`` -> ``forward_entry_time`` (the scheduler receives it, queues it and
+  starts the prefill batch; ``queue_time`` of it is the wait in the queue);
+- ``prefill``: ``forward_entry_time`` -> ``prefill_finished_time`` (the prefill forward and its
+  sampling: the GPU's part);
+- ``rest``: the client's TTFT less ``request_received_ts`` -> ``prefill_finished_time`` (the HTTP request in, the first
+  token's way back through the detokenizer and the tokenizer manager, the HTTP response out).
+
+The four add up to the probe's TTFT. A probe whose response lacks a timestamp (no ``--enable-metrics``, another
+server) has no parts; a start's record carries each part's median over its probes and its spread (p90 - p10), and
+names the part with the widest spread (:func:`part_properties`): where the levels live.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from perfgate.record import TTFT_PART_PREFIX, TTFT_SPREAD_IN
+
+__all__ = ["PARTS", "STAMPS", "parts_ms", "part_properties", "spread"]
+
+#: the legs of a probe's TTFT, in the request's order
+PARTS = ("dispatch", "to_forward", "prefill", "rest")
+#: the meta_info timestamps they are cut at (SGLang with --enable-metrics), in the request's order
+STAMPS = ("request_received_ts", "api_server_dispatch_finish_ts", "forward_entry_time", "prefill_finished_time")
+
+
+def parts_ms(ttft_s: float | None, meta: Mapping[str, Any]) -> dict[str, float] | None:
+    """One probe's TTFT in :data:`PARTS` (ms), from its TTFT as the client measured it and its response's
+    ``meta_info``; None where a timestamp is missing or not a number, or the stamps run backwards."""
+    if ttft_s is None:
+        return None
+    try:
+        t = [float(meta[k]) for k in STAMPS]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if any(b < a for a, b in zip(t, t[1:])):
+        return None
+    legs = [(b - a) * 1000.0 for a, b in zip(t, t[1:])]
+    return dict(zip(PARTS, [*legs, ttft_s * 1000.0 - sum(legs)]))
+
+
+def spread(values: Sequence[float]) -> float:
+    """p90 - p10 of ``values`` (0 for fewer than two)."""
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=10, method="inclusive")
+    return q[-1] - q[0]
+
+
+def part_properties(parts: Sequence[Mapping[str, float]]) -> dict[str, object]:
+    """The record's properties of the probes' parts (none without any): ``ttft_part.<part>_ms`` (the median over
+    the probes), ``ttft_part.<part>_spread_ms`` (p90 - p10), and ``ttft_spread_in``, the part with the widest."""
+    if not parts:
+        return {}
+    out: dict[str, object] = {}
+    widest = ("", -1.0)
+    for name in PARTS:
+        vals = [p[name] for p in parts]
+        s = spread(vals)
+        out[f"{TTFT_PART_PREFIX}{name}_ms"] = statistics.median(vals)
+        out[f"{TTFT_PART_PREFIX}{name}_spread_ms"] = s
+        if s > widest[1]:
+            widest = (name, s)
+    out[TTFT_SPREAD_IN] = widest[0]
+    return out
