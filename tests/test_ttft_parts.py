@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.measuring.ttft_parts import PARTS, STAMPS, part_properties, parts_ms, spread
+from perfgate.measuring.ttft_parts import PARTS, STAMPS, part_properties, parts_ms, spread, start_medians
 
 ms = st.floats(min_value=0.0, max_value=500.0, allow_nan=False)
 
@@ -56,3 +56,11 @@ def test_spread_is_never_negative_and_zero_for_one_value(values):
     assert s >= 0
     if len(set(values)) <= 1:
         assert s == 0
+
+
+def test_start_medians_need_every_start_stamped():
+    a = [{"dispatch": 0.1, "to_forward": 0.2, "prefill": 15.0, "rest": r} for r in (2.0, 3.0, 17.0)]
+    b = [{"dispatch": 0.1, "to_forward": 0.2, "prefill": 16.0, "rest": 2.5}]
+    got = start_medians([a, b])
+    assert got["rest"] == [3.0, 2.5] and got["prefill"] == [15.0, 16.0] and list(got) == list(PARTS)
+    assert start_medians([a, ()]) == {} and start_medians([]) == {}

@@ -35,3 +35,20 @@ def test_probes_off_leave_the_record_as_before(pytester):
     run(pytester, prof, "-m", "baseline", "-k", "decode_floor")
     rec = records(pytester)["test_decode_floor[m:baseline]"]
     assert "ttft_probes" not in rec and "ttft_modes" not in rec and float(rec["ttft_ms"]) > 0
+
+
+def test_each_start_carries_its_ttft_in_parts(pytester, monkeypatch):
+    """With two starts and a stamping server, the record has each start's median of each part (which leg moves
+    between starts); the parts of a start add up to about its probes' TTFT."""
+    monkeypatch.setenv("PERFGATE_SIM_START_SEED", "3")
+    prof = make_project(pytester, workload="ttft_probes = 20")
+    prof.write_text(prof.read_text().replace("random-seed = 1\n", "random-seed = 1\nenable-metrics = true\n", 1))
+    run(pytester, prof, "-m", "baseline", "-k", "decode_floor", "--perfgate-starts", "2")
+    rec = records(pytester)["test_decode_floor[m:baseline]"]
+    per = {k: [float(x) for x in rec[f"start_values.ttft_part.{k}_ms"].split(",")]
+           for k in ("dispatch", "to_forward", "prefill", "rest")}
+    assert all(len(v) == 2 for v in per.values()), per
+    probe = [float(x) for x in rec["start_values.ttft_probe_ms"].split(",")]
+    for i in range(2):  # medians of parts need not add up exactly to the median TTFT: within 5 %
+        assert abs(sum(v[i] for v in per.values()) / probe[i] - 1) < 0.05, (per, probe)
+        assert per["prefill"][i] > per["rest"][i]  # the simulator's prefill is most of its TTFT

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
 from perfgate.measuring.probes import PROBED_METRIC, pool
+from perfgate.measuring.ttft_parts import start_medians
 from perfgate.record import (
     CO_RESIDENT_STARTS,
     N_STARTS,
@@ -21,6 +22,7 @@ from perfgate.record import (
     START_CI_LOW,
     START_CV,
     START_VALUES,
+    TTFT_PART_PREFIX,
     TTFT_PROBE_MS,
 )
 
@@ -112,6 +114,9 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
             out[f"{START_VALUES}.{name}"] = _joined(per_start)
     if m.probed(PROBED_METRIC):  # each start's TTFT from its probes (perfgate.measuring.probes)
         out[f"{START_VALUES}.{TTFT_PROBE_MS}"] = _joined(m.judged_values(PROBED_METRIC))
+    # and each start's TTFT in parts, where the server stamped its probes (perfgate.measuring.ttft_parts)
+    for part, vals in start_medians([s.probes.parts if s.probes else () for s in m.starts]).items():
+        out[f"{START_VALUES}.{TTFT_PART_PREFIX}{part}_ms"] = _joined(vals)
     return out
 
 

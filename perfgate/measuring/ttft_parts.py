@@ -18,7 +18,8 @@ split at the timestamps its response's ``meta_info`` carries (SGLang's ``Request
 
 The four add up to the probe's TTFT. A probe whose response lacks a timestamp (no ``--enable-metrics``, another
 server) has no parts; a start's record carries each part's median over its probes and its spread (p90 - p10), and
-names the part with the widest spread (:func:`part_properties`): where the levels live.
+names the part with the widest spread (:func:`part_properties`): where the levels live; with several starts, each
+start's median of each part (:func:`start_medians`): which leg moves between starts.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from perfgate.record import TTFT_PART_PREFIX, TTFT_SPREAD_IN
 
-__all__ = ["PARTS", "STAMPS", "parts_ms", "part_properties", "spread"]
+__all__ = ["PARTS", "STAMPS", "parts_ms", "part_properties", "start_medians", "spread"]
 
 #: the legs of a probe's TTFT, in the request's order
 PARTS = ("dispatch", "to_forward", "prefill", "rest")
@@ -50,6 +51,14 @@ def parts_ms(ttft_s: float | None, meta: Mapping[str, Any]) -> dict[str, float] 
         return None
     legs = [(b - a) * 1000.0 for a, b in zip(t, t[1:])]
     return dict(zip(PARTS, [*legs, ttft_s * 1000.0 - sum(legs)]))
+
+
+def start_medians(per_start: Sequence[Sequence[Mapping[str, float]]]) -> dict[str, list[float]]:
+    """Per part, each start's median over its probes' parts (the record's ``start_values.ttft_part.<part>_ms``: which
+    leg moves between starts); empty unless every start has parts."""
+    if not per_start or not all(per_start):
+        return {}
+    return {name: [statistics.median(p[name] for p in start) for start in per_start] for name in PARTS}
 
 
 def spread(values: Sequence[float]) -> float:
