@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.judge import Decision, Level, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+from perfgate.measuring.ttft_parts import PARTS
 from perfgate.profiles.noise import prior_cv
 
 #: (engine, metric) -> the relative sd between starts measured for it (docs/gate.md "Deciding"): sim on a 2-core
@@ -55,7 +56,10 @@ TRUE_NOISE: dict[tuple[str, str], float] = {
 }
 #: the metrics a stack-pair record carries per start for both arms, and the property holding each one's judged values
 PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "ttft_probe_ms",
-                 "itl_ms_p99": "itl_ms_p99"}
+                 "itl_ms_p99": "itl_ms_p99",
+                 # the probes' TTFT in legs (perfgate.measuring.ttft_parts; servers with --enable-metrics): printed with
+                 # their noise, no rows (which leg is calm between starts)
+                 **{f"ttft_part.{leg}_ms": f"ttft_part.{leg}_ms" for leg in PARTS}}
 CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 

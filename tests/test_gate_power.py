@@ -154,3 +154,25 @@ def test_noise_from_reports_pools_each_records_spread_around_its_own_mean(tmp_pa
     assert (side.df, side.records) == (1, 1)
     assert math.isclose(side.noise, math.sqrt(8e-6 / 1 / 2), rel_tol=1e-6)
     assert ("starts", "tok_s") not in got  # no record carried both arms' tok/s per start
+
+
+def test_noise_from_reports_measures_each_ttft_leg(tmp_path) -> None:
+    """With stamped probes a stack-pair record carries each start's legs (start_values.ttft_part.<leg>_ms): their
+    noise between starts is measured as a TTFT's is, so one command says which leg is calm; a leg at 0 ms (no
+    tokenizer in the simulator) has no ratio and is left out."""
+    import math
+
+    from benchmarks.sequential_power import noise_from_reports, rows
+    from tests.report_factory import Case, write_report
+
+    def vals(name: str, cur: list[float], cand: list[float]) -> dict[str, str]:
+        return {f"start_values.{name}": ",".join(map(str, cur)), f"candidate.start_values.{name}": ",".join(map(str, cand))}
+
+    e = math.exp
+    extra = {"pair_n": "2", **vals("ttft_part.prefill_ms", [15.0, 15.0], [15 * e(0.001), 15 * e(-0.001)]),
+             **vals("ttft_part.rest_ms", [2.0, 17.0], [17.0, 2.0]), **vals("ttft_part.dispatch_ms", [0.0, 0.0], [0.0, 0.0])}
+    got = noise_from_reports([str(write_report(tmp_path / "p.xml", [Case(name="r", kind="stack-pair", extra=extra)]))])
+    assert math.isclose(got[("starts", "ttft_part.prefill_ms")].noise, 0.001, rel_tol=1e-6)
+    assert got[("starts", "ttft_part.rest_ms")].noise > 1.0  # the levels: ratios 8.5 and 1/8.5
+    assert ("starts", "ttft_part.dispatch_ms") not in got
+    assert all(not metric.startswith("ttft_part.") for _, metric, _, _ in rows(got))  # printed, not rows
