@@ -139,7 +139,7 @@ TTFT_SPREAD_IN = "ttft_spread_in"
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN,
+    CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, "host.server_cpus",
 })
 
 

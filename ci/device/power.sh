@@ -14,7 +14,7 @@
 #   DELAY[:N]:co  both arms' servers side by side (--perfgate-co-resident ${CO_RESIDENT:-0.4}, issue 40 item 6);
 #              CO_RESIDENT=F makes every session side by side
 #   the latency issue's runs: p2.8:4 0:3 p2.8:3:co   (SELECT_K=baseline by default: the -k of the stack-pair records;
-#   MAX_TIME: seconds of added start pairs per session, default 600)
+#   MAX_TIME: seconds of added start pairs per session, default 600; SERVER_CPUS=2-5: every server pinned there)
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
 US=${*:-600 100 0}
@@ -42,7 +42,7 @@ else
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
       echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts 1 \
 --perfgate-max-starts ${max:-${MAX_STARTS:-6}} --perfgate-max-time ${MAX_TIME:-600} --perfgate-candidate '$cand' \
-${cores:+--perfgate-co-resident $cores }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
+${cores:+--perfgate-co-resident $cores }${SERVER_CPUS:+--perfgate-server-cpus $SERVER_CPUS }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
 -rA > $S/out/pytest-$tag.log 2>&1; echo \$? > $S/out/rc-$tag"
     done
     echo "echo done > $S/rc"

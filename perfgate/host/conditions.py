@@ -103,6 +103,7 @@ class Conditions:
     reasons: int | None = None  # every clock-event reason seen (bitwise or)
     disturbed: tuple[str, ...] = ()  # why (disturbances), per start that was
     disturbed_starts: int = 0
+    server_cpus: str = ""  # the CPUs the servers were pinned to (--perfgate-server-cpus; "": any)
 
     @property
     def quiet(self) -> bool:
@@ -129,6 +130,8 @@ class Conditions:
             out[PREFIX + "steal_pct"] = round(100 * self.steal, 3)
         if self.reasons is not None:
             out[PREFIX + "gpu_throttle"] = ",".join(throttle_names(self.reasons, only_throttling=True)) or "none"
+        if self.server_cpus:
+            out[PREFIX + "server_cpus"] = self.server_cpus
         return out
 
 
@@ -238,7 +241,8 @@ def combine(parts: Sequence[Conditions]) -> Conditions | None:
         sm_clock_min_mhz=worst((c.sm_clock_min_mhz for c in parts), min), power_w=worst(c.power_w for c in parts),
         temp_c=worst(c.temp_c for c in parts), reasons=ored if reasons else None,
         disturbed=why or tuple(dict.fromkeys(w for c in parts for w in c.disturbed)),
-        disturbed_starts=disturbed_starts)
+        disturbed_starts=disturbed_starts, server_cpus=",".join(dict.fromkeys(c.server_cpus for c in parts
+                                                                             if c.server_cpus)))
 
 
 # ---------------------------------------------------------------------------------------------- gathering

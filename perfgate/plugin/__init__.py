@@ -20,6 +20,7 @@ import pytest
 from perfgate.plugin.activation import activate, wants_perf
 from perfgate.plugin.options import (
     option_budget_seconds,
+    option_cpus,
     option_fraction,
     option_max_starts,
     option_seconds,
@@ -109,6 +110,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run a paired comparison's two servers side by side, their trials and TTFT probes interleaved "
                      "request by request (both meet the host's state at the same moments), each server with "
                      "--mem-fraction-static FRACTION, e.g. 0.4 (docs/gate.md, co-resident arms)")
+    g.addoption("--perfgate-server-cpus", default=None, type=option_cpus, metavar="CPUS",
+                help="launch every server pinned to these CPUs (and every process it starts), e.g. 2-5 or 0,2,4-6: "
+                     "where a server's processes run can move its latency (docs/gate.md, latency on an H200)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
 
+from perfgate.host.affinity import cpus_text
 from perfgate.host.conditions import Conditions, Watch, combine, watch_enabled
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ def watched(st: PerfgateState, *config_keys: str) -> Iterator[Watch]:
         yield watch
     finally:
         seen = watch.stop()
+        if st.settings.server_cpus:  # the record says where its servers ran (perfgate.host.affinity)
+            seen = replace(seen, server_cpus=cpus_text(st.settings.server_cpus))
         for key in config_keys:
             st.config.stash.setdefault(_SEEN, {}).setdefault(key, []).append(seen)
 

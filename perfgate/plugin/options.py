@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 __all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
-           "option_fraction"]
+           "option_fraction", "option_cpus"]
 
 
 
@@ -72,3 +72,14 @@ def option_fraction(text: str) -> float:
     if bad:
         raise pytest.UsageError(f"perfgate: {bad}")
     return value
+
+
+def option_cpus(text: str) -> frozenset[int]:
+    """--perfgate-server-cpus CPUS: the CPUs every launched server may run on (perfgate.host.affinity), else a usage
+    error naming the format or the CPUs that are not available."""
+    from perfgate.host.affinity import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as e:
+        raise pytest.UsageError(f"perfgate: --perfgate-server-cpus: {e}") from None

@@ -211,6 +211,7 @@ class Launcher(Pool):
                 startup_timeout_s=lambda c: s.startup_timeout(p.engine.startup_timeout_s),
                 on_progress=self._progress,
                 progress_every_s=s.progress_interval_s,
+                cpus=s.server_cpus,
             )
         return self._manager
 

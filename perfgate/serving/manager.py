@@ -39,6 +39,8 @@ class ServerManager:
     resident: int = 1
     #: the servers kept running beside ``current`` (oldest first; at most ``resident - 1``)
     others: list[Server] = field(default_factory=list)
+    #: the CPUs every launched server may run on (``--perfgate-server-cpus``; None: any)
+    cpus: frozenset[int] | None = None
 
     def ensure(self, config: ServerConfig) -> Server:
         """The running server for ``config``, starting it if needed: another one is stopped, or with ``resident`` > 1
@@ -64,7 +66,7 @@ class ServerManager:
         self._check_gpu_released()
         server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
                         startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
-                        progress_every_s=self.progress_every_s)
+                        progress_every_s=self.progress_every_s, cpus=self.cpus)
         self.starts += 1
         self.started_configs.append(config.key)
         try:

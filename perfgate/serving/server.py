@@ -38,6 +38,7 @@ from perfgate.errors import (
     ServerExitedError,
     ServerStartTimeout,
 )
+from perfgate.host.affinity import cpus_text, launched_on
 from perfgate.host.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
 from perfgate.profiles.config import ServerConfig
 
@@ -71,6 +72,8 @@ class Server:
     on_progress: ProgressFn | None = None
     progress_every_s: float = 15.0
     gpu_release_timeout_s: float = 120.0
+    #: the CPUs the server and every process it starts may run on (``--perfgate-server-cpus``; None: any)
+    cpus: frozenset[int] | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
     #: where this start's section of the (appended) log begins: its header, then the process's output
@@ -119,15 +122,17 @@ class Server:
                 f"# perfgate: {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.config.engine} server "
                 f"for {self.config.profile} {self.config.name}\n# command: {' '.join(argv)}\n"
                 f"# env: {' '.join(f'{k}={v}' for k, v in self.config.env)}\n"
+                + (f"# cpus: {cpus_text(self.cpus)}\n" if self.cpus else "")
             )
             log.write(header.encode())
             log.flush()
             self._t0 = time.monotonic()
             try:
-                self.proc = subprocess.Popen(
-                    argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True,
-                )
+                with launched_on(self.cpus):
+                    self.proc = subprocess.Popen(
+                        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                        start_new_session=True,
+                    )
             except OSError as e:
                 raise ServerExitedError(f"cannot start {argv[0]}: {e}", log_path=self.log_path,
                                         category="missing-dependency") from e
