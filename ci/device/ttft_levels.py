@@ -5,9 +5,9 @@ server last ran on.
 On an H200 (SGLang 0.5.17) two servers side by side sat on different TTFT levels in the same minute (docs/gate.md,
 "Latency on an H200"), so the level belongs to the server process. This script tells which leg of the request
 carries it (dispatch, to_forward, prefill, rest) and whether it follows where the server's processes run: a phase
-``free`` launches the server as perfgate does; ``pin:CPUS`` launches it with its CPU affinity set to CPUS (``2-5``,
-``0,2,4``: inherited by every process and thread it starts), so if pinning removes a level, the placement is the
-cause.
+``free`` launches the server as perfgate does; ``pin:CPUS`` launches it as ``--perfgate-server-cpus CPUS`` does
+(``2-5``, ``0,2,4``: inherited by every process and thread it starts), so if pinning removes a level, the placement
+is the cause.
 
     python ci/device/ttft_levels.py OUT h200-x1/llama-3.1-8b-dummy [--seconds 120] [--gap-ms 40] [--phase free] \
         [--phase pin:2-5]
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import os
 import statistics
 import sys
 import time
@@ -35,20 +34,12 @@ import psutil
 from perfgate import load_profile
 from perfgate.client import GenRequest, run_batch
 from perfgate.engines import get_engine
+from perfgate.host.affinity import parse_cpus
 from perfgate.host.procs import group_pids
 from perfgate.measuring.modes import find_modes
 from perfgate.measuring.ttft_parts import PARTS, parts_ms
 from perfgate.measuring.workload import load_prompts
 from perfgate.serving.server import Server
-
-
-def cpu_list(text: str) -> set[int]:
-    """``2-5`` / ``0,2,4-6`` -> the CPU numbers."""
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def placement(pgid: int) -> dict[str, int]:
@@ -65,15 +56,12 @@ def placement(pgid: int) -> dict[str, int]:
 
 
 def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s: float) -> list[dict[str, object]]:
-    before = os.sched_getaffinity(0)
-    if phase.startswith("pin:"):
-        os.sched_setaffinity(0, cpu_list(phase[4:]))  # inherited by the server and every process it starts
-    try:
-        server = Server(cfg, engine, out / "logs", startup_timeout_s=600,
-                        on_progress=lambda ev: print(f"   {ev.phase} ({ev.elapsed_s:.0f} s)", flush=True))
-        server.start()
-    finally:
-        os.sched_setaffinity(0, before)  # the client runs where it did
+    # pin:CPUS launches the server as --perfgate-server-cpus does (perfgate.host.affinity): inherited by every
+    # process it starts; the client runs where it did
+    server = Server(cfg, engine, out / "logs", startup_timeout_s=600,
+                    on_progress=lambda ev: print(f"   {ev.phase} ({ev.elapsed_s:.0f} s)", flush=True),
+                    cpus=parse_cpus(phase[4:]) if phase.startswith("pin:") else None)
+    server.start()
     rows: list[dict[str, object]] = []
     try:
         server.wait_ready()
