@@ -1,5 +1,5 @@
 """--perfgate-server-cpus: every launched server pinned to a CPU list, with the processes it starts (process tier:
-a real simulated server, its affinity read with psutil), the record says so (``host.server_cpus``), and a bad list
+a real simulated server, its process group's affinity read with psutil), the record says so (``host.server_cpus``), and a bad list
 is a usage error naming the format or the CPUs that are not there. perfgate.host.affinity's parser and printer are
 checked with hypothesis."""
 
@@ -48,29 +48,37 @@ def test_a_launch_inherits_the_cpus_and_the_launcher_keeps_its_own():
     assert os.sched_getaffinity(0) == before
 
 
-def test_a_session_pins_its_servers_and_says_so(pytester, monkeypatch):
+def test_a_server_and_every_process_it_starts_run_on_its_cpus(tmp_path):
+    """A real (simulated) server launched with ``cpus``: every process of its group is pinned there, the launcher
+    keeps its own CPUs, and the server's log says so."""
+    from pathlib import Path
+
+    from perfgate import load_profile
+    from perfgate.engines import get_engine
+    from perfgate.host.procs import group_pids
+    from perfgate.serving.server import Server
+
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_profile(root / "baselines/sim-rtxpro6000-x8/kimi-k2.5.toml").config("baseline")
+    with Server(cfg, engine=get_engine("sim"), log_dir=tmp_path, startup_timeout_s=60, cpus=frozenset({cpu})) as s:
+        assert s.pgid is not None
+        seen = [psutil.Process(pid).cpu_affinity() for pid in group_pids(s.pgid)]
+        assert os.sched_getaffinity(0) == before
+        assert s.log_path is not None and f"# cpus: {cpu}\n" in s.log_path.read_text()
+    assert seen and all(a == [cpu] for a in seen), seen
+
+
+def test_a_session_with_pinned_servers_says_so_in_its_records(pytester, monkeypatch):
     monkeypatch.setenv("PERFGATE_HOST_WATCH", "on")  # the suite turns the watch off; the record's host.* needs it
     cpu = min(os.sched_getaffinity(0))
     prof = make_project(pytester)
-    seen: list[list[int]] = []
-    from perfgate.host.procs import group_pids
-    from perfgate.serving import server as server_mod
-
-    real_wait = server_mod.Server.wait_ready
-
-    def wait_and_look(self):  # the server's process group, while it runs
-        real_wait(self)
-        seen.extend(psutil.Process(pid).cpu_affinity() for pid in group_pids(self.pgid))
-
-    monkeypatch.setattr(server_mod.Server, "wait_ready", wait_and_look)
-    r = pytester.runpytest_inprocess("perftests", f"--perfgate-profile={prof}", "--junitxml=r.xml",
-                                     "-p", "no:cacheprovider", "-m", "baseline", "-k", "decode_floor",
-                                     f"--perfgate-server-cpus={cpu}")
+    r = run(pytester, prof, "-m", "baseline", "-k", "decode_floor", f"--perfgate-server-cpus={cpu}")
     r.assert_outcomes(passed=1)
-    assert seen and all(a == [cpu] for a in seen), seen
     rec = records(pytester)["test_decode_floor[m:baseline]"]
     assert rec.get("host.server_cpus") == str(cpu), {k: v for k, v in rec.items() if k.startswith("host.")}
-    logs = list((pytester.path).rglob("*baseline*.log"))
+    logs = list(pytester.path.rglob("*baseline*.log"))
     assert logs and any(f"# cpus: {cpu}" in p.read_text() for p in logs)
 
 
