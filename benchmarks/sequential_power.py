@@ -83,7 +83,9 @@ def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], Measured]:
     ``start_values``): the pooled sd of each record's log start-pair ratios around the record's own mean (a real
     change shifts the mean, not the spread), over sqrt(2). ``level``: ``starts`` (alternated pairs) or
     ``side-by-side`` (``co_resident_starts``). A TTFT's values are the probes' (``ttft_probe_ms``), as the judge's."""
+    from perfgate.record import CANDIDATE_PREFIX
     from perfgate.report.junit_read import read_reports
+    from perfgate.report.noise import start_values
 
     sums: dict[tuple[str, str], list[float]] = {}
     for report in read_reports(paths):
@@ -92,12 +94,8 @@ def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], Measured]:
                 continue
             level = "side-by-side" if (r.num("co_resident_starts") or 0) > 0 else "starts"
             for metric, name in PAIRED_VALUES.items():
-                cur, cand = (r.prop(f"{arm}start_values.{name}") for arm in ("", "candidate."))
-                try:
-                    a, b = ([float(x) for x in t.split(",")] for t in (cur, cand))
-                except ValueError:
-                    continue
-                if len(a) != len(b) or len(a) < 2 or min(a + b) <= 0:
+                a, b = (start_values(r, name, arm=arm) for arm in ("", CANDIDATE_PREFIX))
+                if len(a) != len(b) or len(a) < 2:
                     continue
                 logs = [math.log(y / x) for x, y in zip(a, b)]
                 mean = statistics.fmean(logs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from itertools import groupby
 
 __all__ = ["parse_cpus", "cpus_text", "launched_on"]
 
@@ -40,15 +41,8 @@ def parse_cpus(text: str, *, available: Iterable[int] | None = None) -> frozense
 
 def cpus_text(cpus: Iterable[int]) -> str:
     """The CPU numbers as ranges: ``{0, 2, 3, 4}`` -> ``0,2-4``."""
-    out: list[str] = []
-    for c in sorted(set(cpus)):
-        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == c - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{c}"
-        elif out and "-" not in out[-1] and int(out[-1]) == c - 1:
-            out[-1] = f"{out[-1]}-{c}"
-        else:
-            out.append(str(c))
-    return ",".join(out)
+    runs = [[c for _, c in g] for _, g in groupby(enumerate(sorted(set(cpus))), key=lambda ic: ic[1] - ic[0])]
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 @contextmanager

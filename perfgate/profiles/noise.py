@@ -50,10 +50,10 @@ project's simulated seed box on a 2-core shared runner):
 
 Side by side (co-resident arms, ``--perfgate-co-resident``: both servers up at once, their requests interleaved,
 perfgate.serving.coresident) a pair's two starts meet the host's state at the same moments, so a pair's ratio moves
-less than two starts apart do. Its prior is the ``starts`` level's for every class but one: first-token on the
-simulator, 1 %: the probe TTFT ratios of side-by-side A/A pairs of the simulated seed box spread 0.03-0.1 %
+less than two starts apart do. Its prior is the ``starts`` level's for every class but first-token: on the
+simulator 1 %, the probe TTFT ratios of side-by-side A/A pairs of the simulated seed box spread 0.03-0.1 %
 (benchmarks/coresident.py; 102.77 / 102.92, 103.46 / 103.50, 102.85 / 102.89 ms), on one host level and on a host
-whose level changes every 10 simulated seconds alike, ten times that; and first-token on real SGLang, 20 %: on an
+whose level changes every 10 simulated seconds alike, ten times that; on real SGLang 20 %: on an
 H200 (2026-12-05, docs/gate.md "Latency on an H200") three side-by-side pairs' probe TTFT ratios were 0.718, 1.126 and
 0.984, one start's sd 16.4 % around their mean: the level of batch-1 TTFT belongs to the server process, not to the
 host's moment, so two servers side by side do not share it, and the real prior is the widest measured, rounded up.

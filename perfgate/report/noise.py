@@ -102,10 +102,11 @@ def machine_class(r: Record) -> str:
     return f"{s.get('stack.gpu_count', '?')}x {s.get('stack.gpu', '?')} ({s.get('stack.interconnect', '?')})"
 
 
-def start_values(r: Record, metric: str) -> list[float]:
+def start_values(r: Record, metric: str, *, arm: str = "") -> list[float]:
     """A record's per-start figures of ``metric`` (``start_values.<metric>``, or ``start_values`` for the metric it
-    is judged on, of a run with ``--perfgate-starts``), else its one figure."""
-    text = r.prop(f"start_values.{metric}") or (r.prop("start_values") if metric == r.metric else "")
+    is judged on, of a run with ``--perfgate-starts``), else its one figure; ``arm``: a property prefix, ``candidate.``
+    for a stack pair's candidate arm."""
+    text = r.prop(f"{arm}start_values.{metric}") or (r.prop(f"{arm}start_values") if metric == r.metric else "")
     if text:
         try:
             vals = [float(x) for x in text.split(",") if x.strip()]
@@ -113,7 +114,7 @@ def start_values(r: Record, metric: str) -> list[float]:
             vals = []
         if vals and all(v > 0 and math.isfinite(v) for v in vals):
             return vals
-    x = r.num(metric)
+    x = r.num(f"{arm}{metric}")
     return [x] if x is not None else []
 
 

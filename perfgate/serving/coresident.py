@@ -69,7 +69,6 @@ class SideBySide:
         return self.inner.environment(config, base)
 
 
-
 def problem(fraction: float | None, *, attached: bool) -> str:
     """Why co-resident arms cannot run in this session ("" when they can, or when not asked for)."""
     if fraction is None:

@@ -79,7 +79,7 @@ class SimRequest:
     aborted: bool = False
     hung: bool = False
     created: float = field(default_factory=time.monotonic)
-    forward_entry_at: float | None = None  # the start of its prefill step (SGLang's forward_entry_time)
+    forward_entry_at: float = 0.0  # the start of its prefill step (SGLang's forward_entry_time), set by that step
     first_token_at: float | None = None
     finished_at: float | None = None
     # the engine's clock lead (EngineLoop.ahead) at arrival and at each emission (by tokens produced so far)

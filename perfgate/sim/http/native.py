@@ -46,11 +46,10 @@ class NativeGenerate(GenerationBase):
             m["first_token_latency"] = req.first_token_at - req.created + req.first_token_ahead - req.created_ahead
             # SGLang's timestamps (realtime seconds; here of the simulated clock): the scheduler's on every chunk,
             # the tokenizer manager's on the finished one (perfgate.measuring.ttft_parts cuts a probe's TTFT at them)
-            entry = req.forward_entry_at if req.forward_entry_at is not None else req.first_token_at
-            entry_ahead = req.forward_entry_ahead if req.forward_entry_at is not None else req.first_token_ahead
-            m["forward_entry_time"] = _REALTIME + entry + entry_ahead
+            entry = req.forward_entry_at + req.forward_entry_ahead  # set by its prefill step, before its first token
+            m["forward_entry_time"] = _REALTIME + entry
             m["prefill_finished_time"] = _REALTIME + req.first_token_at + req.first_token_ahead
-            m["queue_time"] = entry + entry_ahead - req.created - req.created_ahead
+            m["queue_time"] = entry - req.created - req.created_ahead
             if final:
                 received = _REALTIME + req.created + req.created_ahead
                 m["request_received_ts"] = m["api_server_dispatch_finish_ts"] = received
