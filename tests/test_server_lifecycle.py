@@ -1,10 +1,12 @@
 """Server lifecycle with real subprocesses and sockets: start, readiness, death, timeout, teardown."""
 
 import os
+import socket
 import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +122,51 @@ def test_port_that_already_answers_is_refused(tmp_path):
         s2 = Server(cfg("other"), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, port=s1.port)
         with pytest.raises(PortInUse):
             s2.start()
+
+
+def _taken_port():
+    """A socket bound to a port and not listening: nothing answers there, and a server's bind fails."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock, sock.getsockname()[1]
+
+
+def test_a_port_taken_between_choice_and_bind_is_chosen_again(tmp_path, monkeypatch):
+    """The race CI met: another process binds the port perfgate chose before the server does; the server exits
+    with 'Address already in use', and the start is made again on another port (the manager's too), said in the
+    log; the first attempt's processes are gone."""
+    import perfgate.serving.server as server_mod
+
+    sock, taken = _taken_port()
+    ports = iter([taken])
+    monkeypatch.setattr(server_mod, "free_port", lambda host="127.0.0.1": next(ports, None) or free_port(host))
+    mgr = ServerManager(engine_for=lambda c: ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
+    try:
+        s = mgr.ensure(cfg())
+        assert s.port != taken and port_answers("127.0.0.1", s.port) and mgr.starts == 1
+        log = Path(mgr.logs[cfg().key]).read_text()
+        assert "Address already in use" in log
+        assert f"port {taken} was taken by another process before the server bound it" in log
+        assert log.count("starting script server") == 2
+        first_pgid = int(log.split("# pgid: ")[1].split()[0])
+        assert first_pgid != s.pgid
+        assert_gone(first_pgid)
+    finally:
+        mgr.stop()
+        sock.close()
+
+
+def test_a_taken_port_the_user_gave_is_not_swapped(tmp_path):
+    sock, taken = _taken_port()
+    try:
+        s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=tmp_path, port=taken, startup_timeout_s=30)
+        with pytest.raises(ServerExitedError, match="exited with code 1 during start-up"):
+            with s:
+                pass
+        assert s.port == taken and s.log_path is not None
+        assert "was taken by another process" not in s.log_path.read_text()
+    finally:
+        sock.close()
 
 
 def test_manager_keeps_one_server_and_starts_each_config_once(tmp_path):

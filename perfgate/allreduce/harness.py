@@ -21,7 +21,7 @@ from perfgate.allreduce import BACKENDS, DTYPE_BYTES, Device, rank_environment
 from perfgate.allreduce.results import AllReduceResult, aggregate
 from perfgate.errors import BackendUnavailable, ConfigError, MicrobenchTimeout, RankFailed
 from perfgate.host import gpu
-from perfgate.host.procs import free_port, group_kw, signal_group, start_reaper, tail
+from perfgate.host.procs import free_port, group_kw, lost_port_race, signal_group, start_reaper, tail
 
 
 class _Ranks:
@@ -142,7 +142,7 @@ def run_allreduce_bench(
         try:
             outputs = _launch(spec, rank_env, run_dir, timeout_s)
         except RankFailed as e:
-            if attempt + 1 < attempts and "address already in use" in e.log_tail.lower():
+            if attempt + 1 < attempts and lost_port_race(e.log_tail):
                 continue
             raise
         break

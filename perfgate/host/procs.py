@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -42,6 +43,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+#: what a process prints when its bind lost the port to another process (Python's, uvicorn's, torch's TCPStore)
+_BIND_LOST = re.compile(r"address already in use|EADDRINUSE", re.IGNORECASE)
+
+
+def lost_port_race(output: str) -> bool:
+    """Whether a process's output says its bind failed because another process holds the port: for a port
+    :func:`free_port` chose, the other process took it between the choice and the bind, and another port will do."""
+    return bool(_BIND_LOST.search(output))
 
 
 def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:

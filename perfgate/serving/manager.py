@@ -70,9 +70,7 @@ class ServerManager:
         self.starts += 1
         self.started_configs.append(config.key)
         try:
-            server.start()
-            self.logs[config.key] = str(server.log_path)
-            server.wait_ready()
+            server.launch()
         except ServerError:
             if server.log_path:
                 self.logs[config.key] = str(server.log_path)
@@ -87,6 +85,7 @@ class ServerManager:
             with contextlib.suppress(BaseException):
                 server.stop()
             raise
+        self.logs[config.key] = str(server.log_path)
         self.current = server
         return server
 

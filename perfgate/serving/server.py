@@ -39,10 +39,12 @@ from perfgate.errors import (
     ServerStartTimeout,
 )
 from perfgate.host.affinity import cpus_text, launched_on
-from perfgate.host.procs import free_port, group_pids, port_answers, signal_group, start_reaper, tail
+from perfgate.host.procs import free_port, group_pids, lost_port_race, port_answers, signal_group, start_reaper, tail
 from perfgate.profiles.config import ServerConfig
 
 ProgressFn = Callable[["Progress"], None]
+#: how many ports a start tries when another process takes the port perfgate chose before the server binds it
+PORT_ATTEMPTS = 3
 #: start-up phases in the order a server goes through them; progress never steps back
 PHASE_ORDER = ("launching", "weights", "kv-cache", "cuda-graph", "warmup", "ready")
 
@@ -88,13 +90,35 @@ class Server:
         return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> Server:
-        self.start()
         try:
-            self.wait_ready()
+            self.launch()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def launch(self) -> None:
+        """:meth:`start` and :meth:`wait_ready`; when the port was perfgate's choice and another process took it
+        before the server bound it (the server exits saying the address is in use, or someone else answers
+        there), the start is torn down and made again on another port, up to :data:`PORT_ATTEMPTS` ports, each
+        said in the log. A port given by the user is never swapped."""
+        chosen = self.port is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self.start()
+                self.wait_ready()
+                return
+            except (PortInUse, ServerExitedError) as e:
+                lost = isinstance(e, PortInUse) or lost_port_race(self.own_log())
+                if not (chosen and lost and attempt < PORT_ATTEMPTS):
+                    raise
+                self.stop()
+                assert self.log_path is not None
+                with open(self.log_path, "ab") as log:
+                    log.write(f"# perfgate: {time.strftime('%Y-%m-%d %H:%M:%S')} port {self.port} was taken by "
+                              f"another process before the server bound it; starting again on another port "
+                              f"({attempt + 1} of {PORT_ATTEMPTS})\n".encode())
+                self.port = None
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.host.procs import free_port
+from perfgate.host.procs import free_port, lost_port_race
 from perfgate.profiles.shipped import shipped_root
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class SimProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                return self.proc.returncode == 1 and "Address already in use" in self.log()
+                return self.proc.returncode == 1 and lost_port_race(self.log())
             if "server_args=" in self.log():
                 return False
             time.sleep(0.02)
