@@ -229,19 +229,18 @@ def test_reaper_kills_the_group_when_the_owner_dies(tmp_path):
     """pytest killed with SIGKILL (or pytest-timeout's os._exit) must not leave the server behind."""
     import subprocess
 
-    port = free_port()
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
         from pathlib import Path
         from tests.test_server_lifecycle import Server, ScriptEngine, HEALTHY, cfg
-        s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=Path({str(tmp_path)!r}), port={port}, startup_timeout_s=30)
-        s.start(); s.wait_ready()
-        print(s.pgid, flush=True)
+        s = Server(cfg(), engine=ScriptEngine(HEALTHY), log_dir=Path({str(tmp_path)!r}), startup_timeout_s=30)
+        s.launch()
+        print(s.pgid, s.port, flush=True)
         time.sleep(3600)
     """)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     assert owner.stdout is not None
-    pgid = int(owner.stdout.readline())
+    pgid, port = map(int, owner.stdout.readline().split())
     owner.stdout.close()
     assert group_pids(pgid)
     owner.kill()
