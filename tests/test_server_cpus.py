@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.host.affinity import cpus_text, launched_on, parse_cpus
+from perfgate.host.affinity import auto_cpus, core_groups, cpus_text, launched_on, parse_cpus
 from tests.test_measurement import make_project, records, run
 
 
@@ -32,6 +32,62 @@ def test_a_bad_cpu_list_names_the_format(bad):
 def test_cpus_that_are_not_there_are_named():
     with pytest.raises(ValueError, match=r"CPUs 8-10 are not available here .*0-7"):
         parse_cpus("6-10", available=range(8))
+
+
+def _sys_cpu(root, cores):
+    """A /sys/devices/system/cpu of these physical cores (each a tuple of its logical CPUs)."""
+    for core in cores:
+        for c in core:
+            d = root / f"cpu{c}" / "topology"
+            d.mkdir(parents=True)
+            (d / "thread_siblings_list").write_text(cpus_text(core) + "\n")
+    return root
+
+
+@st.composite
+def _machines(draw):
+    """Physical cores of 1 or 2 hyper-threads, numbered as Linux does on either layout (siblings apart or adjacent)."""
+    n, smt = draw(st.integers(1, 12)), draw(st.sampled_from([1, 2]))
+    if smt == 1:
+        return [(c,) for c in range(n)]
+    return [(c, c + n) for c in range(n)] if draw(st.booleans()) else [(2 * c, 2 * c + 1) for c in range(n)]
+
+
+@given(cores=_machines(), n=st.integers(1, 6), data=st.data())
+def test_auto_takes_one_cpu_of_each_of_n_physical_cores(tmp_path_factory, cores, n, data):
+    """auto:N: N CPUs on N different physical cores (no two hyper-threads of one), all available, the GPU's local
+    ones where they are enough, the core of CPU 0 only when it must; fewer cores than N is an error naming them."""
+    root = _sys_cpu(tmp_path_factory.mktemp("cpu"), cores)
+    every = [c for core in cores for c in core]
+    local = set(data.draw(st.sets(st.sampled_from(every))))
+    core_of = {c: core for core in cores for c in core}
+    if n > len(cores):
+        with pytest.raises(ValueError, match=rf"auto:{n} needs {n} physical cores .* {len(cores)} .*auto:"):
+            auto_cpus(n, available=every, local=local, sys_cpu=root)
+        return
+    got = auto_cpus(n, available=every, local=local, sys_cpu=root)
+    assert len(got) == n and len({core_of[c] for c in got}) == n and got <= set(every)
+    local_cores = {core_of[c] for c in local}
+    if len(local_cores) >= n:  # enough cores near the GPU: every CPU chosen is one of them
+        assert got <= local, (got, local)
+    pool_cores = local_cores if len(local_cores) >= n else set(cores)
+    if got & set(core_of[0]):  # CPU 0's core (either thread) is taken last: only when no other core is left
+        assert len(pool_cores) == n, (got, pool_cores)
+
+
+def test_core_groups_read_the_siblings_and_a_cpu_linux_does_not_describe_stands_alone(tmp_path):
+    root = _sys_cpu(tmp_path, [(0, 4), (1, 5)])
+    assert core_groups([0, 1, 4, 5, 9], sys_cpu=root) == [(0, 4), (1, 5), (9,)]
+    assert core_groups([4, 1], sys_cpu=root) == [(1,), (4,)]  # siblings outside the set are not added
+
+
+def test_auto_in_the_option_and_its_errors_name_the_fix():
+    assert len(parse_cpus("auto:1")) == 1
+    for bad in ("auto:0", "auto:x"):
+        with pytest.raises(ValueError, match=r"auto takes a number of physical cores, e\.g\. auto:4"):
+            parse_cpus(bad)
+    with pytest.raises(ValueError, match=r"auto:999 needs 999 physical cores"):
+        parse_cpus("auto:999")
 
 
 def test_a_launch_inherits_the_cpus_and_the_launcher_keeps_its_own():

@@ -14,7 +14,7 @@
 #   DELAY[:N]:co  both arms' servers side by side (--perfgate-co-resident ${CO_RESIDENT:-0.4}, issue 40 item 6);
 #              CO_RESIDENT=F makes every session side by side
 #   the latency issue's runs: p2.8:4 0:3 p2.8:3:co   (SELECT_K=baseline by default: the -k of the stack-pair records;
-#   MAX_TIME: seconds of added start pairs per session, default 600; SERVER_CPUS=2-5: every server pinned there)
+#   MAX_TIME: seconds of added start pairs per session, default 600; SERVER_CPUS=auto or 2-5: every server pinned there)
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
 US=${*:-600 100 0}

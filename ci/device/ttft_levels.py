@@ -6,15 +6,18 @@ On an H200 (SGLang 0.5.17) two servers side by side sat on different TTFT levels
 "Latency on an H200"), so the level belongs to the server process. This script tells which leg of the request
 carries it (dispatch, to_forward, prefill, rest) and whether it follows where the server's processes run: a phase
 ``free`` launches the server as perfgate does; ``pin:CPUS`` launches it as ``--perfgate-server-cpus CPUS`` does
-(``2-5``, ``0,2,4``: inherited by every process and thread it starts), so if pinning removes a level, the placement
-is the cause.
+(``2-5``, ``0,2,4``, ``auto``: inherited by every process and thread it starts), so if pinning removes a level, the
+placement is the cause. A scheduler beside a busy hyper-thread sibling launches its kernels slower, so each probe also
+says which of the server's processes shared a physical core (``shared``), and the machine's core layout is written
+beside the probes.
 
     python ci/device/ttft_levels.py OUT h200-x1/llama-3.1-8b-dummy [--seconds 120] [--gap-ms 40] [--phase free] \
-        [--phase pin:2-5]
+        [--phase pin:auto]
 
 OUT gets ``probes-<phase>.csv`` (one row a probe: seconds since the first, TTFT, each part, each process's CPU),
-``summary.txt`` (what is printed: per phase the TTFT modes, each part's median per mode, and the CPUs each process
-ran on per mode) and ``logs/`` (the server logs). The profile's server must stamp its responses
+``summary.txt`` (what is printed: per phase the TTFT modes, each part's median per mode, the CPUs each process
+ran on per mode and how often processes shared a core), ``topology.txt`` (the physical cores: each one's hyper-threads,
+and the CPUs local to the GPU) and ``logs/`` (the server logs). The profile's server must stamp its responses
 (``enable-metrics = true`` in its ``[server]``; the h200 profiles have it), else the parts are empty and it says so.
 """
 
@@ -34,12 +37,20 @@ import psutil
 from perfgate import load_profile
 from perfgate.client import GenRequest, run_batch
 from perfgate.engines import get_engine
-from perfgate.host.affinity import parse_cpus
+from perfgate.host.affinity import core_groups, cpus_text, gpu_local_cpus, parse_cpus
 from perfgate.host.procs import group_pids
 from perfgate.measuring.modes import find_modes
 from perfgate.measuring.ttft_parts import PARTS, parts_ms
 from perfgate.measuring.workload import load_prompts
 from perfgate.serving.server import Server
+
+
+def shared_cores(cpus: dict[str, int], core_of: dict[int, tuple[int, ...]]) -> str:
+    """The processes (by name) that ran on one physical core at the probe, ``a+b`` per core, ``;`` between cores."""
+    by_core: dict[tuple[int, ...], list[str]] = {}
+    for name, cpu in cpus.items():
+        by_core.setdefault(core_of.get(cpu, (cpu,)), []).append(name)
+    return ";".join("+".join(sorted(names)) for names in by_core.values() if len(names) > 1)
 
 
 def placement(pgid: int) -> dict[str, int]:
@@ -55,7 +66,8 @@ def placement(pgid: int) -> dict[str, int]:
     return out
 
 
-def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s: float) -> list[dict[str, object]]:
+def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s: float,
+              core_of: dict[int, tuple[int, ...]]) -> list[dict[str, object]]:
     # pin:CPUS launches the server as --perfgate-server-cpus does (perfgate.host.affinity): inherited by every
     # process it starts; the client runs where it did
     server = Server(cfg, engine, out / "logs", startup_timeout_s=600,
@@ -79,7 +91,9 @@ def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s
                 continue
             row: dict[str, object] = {"t_s": round(time.monotonic() - t0, 3), "ttft_ms": o.ttft_s * 1000}
             row.update(parts_ms(o.ttft_s, o.meta_info) or {})
-            row.update({f"cpu.{k}": v for k, v in placement(server.pgid).items()})
+            where = placement(server.pgid)
+            row.update({f"cpu.{k}": v for k, v in where.items()})
+            row["shared"] = shared_cores(where, core_of)
             rows.append(row)
             time.sleep(gap_s)
     finally:
@@ -108,6 +122,8 @@ def summarize(phase: str, rows: list[dict[str, object]]) -> list[str]:
         for proc in sorted({k for r in rs for k in r if k.startswith("cpu.")}):
             seen = collections.Counter(r[proc] for r in rs if proc in r)
             lines.append(f"      {proc[4:]} on CPUs {dict(seen.most_common(8))}")
+        shared = collections.Counter(str(r.get("shared") or "none") for r in rs)
+        lines.append(f"      one physical core shared by: {dict(shared.most_common(6))}")
     return lines
 
 
@@ -128,9 +144,17 @@ def main(argv: list[str] | None = None) -> int:
                          sglang_version=prof.engine.sglang_version))
     prompts = load_prompts(Path(prof.workload.prompts))
     args.out.mkdir(parents=True, exist_ok=True)
+    cores = core_groups(psutil.Process().cpu_affinity() or range(psutil.cpu_count() or 1))
+    core_of = {c: g for g in cores for c in g}
+    local = gpu_local_cpus()
+    (args.out / "topology.txt").write_text(
+        f"physical cores: {len(cores)} ({len(core_of)} CPUs); hyper-threads per core: "
+        + " ".join(cpus_text(g) for g in cores)
+        + f"\nCPUs local to the GPU (NVML): {cpus_text(local) if local else 'cannot tell'}\n")
+    print((args.out / "topology.txt").read_text(), end="", flush=True)
     summary: list[str] = []
     for phase in args.phase or ["free"]:
-        rows = run_phase(phase, cfg, engine, prompts, args.out, args.seconds, args.gap_ms / 1000)
+        rows = run_phase(phase, cfg, engine, prompts, args.out, args.seconds, args.gap_ms / 1000, core_of)
         name = phase.replace(":", "-").replace(",", "_")
         cols = list(dict.fromkeys(k for r in rows for k in r))
         with open(args.out / f"probes-{name}.csv", "w", newline="") as f:

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Where batch-1 TTFT's levels live (ci/device/ttft_levels.py): ci/device/ttft_levels.sh BUNDLE OUT PROFILE [args]
-#   e.g. ci/device/ttft_levels.sh .device-bundle $OUT h200-x1/llama-3.1-8b-dummy --seconds 120 --phase free --phase pin:2-5
+#   e.g. ci/device/ttft_levels.sh .device-bundle $OUT h200-x1/llama-3.1-8b-dummy --seconds 120 --phase free --phase pin:auto
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; PROFILE=${3:?profile}; shift 3
 . "$(dirname "$0")/setup.sh"

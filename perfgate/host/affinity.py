@@ -6,6 +6,12 @@ processes run is one suspect, so a session can pin every server it launches to a
 set on the launching thread for the moment of the launch (:func:`launched_on`): the child inherits it, and so does
 every process and thread it starts (SGLang's scheduler and detokenizer), while the rest of the pytest process keeps
 its own. Linux only (``os.sched_setaffinity``).
+
+``auto`` (``auto:N``) chooses the CPUs from the machine (:func:`auto_cpus`): N physical cores (default
+:data:`AUTO_CORES`), one logical CPU of each, so that no two of the server's processes share a core through its
+hyper-threads (a scheduler that launches kernels beside a busy sibling runs slower), among the CPUs local to the GPU
+(NVML's CPU affinity of the first visible GPU) where it can tell, leaving the core of CPU 0 (the interrupts')
+out while there are cores enough. The record says which CPUs it chose (``host.server_cpus``).
 """
 
 from __future__ import annotations
@@ -14,28 +20,48 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import groupby
+from pathlib import Path
 
-__all__ = ["parse_cpus", "cpus_text", "launched_on"]
+__all__ = ["AUTO_CORES", "auto_cpus", "core_groups", "cpu_list", "cpus_text", "gpu_local_cpus", "launched_on",
+           "parse_cpus"]
+
+#: the physical cores ``auto`` chooses: one for each of a tp-1 SGLang server's busy processes (the tokenizer manager,
+#: the scheduler, the detokenizer) and one more
+AUTO_CORES = 4
+#: where Linux describes its CPUs (core siblings per logical CPU)
+SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 def parse_cpus(text: str, *, available: Iterable[int] | None = None) -> frozenset[int]:
-    """``2-5``, ``0,2,4-6`` -> the CPU numbers; ValueError naming the format, or the CPUs not in ``available``
-    (default: this process's own affinity)."""
-    cpus: set[int] = set()
+    """``2-5``, ``0,2,4-6`` -> the CPU numbers; ``auto`` / ``auto:N`` -> :func:`auto_cpus`; ValueError naming the
+    format, or the CPUs not in ``available`` (default: this process's own affinity)."""
+    word, _, count = text.strip().partition(":")
+    if word == "auto":
+        if count and not (count.isdigit() and int(count) > 0):
+            raise ValueError(f"{text!r}: auto takes a number of physical cores, e.g. auto:4")
+        return auto_cpus(int(count) if count else AUTO_CORES, available=available)
     try:
-        for part in text.split(","):
-            lo, dash, hi = part.strip().partition("-")
-            a, b = int(lo), int(hi) if dash else int(lo)
-            if a < 0 or b < a:
-                raise ValueError(part)
-            cpus.update(range(a, b + 1))
+        cpus = cpu_list(text)
     except ValueError:
-        raise ValueError(f"{text!r} is no CPU list: write CPU numbers and ranges, e.g. 2-5 or 0,2,4-6") from None
+        raise ValueError(f"{text!r} is no CPU list: write CPU numbers and ranges, e.g. 2-5 or 0,2,4-6, "
+                         f"or auto") from None
     allowed = set(available) if available is not None else os.sched_getaffinity(0)
     missing = sorted(cpus - allowed)
     if missing:
         raise ValueError(f"CPUs {cpus_text(missing)} are not available here (this process may run on "
                          f"{cpus_text(allowed)}): pick CPUs among those")
+    return frozenset(cpus)
+
+
+def cpu_list(text: str) -> frozenset[int]:
+    """Linux's CPU-list format (``0,2-4``, as ``/sys`` and ``taskset -c`` write it) -> the CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        lo, dash, hi = part.strip().partition("-")
+        a, b = int(lo), int(hi) if dash else int(lo)
+        if a < 0 or b < a:
+            raise ValueError(part)
+        cpus.update(range(a, b + 1))
     return frozenset(cpus)
 
 
@@ -58,3 +84,57 @@ def launched_on(cpus: frozenset[int] | None) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+def core_groups(cpus: Iterable[int], *, sys_cpu: Path = SYS_CPU) -> list[tuple[int, ...]]:
+    """``cpus`` grouped by physical core (the hyper-threads of one core together, from each CPU's
+    ``topology/thread_siblings_list``; a CPU Linux does not describe is a core of its own), in CPU order."""
+    wanted, seen, out = set(cpus), set[int](), list[tuple[int, ...]]()
+    for c in sorted(wanted):
+        if c in seen:
+            continue
+        try:
+            siblings = cpu_list((sys_cpu / f"cpu{c}" / "topology" / "thread_siblings_list").read_text())
+        except (OSError, ValueError):
+            siblings = frozenset({c})
+        group = tuple(sorted((siblings & wanted) | {c}))
+        seen.update(group)
+        out.append(group)
+    return out
+
+
+def gpu_local_cpus() -> frozenset[int] | None:
+    """The CPUs NVML says are local to the first visible GPU (its NUMA node's), or None where it cannot tell (no
+    NVML, no GPU)."""
+    from perfgate.host import gpu
+
+    nv = gpu._nvml()
+    if nv is None:
+        return None
+    try:
+        handles = gpu.visible_handles(nv)
+        if not handles:
+            return None
+        words = (os.cpu_count() or 64) // 64 + 1
+        masks = nv.nvmlDeviceGetCpuAffinity(handles[0], words)
+        return frozenset(64 * i + b for i, m in enumerate(masks) for b in range(64) if int(m) >> b & 1)
+    except Exception:  # noqa: BLE001  (NVML raises its own error types; any of them means "cannot tell")
+        return None
+    finally:
+        gpu.shutdown(nv)
+
+
+def auto_cpus(n: int = AUTO_CORES, *, available: Iterable[int] | None = None, local: Iterable[int] | None = None,
+              sys_cpu: Path = SYS_CPU) -> frozenset[int]:
+    """``n`` physical cores, one logical CPU (the lowest) of each, from ``available`` (default: this process's
+    affinity), among the GPU's local CPUs (``local``, default :func:`gpu_local_cpus`; all where it cannot tell or
+    too few are local), the core of CPU 0 last; ValueError naming how many cores there are."""
+    allowed = set(available) if available is not None else os.sched_getaffinity(0)
+    near = set(local) if local is not None else set(gpu_local_cpus() or ())
+    pool = allowed & near if len(core_groups(allowed & near, sys_cpu=sys_cpu)) >= n else allowed
+    zero = set(next(g for g in core_groups(allowed | {0}, sys_cpu=sys_cpu) if 0 in g))  # CPU 0 and its siblings
+    groups = sorted(core_groups(pool, sys_cpu=sys_cpu), key=lambda g: (bool(zero & set(g)), g))
+    if len(groups) < n:
+        raise ValueError(f"auto:{n} needs {n} physical cores and this process may run on {len(groups)} "
+                         f"({cpus_text(pool)}): write auto:{max(1, len(groups))} or a CPU list")
+    return frozenset(g[0] for g in groups[:n])

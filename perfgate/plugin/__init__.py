@@ -111,8 +111,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "request by request (both meet the host's state at the same moments), each server with "
                      "--mem-fraction-static FRACTION, e.g. 0.4 (docs/gate.md, co-resident arms)")
     g.addoption("--perfgate-server-cpus", default=None, type=option_cpus, metavar="CPUS",
-                help="launch every server pinned to these CPUs (and every process it starts), e.g. 2-5 or 0,2,4-6: "
-                     "where a server's processes run can move its latency (docs/gate.md, latency on an H200)")
+                help="launch every server pinned to these CPUs (and every process it starts), e.g. 2-5 or 0,2,4-6, "
+                     "or auto (one hyper-thread of each of 4 physical cores near the GPU; auto:N for N): where a "
+                     "server's processes run can move its latency (docs/gate.md, latency on an H200)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")
