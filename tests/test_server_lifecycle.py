@@ -143,7 +143,7 @@ def test_a_port_taken_between_choice_and_bind_is_chosen_again(tmp_path, monkeypa
     mgr = ServerManager(engine_for=lambda c: ScriptEngine(HEALTHY), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
     try:
         s = mgr.ensure(cfg())
-        assert s.port != taken and port_answers("127.0.0.1", s.port) and mgr.starts == 1
+        assert s.port is not None and s.port != taken and port_answers("127.0.0.1", s.port) and mgr.starts == 1
         log = Path(mgr.logs[cfg().key]).read_text()
         assert "Address already in use" in log
         assert f"port {taken} was taken by another process before the server bound it" in log
