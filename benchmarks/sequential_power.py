@@ -42,6 +42,7 @@ from perfgate.measuring.judge import Decision, Level, Sequential, default_min_ef
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
 from perfgate.measuring.ttft_parts import PARTS
 from perfgate.profiles.noise import prior_cv
+from perfgate.report.pairnoise import PairNoise
 
 #: (engine, metric) -> the relative sd between starts measured for it (docs/gate.md "Deciding"): sim on a 2-core
 #: runner (six A/A start pairs of the simulated seed box: tok/s 0.05 %, TTFT 1.0 %, ITL p99 3 % over a user's
@@ -70,42 +71,17 @@ class Cell:
     same: float  # share called same
 
 
-@dataclass(frozen=True)
-class Measured:
-    noise: float  # one start's relative sd
-    df: int  # the degrees of freedom behind it
-    records: int  # the records (comparisons) it pooled
-    pairs: int  # their start pairs
-
-
-def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], Measured]:
-    """Per (level, metric): one start's noise from the stack-pair records of paired runs (``pair_n`` >= 2, both arms'
-    ``start_values``): the pooled sd of each record's log start-pair ratios around the record's own mean (a real
-    change shifts the mean, not the spread), over sqrt(2). ``level``: ``starts`` (alternated pairs) or
-    ``side-by-side`` (``co_resident_starts``). A TTFT's values are the probes' (``ttft_probe_ms``), as the judge's."""
-    from perfgate.record import CANDIDATE_PREFIX
+def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], PairNoise]:
+    """Per (level, metric) of :data:`PAIRED_VALUES`: one start's noise from the stack-pair records of paired runs
+    (:func:`perfgate.report.pairnoise.pair_noise`, every record counted: several machines' records pool). ``level``:
+    ``starts`` (alternated pairs) or ``side-by-side`` (``co_resident_starts``). A TTFT's values are the probes'
+    (``ttft_probe_ms``), as the judge's."""
     from perfgate.report.junit_read import read_reports
-    from perfgate.report.noise import start_values
+    from perfgate.report.pairnoise import pair_noise
 
-    sums: dict[tuple[str, str], list[float]] = {}
-    for report in read_reports(paths):
-        for r in report.records:
-            if not r.prop("pair_n"):
-                continue
-            level = "side-by-side" if (r.num("co_resident_starts") or 0) > 0 else "starts"
-            for metric, name in PAIRED_VALUES.items():
-                a, b = (start_values(r, name, arm=arm) for arm in ("", CANDIDATE_PREFIX))
-                if len(a) != len(b) or len(a) < 2:
-                    continue
-                logs = [math.log(y / x) for x, y in zip(a, b)]
-                mean = statistics.fmean(logs)
-                acc = sums.setdefault((level, metric), [0.0, 0, 0, 0])
-                acc[0] += sum((v - mean) ** 2 for v in logs)
-                acc[1] += len(logs) - 1
-                acc[2] += 1
-                acc[3] += len(logs)
-    return {k: Measured(noise=math.sqrt(ss / df / 2), df=int(df), records=int(n), pairs=int(p))
-            for k, (ss, df, n, p) in sums.items() if df > 0}
+    got = pair_noise(read_reports(paths))
+    return {(level, metric): n for metric, name in PAIRED_VALUES.items() for level in ("starts", "side-by-side")
+            if (n := got.get(level, name)) is not None}
 
 
 def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noise: float, plan: Sequential,
@@ -158,19 +134,19 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
 REPLACED = ("ttft_ms", "itl_ms_p99")
 
 
-def rows(measured: dict[tuple[str, str], Measured] | None = None,
+def rows(measured: dict[tuple[str, str], PairNoise] | None = None,
          replace: tuple[str, ...] = REPLACED) -> list[tuple[str, str, float, str]]:
     """(engine, metric, true noise, level) of each row: :data:`TRUE_NOISE`, the real rows of ``replace`` with the
     noise measured at ``starts``, and side-by-side rows of ``replace`` added where ``measured`` has them."""
     measured = {k: m for k, m in (measured or {}).items() if k[1] in replace}
-    out = [(engine, metric, measured[("starts", metric)].noise if engine == "real" and ("starts", metric) in measured
+    out = [(engine, metric, measured[("starts", metric)].cv if engine == "real" and ("starts", metric) in measured
             else noise, "starts") for (engine, metric), noise in TRUE_NOISE.items()]
-    out += [("real", metric, m.noise, level) for (level, metric), m in sorted(measured.items()) if level != "starts"]
+    out += [("real", metric, m.cv, level) for (level, metric), m in sorted(measured.items()) if level != "starts"]
     return out
 
 
 def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf",
-          measured: dict[tuple[str, str], Measured] | None = None,
+          measured: dict[tuple[str, str], PairNoise] | None = None,
           replace: tuple[str, ...] = REPLACED) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
     plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
@@ -206,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     measured = noise_from_reports(args.noise_from) if args.noise_from else None
     for (level, metric), m in sorted((measured or {}).items()):
-        print(f"measured at {level}: {metric} {m.noise:.2%} one start ({m.df} df, {m.pairs} pairs of {m.records} "
-              f"records)")
+        print(f"measured at {level}: {metric} {m.text()}")
     t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace))
     print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
           f"boundary {args.boundary}")

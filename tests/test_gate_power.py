@@ -149,10 +149,10 @@ def test_noise_from_reports_pools_each_records_spread_around_its_own_mean(tmp_pa
     got = noise_from_reports([str(path)])
     starts = got[("starts", "ttft_ms")]
     assert (starts.df, starts.records, starts.pairs) == (3, 2, 5)
-    assert math.isclose(starts.noise, math.sqrt(4e-4 / 3 / 2), rel_tol=1e-6)
+    assert math.isclose(starts.cv, math.sqrt(4e-4 / 3 / 2), rel_tol=1e-6)
     side = got[("side-by-side", "ttft_ms")]
     assert (side.df, side.records) == (1, 1)
-    assert math.isclose(side.noise, math.sqrt(8e-6 / 1 / 2), rel_tol=1e-6)
+    assert math.isclose(side.cv, math.sqrt(8e-6 / 1 / 2), rel_tol=1e-6)
     assert ("starts", "tok_s") not in got  # no record carried both arms' tok/s per start
 
 
@@ -172,7 +172,7 @@ def test_noise_from_reports_measures_each_ttft_leg(tmp_path) -> None:
     extra = {"pair_n": "2", **vals("ttft_part.prefill_ms", [15.0, 15.0], [15 * e(0.001), 15 * e(-0.001)]),
              **vals("ttft_part.rest_ms", [2.0, 17.0], [17.0, 2.0]), **vals("ttft_part.dispatch_ms", [0.0, 0.0], [0.0, 0.0])}
     got = noise_from_reports([str(write_report(tmp_path / "p.xml", [Case(name="r", kind="stack-pair", extra=extra)]))])
-    assert math.isclose(got[("starts", "ttft_part.prefill_ms")].noise, 0.001, rel_tol=1e-6)
-    assert got[("starts", "ttft_part.rest_ms")].noise > 1.0  # the levels: ratios 8.5 and 1/8.5
+    assert math.isclose(got[("starts", "ttft_part.prefill_ms")].cv, 0.001, rel_tol=1e-6)
+    assert got[("starts", "ttft_part.rest_ms")].cv > 1.0  # the levels: ratios 8.5 and 1/8.5
     assert ("starts", "ttft_part.dispatch_ms") not in got
     assert all(not metric.startswith("ttft_part.") for _, metric, _, _ in rows(got))  # printed, not rows

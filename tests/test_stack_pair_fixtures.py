@@ -120,3 +120,26 @@ def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(py
         assert p["outcome"] == "skip" and p["kind"] == "stack-pair" and "attached" not in p
         assert p["reason"] == ("stack-pair: an attached server (--perfgate-url) has one stack; launch the servers to "
                                "compare two")
+
+
+def test_noise_measured_by_an_earlier_paired_run_stands_in_for_the_prior(pytester):
+    """--perfgate-noise-from: an A/A paired run's report measures this machine's noise; the next run of the same config
+    is judged against it (``pair.<metric>.noise_source`` says ``history``) and says so on the terminal, with the
+    measured figures; a run without the option stays on the prior; a path that names nothing is a usage error."""
+    prof = _project(pytester)
+    args = ["perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
+            "--perfgate-max-starts", "2", "--perfgate-candidate", "env.PERFGATE_AA=1", "-p", "no:cacheprovider"]
+    r = pytester.runpytest_subprocess(*args, "--junitxml=aa.xml")
+    assert r.ret in (0, 1), r.stdout.str()
+    aa = _records(pytester, "aa.xml")["test_stack_pair[m:baseline]"]
+    assert aa["pair_n"] == "2" and "history" not in aa["pair.tok_s.noise_source"]
+    r = pytester.runpytest_subprocess(*args, "--junitxml=r.xml", "--perfgate-noise-from", "aa.xml")
+    assert r.ret in (0, 1), r.stdout.str()
+    r.stdout.fnmatch_lines(["*noise measured on this machine (starts, --perfgate-noise-from): *tok_s *% a start "
+                            "(1 df: 2 pairs of 1 records)*"])
+    rec = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert rec["pair.tok_s.noise_source"] in ("history", "starts+history"), rec["pair.tok_s.noise_source"]
+    r = pytester.runpytest_subprocess(*args, "--perfgate-noise-from", "nothing-here/*.xml")
+    assert r.ret == 4  # pytest's usage error
+    r.stderr.fnmatch_lines(["*--perfgate-noise-from 'nothing-here/*.xml': no report file, directory or glob that "
+                            "matches anything; fix the path*"])

@@ -11,10 +11,14 @@
 #              a TTFT-only slowdown (issue 40: p2.8 is ~10 % of an H200's ~28 ms batch-1 TTFT probe)
 #   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
 #   DELAY:N    at most N start pairs for this session (else MAX_STARTS, default 6)
+#   DELAY:N:fix   N start pairs however early it is decided (--perfgate-starts N): an A/A that measures the box's noise
 #   DELAY[:N]:co  both arms' servers side by side (--perfgate-co-resident ${CO_RESIDENT:-0.4}, issue 40 item 6);
 #              CO_RESIDENT=F makes every session side by side
 #   the latency issue's runs: p2.8:4 0:3 p2.8:3:co   (SELECT_K=baseline by default: the -k of the stack-pair records;
-#   MAX_TIME: seconds of added start pairs per session, default 600; SERVER_CPUS=auto or 2-5: every server pinned there)
+#   MAX_TIME: seconds of added start pairs per session, default 600; SERVER_CPUS=auto or 2-5: every server pinned there;
+#   NOISE_FROM=JUNIT: judged against the noise an earlier paired run measured on this box, e.g. $S/out/paired-0.xml
+#   (an A/A of this session: its sessions run in order, so 0:9:fix p2.8:4 with NOISE_FROM=/tmp/pg-power/out/paired-0-9-fix.xml
+#   measures the box first; a session that starts before the file exists runs on the priors))
 set -uo pipefail
 B=${1:?bundle dir}; OUT=${2:?out dir}; WAIT_S=${3:?seconds to wait}; shift 3
 US=${*:-600 100 0}
@@ -37,12 +41,13 @@ else
     echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
     for tok in $US; do
       IFS=: read -r us max co <<< "$tok"; case $max in co) co=co; max= ;; esac
+      fixed=; [ "$co" = fix ] && { fixed=$max; co=; }
       tag=${tok//:/-}; cores=${CO_RESIDENT:-}; [ "$co" = co ] && cores=${CO_RESIDENT:-0.4}
       case $us in p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;; *) var=PERFGATE_INJECT_GPU_US; val=$us ;; esac
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
-      echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts 1 \
+      echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts ${fixed:-1} \
 --perfgate-max-starts ${max:-${MAX_STARTS:-6}} --perfgate-max-time ${MAX_TIME:-600} --perfgate-candidate '$cand' \
-${cores:+--perfgate-co-resident $cores }${SERVER_CPUS:+--perfgate-server-cpus $SERVER_CPUS }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
+${cores:+--perfgate-co-resident $cores }${SERVER_CPUS:+--perfgate-server-cpus $SERVER_CPUS }${NOISE_FROM:+\$([ -f $NOISE_FROM ] && echo --perfgate-noise-from $NOISE_FROM) }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
 -rA > $S/out/pytest-$tag.log 2>&1; echo \$? > $S/out/rc-$tag"
     done
     echo "echo done > $S/rc"

@@ -275,7 +275,7 @@ def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tupl
 
 def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect: float, confidence: float = 0.95,
            prior_cv: float | None = None, prior_df: float | None = None, plan: Sequential = ONE_LOOK,
-           metric: str = "tok_s", level: Level = Level.STARTS) -> Judgement:
+           metric: str = "tok_s", level: Level = Level.STARTS, prior_name: str = "prior") -> Judgement:
     """Candidate/current ratios of interleaved start pairs (A1 B1 B2 A2 ..., alternated: perfgate.measuring.order)
     on one machine, at one look of ``plan``.
 
@@ -284,7 +284,9 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     one start's noise for ``metric`` (``prior_cv``, default :data:`PRIOR_START_CV`) worth ``prior_df`` degrees
     of freedom (default :data:`perfgate.profiles.noise.PRIOR_DF`). An undecided judgement says how many pairs in
     all would decide it at the ratio and spread seen (``needs``), or that the budget would not. ``level``: the
-    pairs' (``starts``, or ``side-by-side`` for co-resident arms), said in the judgement.
+    pairs' (``starts``, or ``side-by-side`` for co-resident arms), said in the judgement. ``prior_name``: what the
+    prior is, said in the judgement's noise source (``history``: measured by earlier paired runs on this machine,
+    perfgate.report.pairnoise).
     """
     from perfgate.profiles.noise import PRIOR_DF
 
@@ -295,6 +297,7 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     mean = statistics.fmean(logs)
     noise = PRIOR_START_CV if prior_cv is None else prior_cv
     sd, df, source = pair_spread(logs, noise, PRIOR_DF if prior_df is None else prior_df)
+    source = source.replace("prior", prior_name)
 
     def at(conf: float) -> Judgement:
         q = t_quantile(0.5 + conf / 2, df)

@@ -38,7 +38,7 @@ from perfgate.record import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 __all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "stack_pair_verdict"]
 
@@ -65,12 +65,17 @@ def values_name(m: Measurement, metric: str) -> str:
 
 
 def pair_judgements(candidate: Measurement, current: Measurement, *, confidence: float, plan: Sequential,
-                    prior_cv: Callable[[str], float]) -> dict[str, Judgement]:
+                    prior_cv: Callable[[str], float],
+                    measured: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Judgement]:
     """Each of :data:`PAIR_METRICS` both arms carry for the same starts, judged on its candidate/current start-pair
     ratios at this look of ``plan``, against its own prior (``prior_cv(metric)``: one start's noise) and practical
     floor. Decode tok/s, the sequential rule's target, has the whole false-alarm rate of a look (``1 -
     confidence``); the other metrics share one more (each at its share: a Bonferroni split), so an identical
-    candidate fails the record at most twice ``1 - confidence`` in all (docs/gate.md "Deciding")."""
+    candidate fails the record at most twice ``1 - confidence`` in all (docs/gate.md "Deciding").
+
+    ``measured``: one start's noise and its degrees of freedom measured by earlier paired runs on this machine,
+    by the name of the values judged (:func:`values_name`; perfgate.report.pairnoise); where a metric has one, it
+    stands in for the prior with those degrees of freedom, said as ``history`` in the judgement."""
     series = {}
     for metric in PAIR_METRICS:
         a, b = start_values(current, metric), start_values(candidate, metric)
@@ -81,14 +86,18 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     for metric, ratios in series.items():
         conf = confidence if metric == PRIMARY else 1 - (1 - confidence) / max(1, len(series) - 1)
         spec = METRICS.get(metric) or RECORD_METRICS[metric]
+        own = (measured or {}).get(values_name(current, metric))
         out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
                              min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
-                             confidence=conf, plan=plan, prior_cv=prior_cv(metric), level=level)
+                             confidence=conf, plan=plan, level=level,
+                             **({"prior_cv": own[0], "prior_df": own[1], "prior_name": "history"} if own else
+                                {"prior_cv": prior_cv(metric)}))
     return out
 
 
 def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: str, spec: str, confidence: float,
-                       plan: Sequential, prior_cv: Callable[[str], float]) -> Verdict:
+                       plan: Sequential, prior_cv: Callable[[str], float],
+                       measured: Mapping[str, tuple[float, float]] | None = None) -> Verdict:
     """The candidate arm (``spec``: the ``--perfgate-candidate`` SPEC) against the current arm of ``mode``'s config:
     greedy tokens (``token_match``), then every metric of :data:`PAIR_METRICS` (:func:`pair_judgements`).
 
@@ -96,8 +105,9 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     any metric; inconclusive: decode tok/s undecided, saying how many start pairs would decide it. Undecided
     carries :attr:`Verdict.decision`, and :attr:`Verdict.wants_more` names the other metrics undecided that
     ``plan``'s pairs would decide at the spread seen. Its properties: ``token_match``, ``pair_ratio``, its CI,
-    ``pair_n`` and ``pair_decision`` (decode tok/s), ``pair.<metric>.*``, and with two starts or more both arms'
-    per-start values."""
+    ``pair_n`` and ``pair_decision`` (decode tok/s), ``pair.<metric>.*`` (its ``noise_source``: ``prior``,
+    ``history`` where ``measured`` has it, :func:`pair_judgements`, and ``starts+`` either where the pairs' own
+    spread joined it), and with two starts or more both arms' per-start values."""
     if current.tok_s is None or candidate.tok_s is None:
         arm = "candidate" if candidate.tok_s is None else "current"
         return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
@@ -117,7 +127,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
             return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, properties=props,
                            message=f"inconclusive: undecided: stack-pair {mode}: every start pair "
                                    f"({len(left_out)}) was measured disturbed; {RERUN_QUIET}")
-    js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv)
+    js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv, measured=measured)
     single = [f"{arm} {m.host_state}" for arm, m in (("current", current), ("candidate", candidate))
               if not m.starts and m.host_state not in ("", QUIET)]
     js = {metric: discounted(x, single) for metric, x in js.items()}
@@ -131,6 +141,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         props[f"pair.{metric}.ci_low"] = mj.ci[0]
         props[f"pair.{metric}.ci_high"] = mj.ci[1]
         props[f"pair.{metric}.decision"] = str(mj.decision)
+        props[f"pair.{metric}.noise_source"] = mj.noise_source
         if len(all_current.starts) >= 2:  # every start's values, disturbed or not: the record's evidence
             props[f"{START_VALUES}.{values_name(all_current, metric)}"] = ",".join(
                 f"{v:.6g}" for v in start_values(all_current, metric))

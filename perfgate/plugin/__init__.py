@@ -23,6 +23,7 @@ from perfgate.plugin.options import (
     option_cpus,
     option_fraction,
     option_max_starts,
+    option_reports,
     option_seconds,
     option_starts,
     option_trials,
@@ -114,6 +115,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="launch every server pinned to these CPUs (and every process it starts), e.g. 2-5 or 0,2,4-6, "
                      "or auto (one hyper-thread of each of 4 physical cores near the GPU; auto:N for N): where a "
                      "server's processes run can move its latency (docs/gate.md, latency on an H200)")
+    g.addoption("--perfgate-noise-from", action="append", default=[], type=option_reports, metavar="PATH",
+                help="judge the paired records against the noise earlier paired runs of the same config measured on "
+                     "this machine (JUnit files, directories or globs; repeatable), not the documented priors "
+                     "(docs/gate.md, noise measured on this box)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
                 help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
                      "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 __all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
-           "option_fraction", "option_cpus"]
+           "option_fraction", "option_cpus", "option_reports"]
 
 
 
@@ -83,3 +83,25 @@ def option_cpus(text: str) -> frozenset[int]:
         return parse_cpus(text)
     except ValueError as e:
         raise pytest.UsageError(f"perfgate: --perfgate-server-cpus: {e}") from None
+
+
+def option_reports(text: str) -> tuple[str, ...]:
+    """--perfgate-noise-from PATH: the JUnit reports a file, a directory (every ``*.xml`` below) or a glob names, each
+    read once here, else a usage error naming the path or the file that is no report."""
+    from perfgate.errors import ConfigError, ReportError
+    from perfgate.report.gate import history_paths
+    from perfgate.report.junit_read import read_reports
+
+    try:
+        paths = history_paths([text])
+        if not paths:
+            raise ConfigError(text)
+        read_reports(paths)
+    except ConfigError:
+        raise pytest.UsageError(f"perfgate: --perfgate-noise-from {text!r}: no report file, directory or glob that "
+                                f"matches anything; fix the path, or leave the option out to judge against the "
+                                f"documented priors") from None
+    except ReportError as e:
+        raise pytest.UsageError(f"perfgate: --perfgate-noise-from: {e}; name JUnit reports of perfgate's paired "
+                                f"runs") from None
+    return tuple(str(p) for p in paths)

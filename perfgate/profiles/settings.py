@@ -13,9 +13,9 @@ A test's explicit argument is a keyword of ``measure(...)``, ``measure.rate(...)
     max_time_s          --perfgate-max-time > [workload] max_time_s > none
     startup_timeout     --perfgate-startup-timeout > [engine] startup_timeout_s
     sim_stack           --perfgate-sim-stack > PERFGATE_SIM_STACK > none
-    the rest            their option > its default (url, candidate, co_resident, server_cpus, crosscheck, calibrate,
-                        sim_fault, update_baselines, allow_hardware_mismatch, variants, variants_file, shard,
-                        configs, progress_interval_s)
+    the rest            their option > its default (url, candidate, co_resident, server_cpus, noise_from, crosscheck,
+                        calibrate, sim_fault, update_baselines, allow_hardware_mismatch, variants, variants_file,
+                        shard, configs, progress_interval_s)
 
 :func:`resolve` builds the frozen :class:`Settings` the first time the session needs it (the profile is
 loaded lazily); :meth:`Settings.workload` applies it to a workload the profile gives (the mode's, or the mode's
@@ -126,6 +126,9 @@ class Settings:
     co_resident: float | None = None
     #: --perfgate-server-cpus: the CPUs every launched server may run on (None: any; perfgate.host.affinity)
     server_cpus: frozenset[int] | None = None
+    #: --perfgate-noise-from: the report files of earlier paired runs whose measured noise the stack pairs are judged
+    #: against (perfgate.report.pairnoise; empty: the documented priors)
+    noise_from: tuple[str, ...] = ()
     #: --perfgate-candidate: the other arm of the stack-pair records (None: they skip)
     candidate: Candidate | None = None
     #: what is wrong with --perfgate-candidate's spec ("": nothing); a usage error when perfgate switches on
@@ -194,6 +197,7 @@ def resolve(opt: Any, profile: Profile, environ: Any) -> Settings:
         max_time_s=float(max_time_s) if max_time_s else None,
         co_resident=opt("perfgate_co_resident"),
         server_cpus=opt("perfgate_server_cpus"),
+        noise_from=tuple(dict.fromkeys(p for paths in opt("perfgate_noise_from") or () for p in paths)),
         candidate=candidate,
         candidate_error=candidate_error,
         startup_timeout_s=opt("perfgate_startup_timeout"),

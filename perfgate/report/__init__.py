@@ -4,8 +4,9 @@
 through :mod:`perfgate.measuring.judge`, with noise bands of ``noise`` from history); ``machines`` says whether two
 reports share a machine; ``policy`` is what blocks (from pyproject.toml and the options); ``gate`` applies it and
 picks the exit code; ``render`` writes text, Markdown or JSON; ``history`` tabulates many reports and finds sustained
-steps; ``matrix`` builds the variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge``
-joins the reports of several boxes.
+steps; ``pairnoise`` measures one start's noise from earlier paired runs (``--perfgate-noise-from``); ``matrix``
+builds the variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw them; ``merge`` joins the reports of
+several boxes.
 """
 
 from perfgate.report.diff import Diff, Judging, MetricChange, RecordDiff, StackChange, diff
@@ -16,6 +17,7 @@ from perfgate.report.machines import MachineMatch, compare_machines
 from perfgate.report.matrix import Matrix, build_matrix
 from perfgate.report.merge import MergeResult, merge_reports
 from perfgate.report.noise import Band, bands_from_reports
+from perfgate.report.pairnoise import Match, PairNoise, pair_noise
 from perfgate.report.policy import GatePolicy, load_policy
 from perfgate.report.records import OUTCOMES, Record, Report
 
@@ -37,6 +39,9 @@ __all__ = [
     "Judging",
     "Band",
     "bands_from_reports",
+    "Match",
+    "PairNoise",
+    "pair_noise",
     "build_history",
     "build_matrix",
     "compare_machines",
