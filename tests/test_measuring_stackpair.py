@@ -45,7 +45,8 @@ def test_identical_arms_pass_with_their_properties():
 def test_a_slower_candidate_fails_naming_each_metric_worse():
     v = _judge(_arm("cand", [90.0, 90.1, 89.9]), _arm("cur", [100.0, 100.1, 99.9]))
     assert (v.outcome, v.category, v.decision) == (Outcome.FAIL, Category.SLOWER_THAN_BASELINE, Decision.REGRESSED)
-    assert "the candidate stack is worse on tok_s by 10" in v.message and "itl_ms by" in v.message
+    assert v.message.startswith("stack-pair baseline: the candidate stack (python=/other/bin/python) is worse on tok_s by 10")
+    assert "itl_ms by" in v.message
     assert v.properties["pair.tok_s.decision"] == "regressed"
 
 

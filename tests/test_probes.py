@@ -4,8 +4,10 @@ for the paired judge and the records, and the mode properties a record carries (
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from statistics import NormalDist
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -116,3 +118,66 @@ def test_the_stack_pair_judges_ttft_on_the_probes() -> None:
     js = pair_judgements(slow, cur, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=6),
                          prior_cv=lambda metric: 0.01)
     assert js["ttft_ms"].ratio == pytest.approx(30.8 / 28.0, rel=0.01) and str(js["ttft_ms"].decision) == "regressed"
+
+
+def _legs_start(name: str, rng, *, prefill: float, to_forward: float = 0.5, rest: float = 7.5,
+                probes: int = 36) -> Measurement:
+    """One start's probes split into legs (a 1 % jitter each probe): ``prefill`` carries the start's level."""
+    parts = []
+    for _ in range(probes):
+        j = lambda x: x * math.exp(rng.gauss(0, 0.01))  # noqa: E731
+        parts.append({"dispatch": j(0.3), "to_forward": j(to_forward), "prefill": j(prefill), "rest": j(rest)})
+    m = _start(name, tuple(sum(p.values()) for p in parts))
+    assert m.probes is not None
+    return replace(m, probes=replace(m.probes, parts=tuple(parts)))
+
+
+def _legs_arm(name: str, rng, levels: list[float], **kw: Any) -> Measurement:
+    return combine([_legs_start(name, rng, prefill=lv, **kw) for lv in levels])
+
+
+def test_a_calm_leg_shows_a_ttft_change_the_levels_hide() -> None:
+    """The levels in the prefill leg (20 or 37 ms a start), the candidate's scheduler 2.8 ms slower before prefill (the
+    H200 run's injection, ~9 % of TTFT): TTFT is undecided on the 16 % prior over 4 pairs, its to_forward leg is
+    regressed and named in ms and in per cent of TTFT; the prefill leg, which carries the levels, stays undecided."""
+    import random
+
+    rng = random.Random(3)
+    cur = _legs_arm("cur", rng, [20.0, 37.0, 20.0, 37.0])
+    cand = _legs_arm("cand", rng, [37.0, 20.0, 37.0, 20.0], to_forward=3.3)
+    plan = Sequential(first_pairs=1, max_pairs=6)
+    js = pair_judgements(cand, cur, confidence=0.95, plan=plan, prior_cv=lambda metric: 0.16)
+    assert str(js["ttft_ms"].decision) == "undecided"
+    assert str(js["ttft_part.to_forward_ms"].decision) == "regressed"
+    assert str(js["ttft_part.prefill_ms"].decision) == "undecided"
+    v = stack_pair_verdict(cand, cur, mode="baseline", spec="s", confidence=0.95, plan=plan,
+                           prior_cv=lambda metric: 0.16)
+    assert v.outcome.value == "fail" and re.search(r"worse on TTFT's to_forward leg by \+2\.[78]\d ms \(\d\.\d% of TTFT\)",
+                                                    v.message), v.message
+    assert v.properties["pair.ttft_part.to_forward_ms.decision"] == "regressed"
+    assert str(v.properties["candidate.start_values.ttft_part.to_forward_ms"]).count(",") == 3
+
+
+def test_identical_arms_on_flipping_levels_regress_no_leg() -> None:
+    """A/A, each start at a level drawn (20 or 37 ms in prefill) from a pool of 32 starts of one config, 300 runs of 4
+    pairs: no metric of TTFT's family (TTFT and its four legs) is called regressed in more than 1 % of them."""
+    import random
+
+    rng = random.Random(11)
+    plan = Sequential(first_pairs=1, max_pairs=6)
+    starts = [_legs_start("s", rng, prefill=lv, probes=12) for lv in [20.0, 37.0] * 16]
+    hits = 0
+    for _ in range(300):
+        # the judge reads the pooled measurement's starts only: a pool's replace() is its combine() without the cost
+        cur, cand = (replace(starts[0], starts=tuple(rng.sample(starts, 4))) for _ in range(2))
+        js = pair_judgements(cand, cur, confidence=0.95, plan=plan, prior_cv=lambda metric: 0.16)
+        hits += any(str(j.decision) == "regressed" for m, j in js.items() if m.startswith("ttft"))
+    assert hits <= 3, hits
+
+
+def test_without_stamped_probes_no_leg_is_judged() -> None:
+    cur = combine([_start("cur", _levels(24, 12)) for _ in range(2)])
+    cand = combine([_start("cand", _levels(24, 12)) for _ in range(2)])
+    js = pair_judgements(cand, cur, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=6),
+                         prior_cv=lambda metric: 0.01)
+    assert "ttft_ms" in js and not any(m.startswith("ttft_part.") for m in js)

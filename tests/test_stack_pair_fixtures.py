@@ -2,6 +2,8 @@
 perf_compare), as users run it (pytester, real subprocesses, the simulated server): the same measurements give the
 same verdict as the built-in record, and its arms start interleaved on their own, their order alternated."""
 
+import re
+
 import pytest
 
 from tests.test_starts import _project, _records, _starts
@@ -143,3 +145,29 @@ def test_noise_measured_by_an_earlier_paired_run_stands_in_for_the_prior(pyteste
     assert r.ret == 4  # pytest's usage error
     r.stderr.fnmatch_lines(["*--perfgate-noise-from 'nothing-here/*.xml': no report file, directory or glob that "
                             "matches anything; fix the path*"])
+
+
+def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
+    """The candidate's engine waits 10 ms before every prefill (the simulator's PERFGATE_SIM_PREFILL_DELAY_MS, where the
+    H200 runs' injected scheduler sleep lands: the to_forward leg), the servers stamp their responses
+    (``enable-metrics``): the pair fails, its message names the leg in ms and in per cent of TTFT, the record carries
+    the leg's judgement and both arms' per-start values of it; decode is untouched."""
+    from tests.test_starts import CONFTEST, PROFILE, VARIANTS
+    from tests.test_starts import _make as make
+
+    prof = make(pytester.path, PROFILE.replace("TRIALS", "3").replace("random-seed = 1", "random-seed = 1\nenable-metrics = true"),
+                variants_text=VARIANTS)
+    (pytester.path / "conftest.py").write_text(CONFTEST)
+    r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts",
+                                      "4", "--perfgate-max-starts", "4", "--perfgate-candidate",
+                                      "env.PERFGATE_SIM_PREFILL_DELAY_MS=10", "--junitxml=r.xml", "-p",
+                                      "no:cacheprovider")
+    assert r.ret == 1, r.stdout.str()
+    rec = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert rec["outcome"] == "fail" and rec["category"] == "slower-than-baseline"
+    assert rec["pair.ttft_part.to_forward_ms.decision"] == "regressed", rec
+    assert rec["reason"].startswith("[slower-than-baseline] stack-pair baseline: the candidate stack "
+                                    "(env.PERFGATE_SIM_PREFILL_DELAY_MS=10) is worse on "), rec["reason"]
+    assert re.search(r"TTFT's to_forward leg by \+\d+\.\d\d ms \(\d+\.\d% of TTFT\)", rec["reason"]), rec["reason"]
+    assert rec["pair.tok_s.decision"] != "regressed" and rec["pair.ttft_part.prefill_ms.decision"] != "regressed"
+    assert len(rec["candidate.start_values.ttft_part.to_forward_ms"].split(",")) == int(rec["pair_n"])

@@ -197,7 +197,8 @@ def test_a_slower_candidate_stack_fails_slower_than_baseline(pytester):
     r.assert_outcomes(failed=1)
     # worse on tok_s, or (where a loaded runner's start spread leaves tok_s one degree of freedom at the second look's
     # strict boundary) on another metric first: structure, not which metric the load lets decide first
-    r.stdout.fnmatch_lines([f"*stack-pair baseline: candidate ({spec})*paired*: the candidate stack is worse on * by*"])
+    r.stdout.fnmatch_lines([f"*stack-pair baseline: the candidate stack ({spec}) is worse on * by*; candidate ({spec})*"
+                            f"paired*"])
     assert _starts(pytester)[:4] == ["baseline", "baseline@candidate", "baseline@candidate", "baseline"]
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["outcome"] == "fail" and p["category"] == "slower-than-baseline"

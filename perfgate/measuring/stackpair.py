@@ -8,6 +8,7 @@ what :func:`stack_pair_verdict` returns; perfgate.plugin.compare adds start pair
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
@@ -24,6 +25,7 @@ from perfgate.measuring.judge import (
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
 from perfgate.measuring.starts import pairs_level, quiet_pairs
+from perfgate.measuring.ttft_parts import PARTS, start_medians
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
     CANDIDATE_PREFIX,
@@ -34,13 +36,15 @@ from perfgate.record import (
     PAIR_N,
     PAIR_RATIO,
     START_VALUES,
+    TTFT_PART_PREFIX,
     TTFT_PROBE_MS,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "stack_pair_verdict"]
+__all__ = ["PAIR_METRICS", "LEG_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements",
+           "stack_pair_verdict"]
 
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
@@ -48,6 +52,9 @@ PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "it
 #: the metric the record concludes on; more start pairs are collected while it is undecided, and while another
 #: metric of PAIR_METRICS is undecided that the budget's pairs would decide at the spread seen (Verdict.wants_more)
 PRIMARY = "tok_s"
+#: the legs of the probes' TTFT (perfgate.measuring.ttft_parts), judged beside TTFT where both arms' servers stamped
+#: every probe: a change that one calm leg carries is seen through the levels another leg carries
+LEG_METRICS = tuple(f"{TTFT_PART_PREFIX}{part}_ms" for part in PARTS)
 
 
 def start_values(m: Measurement, metric: str) -> list[float]:
@@ -55,6 +62,10 @@ def start_values(m: Measurement, metric: str) -> list[float]:
     from the probes where every start has them; the acceptance length is no Stat)."""
     if metric == "accept_len":
         return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
+    if metric in LEG_METRICS:  # each start's median of that leg over its probes, where every start has parts
+        leg = metric[len(TTFT_PART_PREFIX):-len("_ms")]
+        return [v for v in start_medians([s.probes.parts if s.probes else () for s in m.starts or (m,)]).get(leg, ())
+                if v > 0]
     return [v for v in m.judged_values(metric) if v > 0]
 
 
@@ -75,23 +86,43 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
 
     ``measured``: one start's noise and its degrees of freedom measured by earlier paired runs on this machine,
     by the name of the values judged (:func:`values_name`; perfgate.report.pairnoise); where a metric has one, it
-    stands in for the prior with those degrees of freedom, said as ``history`` in the judgement."""
+    stands in for the prior with those degrees of freedom, said as ``history`` in the judgement.
+
+    Where TTFT is judged on probes that both arms' servers stamped, each leg of :data:`LEG_METRICS` is judged too, on
+    its own start-pair ratios against its own noise (``measured``'s, else the first-token prior), its practical floor
+    TTFT's expressed in the leg (2 % of the current arm's TTFT over the leg's share of it: a leg's change counts when
+    it moves TTFT by 2 %); TTFT and its legs share TTFT's false-alarm share, half to TTFT and half to the legs."""
     series = {}
     for metric in PAIR_METRICS:
         a, b = start_values(current, metric), start_values(candidate, metric)
         if a and b and len(a) == len(b):
             series[metric] = [y / x for x, y in zip(a, b)]
+    legs: dict[str, tuple[list[float], list[float]]] = {}
+    if "ttft_ms" in series and current.probed("ttft_ms") and candidate.probed("ttft_ms"):
+        for name in LEG_METRICS:
+            a, b = start_values(current, name), start_values(candidate, name)
+            if len(a) == len(b) == len(series["ttft_ms"]):
+                legs[name] = (a, b)
+    share = (1 - confidence) / max(1, len(series) - 1)  # a metric's share of the record's second false-alarm budget
     out = {}
     level = pairs_level(current, candidate)
-    for metric, ratios in series.items():
-        conf = confidence if metric == PRIMARY else 1 - (1 - confidence) / max(1, len(series) - 1)
-        spec = METRICS.get(metric) or RECORD_METRICS[metric]
+
+    def judge(metric: str, ratios: list[float], conf: float, floor: float, higher_is_better: bool) -> Judgement:
         own = (measured or {}).get(values_name(current, metric))
-        out[metric] = paired(ratios, higher_is_better=spec.higher_is_better, metric=metric,
-                             min_effect=default_min_effect(metric, higher_is_better=spec.higher_is_better),
-                             confidence=conf, plan=plan, level=level,
-                             **({"prior_cv": own[0], "prior_df": own[1], "prior_name": "history"} if own else
-                                {"prior_cv": prior_cv(metric)}))
+        return paired(ratios, higher_is_better=higher_is_better, metric=metric, min_effect=floor, confidence=conf,
+                      plan=plan, level=level,
+                      **({"prior_cv": own[0], "prior_df": own[1], "prior_name": "history"} if own else
+                         {"prior_cv": prior_cv(metric)}))
+
+    for metric, ratios in series.items():
+        conf = (confidence if metric == PRIMARY else 1 - share / 2 if metric == "ttft_ms" and legs else 1 - share)
+        spec = METRICS.get(metric) or RECORD_METRICS[metric]
+        out[metric] = judge(metric, ratios, conf, default_min_effect(metric, higher_is_better=spec.higher_is_better),
+                            spec.higher_is_better)
+    ttft = statistics.median(start_values(current, "ttft_ms")) if legs else 0.0
+    for name, (a, b) in legs.items():
+        floor = default_min_effect("ttft_ms", higher_is_better=False) * ttft / statistics.median(a)
+        out[name] = judge(name, [y / x for x, y in zip(a, b)], 1 - share / 2 / len(legs), floor, False)
     return out
 
 
@@ -152,7 +183,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     if left_out:
         desc += (f" (pair{'s' if len(left_out) > 1 else ''} {', '.join(map(str, left_out))} of "
                  f"{len(all_current.starts)} left out: measured disturbed)")
-    others = "; ".join(f"{m} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
+    others = "; ".join(f"{_name(m)} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""
     # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen
@@ -160,10 +191,12 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
                      and x.pairs_needed is not None and x.pairs_needed <= plan.max_pairs)
     worse = [m for m, x in js.items() if outcome_of(x.decision, Claim.NOT_SLOWER) is Outcome.FAIL]
     if worse:
-        what = ", ".join(f"{m} by {pct(abs(1 - r))}" for m in worse if (r := js[m].ratio) is not None)
+        what = ", ".join(_worse_text(m, r, current) for m in worse if (r := js[m].ratio) is not None)
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
                        judged=judged_text(j.ratio, j.ci), properties=props,
-                       message=f"{desc}: the candidate stack is worse on {what}{tail}")
+                       # what is worse first: a record's reason keeps the message's first 300 characters
+                       message=f"stack-pair {mode}: the candidate stack ({spec}) is worse on {what}; "
+                               f"{desc.removeprefix(f'stack-pair {mode}: ')}{tail}")
     if outcome_of(j.decision, Claim.NOT_SLOWER) is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=f"{desc}: {j.decision}{tail}", decision=j.decision,
                        judged=judged_text(j.ratio, j.ci), wants_more=wants, properties=props)
@@ -171,3 +204,19 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
                    wants_more=wants, properties=props,
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
+
+
+def _name(metric: str) -> str:
+    """A metric as the verdict's message names it: a TTFT leg as ``TTFT's <leg> leg``."""
+    if metric in LEG_METRICS:
+        return f"TTFT's {metric[len(TTFT_PART_PREFIX):-len('_ms')]} leg"
+    return metric
+
+
+def _worse_text(metric: str, ratio: float, current: Measurement) -> str:
+    """How much worse ``metric`` is: its change in per cent, a TTFT leg's in ms and in per cent of TTFT."""
+    if metric not in LEG_METRICS:
+        return f"{metric} by {pct(abs(1 - ratio))}"
+    leg, ttft = start_values(current, metric), start_values(current, "ttft_ms")
+    added = (ratio - 1) * statistics.median(leg)
+    return f"{_name(metric)} by {added:+.2f} ms ({pct(abs(added) / statistics.median(ttft))} of TTFT)"

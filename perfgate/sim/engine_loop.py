@@ -125,7 +125,8 @@ class EngineLoop:
         self._noise = noise or (lambda: 1.0)
         # host-side TTFT levels switching inside the start and a delay before every prefill (PERFGATE_SIM_TTFT_MODES,
         # PERFGATE_SIM_PREFILL_DELAY_MS: perfgate.sim.variation): the delay is the host's, the machine's speed does
-        # not scale it
+        # not scale it, and it comes before the prefill step starts (the requests' to_forward leg, where the H200
+        # runs' injected scheduler sleep lands), the levels inside it (their prefill leg)
         self._prefill_factor = prefill_factor or (lambda: 1.0)
         self.prefill_delay_s = max(0.0, prefill_delay_s)
         self.fault = fault
@@ -283,7 +284,9 @@ class EngineLoop:
                 compute += len(r.input_ids) - r.cached_tokens
                 cached_total += r.cached_tokens
         level = self._prefill_factor()
-        dur = (self.plan.prefill_ms(compute) * level / 1000.0 / self.speed + self.prefill_delay_s) / self.speedup
+        if self.prefill_delay_s:  # the host's wait before the batch runs: SGLang's to_forward leg, not its prefill
+            self._step(self.prefill_delay_s / self.speedup)
+        dur = self.plan.prefill_ms(compute) * level / 1000.0 / self.speed / self.speedup
         entry, entry_ahead = self._clock(), self._lead[0]
         for r in new:
             r.forward_entry_at, r.forward_entry_ahead = entry, entry_ahead

@@ -34,9 +34,11 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   windows of DWELL seconds and each window's level is drawn from a hash of the window's number, so every
   simulated server on the host sees the same level at the same moment (what co-resident arms share, issue 40
   item 6), and a level outlasts a start when DWELL is longer than one.
-- ``PERFGATE_SIM_PREFILL_DELAY_MS`` (:func:`parse_prefill_delay_ms`, default 0): milliseconds added to every
-  prefill step, host-side (the machine's speed does not scale it): a TTFT-only slowdown to plant (2.8 ms is
-  about 10 % of a 28 ms TTFT), decode untouched.
+- ``PERFGATE_SIM_PREFILL_DELAY_MS`` (:func:`parse_prefill_delay_ms`, default 0): milliseconds the engine waits
+  before every prefill step, host-side (the machine's speed does not scale it): a TTFT-only slowdown to plant (2.8 ms
+  is about 10 % of a 28 ms TTFT), decode untouched. It lands before the step's ``forward_entry_time``, in the
+  requests' ``to_forward`` leg (perfgate.measuring.ttft_parts), as the H200 runs' scheduler sleep
+  (``ci/device/inject``) does; the levels above land in the ``prefill`` leg.
 
 :class:`SimSpeed` is a start's product of the three; the engine divides every step's modelled duration by
 it (:mod:`perfgate.sim.engine_loop`), and so does the trace. The simulated box's calibration (the machine
