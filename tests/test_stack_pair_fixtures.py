@@ -152,8 +152,8 @@ def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
     H200 runs' injected scheduler sleep lands: the to_forward leg), the servers stamp their responses
     (``enable-metrics``): the pair fails, its message names the leg in ms and in per cent of TTFT, the record carries
     the leg's judgement and both arms' per-start values of it; decode is untouched."""
+    from tests.simproject import make_project as make
     from tests.test_starts import CONFTEST, PROFILE, VARIANTS
-    from tests.test_starts import _make as make
 
     prof = make(pytester.path, PROFILE.replace("TRIALS", "3").replace("random-seed = 1", "random-seed = 1\nenable-metrics = true"),
                 variants_text=VARIANTS)
