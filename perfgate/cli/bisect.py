@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
+from perfgate.measuring.stackpair import LEG_METRICS, PAIR_METRICS
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult
@@ -43,8 +44,9 @@ __all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "lock_arms", "step_r
 
 #: the search stopped before it completed (budget, undecided, the current stack does not start)
 EXIT_STOPPED = 3
-#: the metrics a step can be decided on besides the record's own verdict (perfgate.measuring.stackpair)
-METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "itl_ms_p99", "accept_len")
+#: the metrics a step can be decided on besides the record's own verdict: those the stack pair judges, TTFT's legs too
+#: (perfgate.measuring.stackpair)
+METRICS = (*PAIR_METRICS, *LEG_METRICS)
 _STARTS = re.compile(r"perfgate: (\d+) server start\(s\)")
 
 
