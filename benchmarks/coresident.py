@@ -72,8 +72,9 @@ modes = ["baseline"]
 """
 
 
-def project(root: Path) -> Path:
-    """The throwaway project: perftests/, the plugin, the variants file, the profile on a box with a small model."""
+def project(root: Path, *, server_extra: str = "") -> Path:
+    """The throwaway project: perftests/, the plugin, the variants file, the profile on a box with a small model
+    (``server_extra``: more lines of its ``[server]`` table, e.g. ``enable-metrics = true``)."""
     shutil.copytree(ROOT / "perftests", root / "perftests", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "conftest.py").write_text('pytest_plugins = ["perfgate.plugin"]\n')
     (root / "baselines" / "b").mkdir(parents=True)
@@ -81,19 +82,20 @@ def project(root: Path) -> Path:
     box = root / "box.toml"
     box.write_text(BOX.read_text().replace("weights_gb = 590", "weights_gb = 20"))
     prof = root / "baselines" / "b" / "m.toml"
-    prof.write_text(PROFILE.replace("BOX", str(box)))
+    prof.write_text(PROFILE.replace("BOX", str(box)).replace("random-seed = 1\n", "random-seed = 1\n" + server_extra))
     return prof
 
 
-def one_run(root: Path, prof: Path, *, co_resident: bool, delay_ms: float, host: str, n: int) -> dict[str, str]:
-    """One pytest session of the stack-pair record; its record's properties."""
+def one_run(root: Path, prof: Path, *, co_resident: bool, delay_ms: float, host: str, n: int,
+            extra: list[str] | None = None) -> dict[str, str]:
+    """One pytest session of the stack-pair record (``extra``: more pytest arguments); its record's properties."""
     xml = root / f"r{n}.xml"
     env = {**os.environ, "PERFGATE_HOST_WATCH": "off", "PERFGATE_SIM_TTFT_MODES": host}
     cand = f"env.PERFGATE_SIM_PREFILL_DELAY_MS={delay_ms:g}" if delay_ms else "env.PERFGATE_SIM_BENCH_AA=1"
     cmd = [sys.executable, "-m", "pytest", "perftests/test_stack_pair.py", "-k", "baseline",
            f"--perfgate-profile={prof}", "--perfgate-candidate", cand, "--perfgate-starts", "1", f"--junitxml={xml}",
            "-p", "no:cacheprovider",
-           "-p", "no:randomly", "-q", *(["--perfgate-co-resident", "0.4"] if co_resident else [])]
+           "-p", "no:randomly", "-q", *(["--perfgate-co-resident", "0.4"] if co_resident else []), *(extra or [])]
     subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     for tc in ET.parse(xml).getroot().iter("testcase"):
         return {p.get("name", ""): p.get("value", "") for p in tc.iter("property")}
