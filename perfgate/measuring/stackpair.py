@@ -108,11 +108,10 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     level = pairs_level(current, candidate)
 
     def judge(metric: str, ratios: list[float], conf: float, floor: float, higher_is_better: bool) -> Judgement:
-        own = (measured or {}).get(values_name(current, metric))
+        own = (measured or {}).get(values_name(current, metric))  # this box's noise, else the documented prior
+        cv, df, name = (own[0], own[1], "history") if own else (prior_cv(metric), None, "prior")
         return paired(ratios, higher_is_better=higher_is_better, metric=metric, min_effect=floor, confidence=conf,
-                      plan=plan, level=level,
-                      **({"prior_cv": own[0], "prior_df": own[1], "prior_name": "history"} if own else
-                         {"prior_cv": prior_cv(metric)}))
+                      plan=plan, level=level, prior_cv=cv, prior_df=df, prior_name=name)
 
     for metric, ratios in series.items():
         conf = (confidence if metric == PRIMARY else 1 - share / 2 if metric == "ttft_ms" and legs else 1 - share)
