@@ -148,10 +148,11 @@ def test_noise_measured_by_an_earlier_paired_run_stands_in_for_the_prior(pyteste
 
 
 def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
-    """The candidate's engine waits 10 ms before every prefill (the simulator's PERFGATE_SIM_PREFILL_DELAY_MS, where the
-    H200 runs' injected scheduler sleep lands: the to_forward leg), the servers stamp their responses
-    (``enable-metrics``): the pair fails, its message names the leg in ms and in per cent of TTFT, the record carries
-    the leg's judgement and both arms' per-start values of it; decode is untouched."""
+    """The candidate's engine waits 30 ms before every prefill (the simulator's PERFGATE_SIM_PREFILL_DELAY_MS, where the
+    H200 runs' injected scheduler sleep lands: the to_forward leg, a fraction of a millisecond on its own), the servers
+    stamp their responses (``enable-metrics``): the pair fails, the to_forward leg is regressed, the failure names it in
+    ms and in per cent of TTFT, the record carries both arms' per-start values of it; decode is untouched. (30 ms, not
+    3: the leg's own noise on a loaded 2-core runner is the runner's wake-up, and the test asserts structure.)"""
     from tests.simproject import make_project as make
     from tests.test_starts import CONFTEST, PROFILE, VARIANTS
 
@@ -160,14 +161,14 @@ def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
     (pytester.path / "conftest.py").write_text(CONFTEST)
     r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts",
                                       "4", "--perfgate-max-starts", "4", "--perfgate-candidate",
-                                      "env.PERFGATE_SIM_PREFILL_DELAY_MS=10", "--junitxml=r.xml", "-p",
+                                      "env.PERFGATE_SIM_PREFILL_DELAY_MS=30", "--junitxml=r.xml", "-p",
                                       "no:cacheprovider")
     assert r.ret == 1, r.stdout.str()
     rec = _records(pytester)["test_stack_pair[m:baseline]"]
     assert rec["outcome"] == "fail" and rec["category"] == "slower-than-baseline"
     assert rec["pair.ttft_part.to_forward_ms.decision"] == "regressed", rec
     assert rec["reason"].startswith("[slower-than-baseline] stack-pair baseline: the candidate stack "
-                                    "(env.PERFGATE_SIM_PREFILL_DELAY_MS=10) is worse on "), rec["reason"]
-    assert re.search(r"TTFT's to_forward leg by \+\d+\.\d\d ms \(\d+\.\d% of TTFT\)", rec["reason"]), rec["reason"]
+                                    "(env.PERFGATE_SIM_PREFILL_DELAY_MS=30) is worse on "), rec["reason"]
+    assert re.search(r"TTFT's to_forward leg by \+\d+\.\d\d ms \(\d+\.\d% of TTFT\)", r.stdout.str())
     assert rec["pair.tok_s.decision"] != "regressed" and rec["pair.ttft_part.prefill_ms.decision"] != "regressed"
     assert len(rec["candidate.start_values.ttft_part.to_forward_ms"].split(",")) == int(rec["pair_n"])
