@@ -33,7 +33,7 @@ try:
 except ImportError:  # run as a script: benchmarks/ is its own directory
     from coresident import FAST_TTFT_MODES_DELAY, one_run, project  # type: ignore[no-redef]
 
-from perfgate.measuring.stackpair import LEG_METRICS
+from perfgate.measuring.ttft_parts import LEG_METRICS
 
 DECISIONS = ("regressed", "same", "improved", "undecided", "missing")
 

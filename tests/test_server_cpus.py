@@ -143,3 +143,27 @@ def test_a_bad_cpu_list_is_a_usage_error(pytester):
     r = run(pytester, prof, "-m", "baseline", "--perfgate-server-cpus=2-x")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*--perfgate-server-cpus: '2-x' is no CPU list*e.g. 2-5 or 0,2,4-6*"])
+
+
+def test_the_gpus_local_cpus_come_from_nvml_and_leave_its_init_count_as_it_was(monkeypatch):
+    """perfgate.host.gpu.local_cpus: the first visible GPU's CPU-affinity mask words read as CPU numbers; NVML
+    initialised and shut down once each (the cached handle other checks use stays initialised); no NVML: None."""
+    import sys
+
+    from perfgate.host import gpu
+    from tests.test_stack import fake_pynvml
+
+    calls = {"init": 0, "shutdown": 0}
+    m = fake_pynvml(names=["NVIDIA H200"] * 2, nvlink=True, cap=(9, 0))
+    m.nvmlInit = lambda: calls.__setitem__("init", calls["init"] + 1)
+    m.nvmlShutdown = lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1)
+    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h:04d}"
+    m.nvmlDeviceGetCpuAffinity = lambda h, words: [0b1111 << (4 * h), 1][:words]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    monkeypatch.setattr("perfgate.host.gpu.os.cpu_count", lambda: 100)  # two 64-bit words of mask
+    assert gpu.local_cpus() == frozenset({0, 1, 2, 3, 64}) and calls == {"init": 1, "shutdown": 1}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the first GPU CUDA would see is device 1
+    assert gpu.local_cpus() == frozenset({4, 5, 6, 7, 64})
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    assert gpu.local_cpus() is None

@@ -37,7 +37,8 @@ import psutil
 from perfgate import load_profile
 from perfgate.client import GenRequest, run_batch
 from perfgate.engines import get_engine
-from perfgate.host.affinity import core_groups, cpus_text, gpu_local_cpus, parse_cpus
+from perfgate.host import gpu
+from perfgate.host.affinity import core_groups, cpus_text, parse_cpus
 from perfgate.host.procs import group_pids
 from perfgate.measuring.modes import find_modes
 from perfgate.measuring.ttft_parts import PARTS, parts_ms
@@ -73,10 +74,9 @@ def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s
     server = Server(cfg, engine, out / "logs", startup_timeout_s=600,
                     on_progress=lambda ev: print(f"   {ev.phase} ({ev.elapsed_s:.0f} s)", flush=True),
                     cpus=parse_cpus(phase[4:]) if phase.startswith("pin:") else None)
-    server.start()
     rows: list[dict[str, object]] = []
     try:
-        server.wait_ready()
+        server.launch()
         run_batch(server.url, [GenRequest(input_ids=prompts[0], max_new_tokens=8)] * 2, concurrency=1)  # warm-up
         assert server.pgid is not None
         t0 = time.monotonic()
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     cores = core_groups(psutil.Process().cpu_affinity() or range(psutil.cpu_count() or 1))
     core_of = {c: g for g in cores for c in g}
-    local = gpu_local_cpus()
+    local = gpu.local_cpus()
     (args.out / "topology.txt").write_text(
         f"physical cores: {len(cores)} ({len(core_of)} CPUs); hyper-threads per core: "
         + " ".join(cpus_text(g) for g in cores)

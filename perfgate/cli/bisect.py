@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
-from perfgate.measuring.stackpair import LEG_METRICS, PAIR_METRICS
+from perfgate.measuring.stackpair import PAIR_METRICS
+from perfgate.measuring.ttft_parts import LEG_METRICS
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult

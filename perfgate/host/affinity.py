@@ -22,8 +22,9 @@ from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
 
-__all__ = ["AUTO_CORES", "auto_cpus", "core_groups", "cpu_list", "cpus_text", "gpu_local_cpus", "launched_on",
-           "parse_cpus"]
+from perfgate.host import gpu
+
+__all__ = ["AUTO_CORES", "auto_cpus", "core_groups", "cpu_list", "cpus_text", "launched_on", "parse_cpus"]
 
 #: the physical cores ``auto`` chooses: one for each of a tp-1 SGLang server's busy processes (the tokenizer manager,
 #: the scheduler, the detokenizer) and one more
@@ -103,34 +104,13 @@ def core_groups(cpus: Iterable[int], *, sys_cpu: Path = SYS_CPU) -> list[tuple[i
     return out
 
 
-def gpu_local_cpus() -> frozenset[int] | None:
-    """The CPUs NVML says are local to the first visible GPU (its NUMA node's), or None where it cannot tell (no
-    NVML, no GPU)."""
-    from perfgate.host import gpu
-
-    nv = gpu._nvml()
-    if nv is None:
-        return None
-    try:
-        handles = gpu.visible_handles(nv)
-        if not handles:
-            return None
-        words = (os.cpu_count() or 64) // 64 + 1
-        masks = nv.nvmlDeviceGetCpuAffinity(handles[0], words)
-        return frozenset(64 * i + b for i, m in enumerate(masks) for b in range(64) if int(m) >> b & 1)
-    except Exception:  # noqa: BLE001  (NVML raises its own error types; any of them means "cannot tell")
-        return None
-    finally:
-        gpu.shutdown(nv)
-
-
 def auto_cpus(n: int = AUTO_CORES, *, available: Iterable[int] | None = None, local: Iterable[int] | None = None,
               sys_cpu: Path = SYS_CPU) -> frozenset[int]:
     """``n`` physical cores, one logical CPU (the lowest) of each, from ``available`` (default: this process's
-    affinity), among the GPU's local CPUs (``local``, default :func:`gpu_local_cpus`; all where it cannot tell or
-    too few are local), the core of CPU 0 last; ValueError naming how many cores there are."""
+    affinity), among the GPU's local CPUs (``local``, default :func:`perfgate.host.gpu.local_cpus`; all where it
+    cannot tell or too few are local), the core of CPU 0 last; ValueError naming how many cores there are."""
     allowed = set(available) if available is not None else os.sched_getaffinity(0)
-    near = set(local) if local is not None else set(gpu_local_cpus() or ())
+    near = set(local if local is not None else gpu.local_cpus() or ())
     pool = allowed & near if len(core_groups(allowed & near, sys_cpu=sys_cpu)) >= n else allowed
     zero = set(next(g for g in core_groups(allowed | {0}, sys_cpu=sys_cpu) if 0 in g))  # CPU 0 and its siblings
     groups = sorted(core_groups(pool, sys_cpu=sys_cpu), key=lambda g: (bool(zero & set(g)), g))

@@ -35,7 +35,7 @@ from typing import Any
 __all__ = ["WATCH_ENV", "watch_enabled", "CpuSample", "GpuSample", "Conditions", "Watch", "cpu_window", "gpu_summary",
            "disturbances",
            "combine", "throttle_names", "OTHERS_CPU_LIMIT", "STEAL_LIMIT", "SAMPLE_S", "THROTTLING", "PREFIX",
-           "STATE", "QUIET"]
+           "STATE", "SERVER_CPUS", "QUIET"]
 
 #: other processes' CPU above this many cores (averaged over the window) make a start disturbed
 OTHERS_CPU_LIMIT = 0.5
@@ -62,6 +62,8 @@ _BENIGN: dict[int, str] = {0x1: "gpu-idle", 0x2: "applications-clocks", 0x10: "s
 #: the record properties' prefix, and the one that says whether the record was measured quietly
 PREFIX = "host."
 STATE = "host.state"
+#: the CPUs the run's servers were pinned to (--perfgate-server-cpus; absent: not pinned)
+SERVER_CPUS = PREFIX + "server_cpus"
 QUIET = "quiet"
 
 
@@ -131,7 +133,7 @@ class Conditions:
         if self.reasons is not None:
             out[PREFIX + "gpu_throttle"] = ",".join(throttle_names(self.reasons, only_throttling=True)) or "none"
         if self.server_cpus:
-            out[PREFIX + "server_cpus"] = self.server_cpus
+            out[SERVER_CPUS] = self.server_cpus
         return out
 
 

@@ -132,6 +132,29 @@ def visible_count() -> int:
         shutdown(pynvml)
 
 
+def local_cpus() -> frozenset[int] | None:
+    """The CPUs NVML says are local to the first GPU CUDA would see here (its NUMA node's), or None where it cannot
+    tell (no NVML, no GPU). NVML is initialised and shut down again on the call (its count of initialisations stays as
+    it was: the cached handle of :func:`available` and :func:`holders` keeps working)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handles = visible_handles(pynvml)
+        if not handles:
+            return None
+        words = (os.cpu_count() or 64) // 64 + 1
+        masks = pynvml.nvmlDeviceGetCpuAffinity(handles[0], words)
+        return frozenset(64 * i + b for i, m in enumerate(masks) for b in range(64) if int(m) >> b & 1)
+    except Exception:
+        return None
+    finally:
+        shutdown(pynvml)
+
+
 def visible_entries() -> list[str] | None:
     """The ``CUDA_VISIBLE_DEVICES`` entries CUDA would honour here, in order (every GPU's index when it is
     unset); None when NVML cannot say. Entries keep their spelling (an index or a UUID), so a subset of them

@@ -24,8 +24,8 @@ from perfgate.measuring.judge import (
 )
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
-from perfgate.measuring.starts import pairs_level, quiet_pairs
-from perfgate.measuring.ttft_parts import PARTS, start_medians
+from perfgate.measuring.starts import pairs_level, part_values, quiet_pairs
+from perfgate.measuring.ttft_parts import LEG_METRICS, part_of
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
     CANDIDATE_PREFIX,
@@ -36,15 +36,13 @@ from perfgate.record import (
     PAIR_N,
     PAIR_RATIO,
     START_VALUES,
-    TTFT_PART_PREFIX,
     TTFT_PROBE_MS,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["PAIR_METRICS", "LEG_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements",
-           "stack_pair_verdict"]
+__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "stack_pair_verdict"]
 
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
@@ -52,9 +50,6 @@ PAIR_METRICS = ("tok_s", "output_tok_s", "ttft_ms", "itl_ms", "ttft_ms_p99", "it
 #: the metric the record concludes on; more start pairs are collected while it is undecided, and while another
 #: metric of PAIR_METRICS is undecided that the budget's pairs would decide at the spread seen (Verdict.wants_more)
 PRIMARY = "tok_s"
-#: the legs of the probes' TTFT (perfgate.measuring.ttft_parts), judged beside TTFT where both arms' servers stamped
-#: every probe: a change that one calm leg carries is seen through the levels another leg carries
-LEG_METRICS = tuple(f"{TTFT_PART_PREFIX}{part}_ms" for part in PARTS)
 
 
 def start_values(m: Measurement, metric: str) -> list[float]:
@@ -62,10 +57,8 @@ def start_values(m: Measurement, metric: str) -> list[float]:
     from the probes where every start has them; the acceptance length is no Stat)."""
     if metric == "accept_len":
         return [x.accept_len for x in (m.starts or (m,)) if x.accept_len]
-    if metric in LEG_METRICS:  # each start's median of that leg over its probes, where every start has parts
-        leg = metric[len(TTFT_PART_PREFIX):-len("_ms")]
-        return [v for v in start_medians([s.probes.parts if s.probes else () for s in m.starts or (m,)]).get(leg, ())
-                if v > 0]
+    if part := part_of(metric):  # each start's median of that leg over its probes, where every start has parts
+        return [v for v in part_values(m).get(part, ()) if v > 0]
     return [v for v in m.judged_values(metric) if v > 0]
 
 
@@ -88,7 +81,8 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     by the name of the values judged (:func:`values_name`; perfgate.report.pairnoise); where a metric has one, it
     stands in for the prior with those degrees of freedom, said as ``history`` in the judgement.
 
-    Where TTFT is judged on probes that both arms' servers stamped, each leg of :data:`LEG_METRICS` is judged too, on
+    Where TTFT is judged on probes that both arms' servers stamped, each of its legs (perfgate.measuring.ttft_parts
+    ``LEG_METRICS``: a change one calm leg carries is seen through the levels another leg carries) is judged too, on
     its own start-pair ratios against its own noise (``measured``'s, else the first-token prior), its practical floor
     TTFT's expressed in the leg (2 % of the current arm's TTFT over the leg's share of it: a leg's change counts when
     it moves TTFT by 2 %); TTFT and its legs share TTFT's false-alarm share, half to TTFT and half to the legs."""
@@ -207,14 +201,12 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
 
 def _name(metric: str) -> str:
     """A metric as the verdict's message names it: a TTFT leg as ``TTFT's <leg> leg``."""
-    if metric in LEG_METRICS:
-        return f"TTFT's {metric[len(TTFT_PART_PREFIX):-len('_ms')]} leg"
-    return metric
+    return f"TTFT's {part} leg" if (part := part_of(metric)) else metric
 
 
 def _worse_text(metric: str, ratio: float, current: Measurement) -> str:
     """How much worse ``metric`` is: its change in per cent, a TTFT leg's in ms and in per cent of TTFT."""
-    if metric not in LEG_METRICS:
+    if not part_of(metric):
         return f"{metric} by {pct(abs(1 - ratio))}"
     leg, ttft = start_values(current, metric), start_values(current, "ttft_ms")
     added = (ratio - 1) * statistics.median(leg)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from perfgate.host.conditions import QUIET
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
 from perfgate.measuring.probes import PROBED_METRIC, pool
-from perfgate.measuring.ttft_parts import start_medians
+from perfgate.measuring.ttft_parts import leg_metric, start_medians
 from perfgate.record import (
     CO_RESIDENT_STARTS,
     N_STARTS,
@@ -22,14 +22,13 @@ from perfgate.record import (
     START_CI_LOW,
     START_CV,
     START_VALUES,
-    TTFT_PART_PREFIX,
     TTFT_PROBE_MS,
 )
 
 if TYPE_CHECKING:
     from perfgate.measuring.judge import Level
 
-__all__ = ["combine", "quiet_pairs", "pairs_level", "start_stats", "start_properties"]
+__all__ = ["combine", "quiet_pairs", "pairs_level", "start_stats", "start_properties", "part_values"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -115,9 +114,15 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
     if m.probed(PROBED_METRIC):  # each start's TTFT from its probes (perfgate.measuring.probes)
         out[f"{START_VALUES}.{TTFT_PROBE_MS}"] = _joined(m.judged_values(PROBED_METRIC))
     # and each start's TTFT in parts, where the server stamped its probes (perfgate.measuring.ttft_parts)
-    for part, vals in start_medians([s.probes.parts if s.probes else () for s in m.starts]).items():
-        out[f"{START_VALUES}.{TTFT_PART_PREFIX}{part}_ms"] = _joined(vals)
+    for part, vals in part_values(m).items():
+        out[f"{START_VALUES}.{leg_metric(part)}"] = _joined(vals)
     return out
+
+
+def part_values(m: Measurement) -> dict[str, list[float]]:
+    """Per TTFT part, each start's median over its probes (perfgate.measuring.ttft_parts.start_medians); empty unless
+    every start's probes were stamped."""
+    return start_medians([s.probes.parts if s.probes else () for s in m.starts or (m,)])
 
 
 def _joined(values: Sequence[float]) -> str:

@@ -30,10 +30,27 @@ from typing import Any
 
 from perfgate.record import TTFT_PART_PREFIX, TTFT_SPREAD_IN
 
-__all__ = ["PARTS", "STAMPS", "parts_ms", "part_properties", "start_medians", "spread"]
+__all__ = ["PARTS", "LEG_METRICS", "STAMPS", "leg_metric", "part_of", "parts_ms", "part_properties", "start_medians",
+           "spread"]
 
 #: the legs of a probe's TTFT, in the request's order
 PARTS = ("dispatch", "to_forward", "prefill", "rest")
+
+
+def leg_metric(part: str) -> str:
+    """The record's name of a part's value: ``ttft_part.<part>_ms`` (its median over a start's probes; per start in
+    ``start_values.ttft_part.<part>_ms``; a stack pair's judgement of it in ``pair.ttft_part.<part>_ms.*``)."""
+    return f"{TTFT_PART_PREFIX}{part}_ms"
+
+
+#: every part's record name, in the request's order (what a stack pair judges beside TTFT)
+LEG_METRICS = tuple(leg_metric(part) for part in PARTS)
+
+
+def part_of(metric: str) -> str:
+    """The part a record name of :data:`LEG_METRICS` is of ("" for any other name)."""
+    return PARTS[LEG_METRICS.index(metric)] if metric in LEG_METRICS else ""
+
 #: the meta_info timestamps they are cut at (SGLang with --enable-metrics), in the request's order
 STAMPS = ("request_received_ts", "api_server_dispatch_finish_ts", "forward_entry_time", "prefill_finished_time")
 
@@ -79,7 +96,7 @@ def part_properties(parts: Sequence[Mapping[str, float]]) -> dict[str, object]:
     for name in PARTS:
         vals = [p[name] for p in parts]
         s = spread(vals)
-        out[f"{TTFT_PART_PREFIX}{name}_ms"] = statistics.median(vals)
+        out[leg_metric(name)] = statistics.median(vals)
         out[f"{TTFT_PART_PREFIX}{name}_spread_ms"] = s
         if s > widest[1]:
             widest = (name, s)

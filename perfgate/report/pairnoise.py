@@ -27,15 +27,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from perfgate.host.conditions import SERVER_CPUS
 from perfgate.record import CANDIDATE_PREFIX, CO_RESIDENT_STARTS, MACHINE_ID, PAIR_DISTURBED, PAIR_N, START_VALUES
 from perfgate.report.noise import start_values
 from perfgate.report.records import Record, Report
 
 __all__ = ["Match", "PairNoise", "PairNoises", "pair_noise", "paired_values"]
-
-#: the host property that says where a run's servers were pinned (perfgate.host.conditions; "" for not pinned)
-SERVER_CPUS = "host.server_cpus"
-
 
 @dataclass(frozen=True, kw_only=True)
 class PairNoise:

@@ -72,8 +72,6 @@ class ServerManager:
         try:
             server.launch()
         except ServerError:
-            if server.log_path:
-                self.logs[config.key] = str(server.log_path)
             try:
                 server.stop()
             except GpuMemoryNotReleased as g:
@@ -85,7 +83,9 @@ class ServerManager:
             with contextlib.suppress(BaseException):
                 server.stop()
             raise
-        self.logs[config.key] = str(server.log_path)
+        finally:  # the log is kept whatever ended the launch: ready, failed, or interrupted during a long load
+            if server.log_path:
+                self.logs[config.key] = str(server.log_path)
         self.current = server
         return server
 
