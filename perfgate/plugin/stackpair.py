@@ -146,8 +146,8 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
 def measured_noise(perf: PerfRun, config: str, level: str) -> dict[str, tuple[float, float]]:
     """One start's noise (and its degrees of freedom) per judged values name, from the paired runs of
     ``--perfgate-noise-from`` like this one (perfgate.report.pairnoise.Match: the config, the pairing ``level``, this
-    machine, the same server CPUs); said on the terminal once per config and level, with what was left out and why.
-    Empty without the option."""
+    machine, the same server CPUs): measured once per config and level (the reports do not change during the session)
+    and said on the terminal then, with what was left out and why. Empty without the option."""
     from perfgate.host.affinity import cpus_text
     from perfgate.record import MACHINE_ID
     from perfgate.report.junit_read import read_reports
@@ -156,20 +156,18 @@ def measured_noise(perf: PerfRun, config: str, level: str) -> dict[str, tuple[fl
     st = perf.state
     if not st.settings.noise_from:
         return {}
-    cpus = st.settings.server_cpus
-    match = Match(config=config, level=level, machine=st.fingerprint.as_properties().get(MACHINE_ID),
-                  server_cpus=cpus_text(cpus) if cpus else "")
-    if st.noise_reports is None:
-        st.noise_reports = read_reports(st.settings.noise_from)
-    got = pair_noise(st.noise_reports, match)
-    noise = {name: n for (lv, name), n in got.noise.items() if lv == level}
-    if (config, level) not in st.noise_said:
-        st.noise_said.add((config, level))
+    if (config, level) not in st.noise_measured:
+        cpus = st.settings.server_cpus
+        match = Match(config=config, level=level, machine=st.fingerprint.as_properties().get(MACHINE_ID),
+                      server_cpus=cpus_text(cpus) if cpus else "")
+        got = pair_noise(read_reports(st.settings.noise_from), match)
+        noise = {name: n for (lv, name), n in got.noise.items() if lv == level}
         left = ", ".join(f"{n} {why}" for why, n in sorted(got.left_out.items()))
         what = "; ".join(f"{name} {n.text()}" for name, n in sorted(noise.items())) or "no paired run like this one"
         perf.servers.note(f"perfgate: noise measured on this machine ({level}, --perfgate-noise-from): {what}"
                           + (f" (records left out: {left})" if left else ""), live=True)
-    return {name: (n.cv, float(n.df)) for name, n in noise.items()}
+        st.noise_measured[(config, level)] = {name: (n.cv, float(n.df)) for name, n in noise.items()}
+    return st.noise_measured[(config, level)]
 
 
 def candidate_stack_properties(st: PerfgateState, config: ServerConfig) -> dict[str, str]:

@@ -70,10 +70,9 @@ class PerfgateState:
         self.attach_info: dict[str, Any] | None = None  # --perfgate-url's /server_info, read at activation
         self.kinds_collected: set[str] = set()  # the record kinds of the collected tests (their perfgate markers)
         self.unused_expectations: list[str] = []  # [expectations.<name>] no record of this run can use (summary)
-        # --perfgate-noise-from's reports, read once, and the (config, level) pairs whose noise was said
-        # (perfgate.plugin.stackpair.measured_noise)
-        self.noise_reports: list[Any] | None = None
-        self.noise_said: set[tuple[str, str]] = set()
+        # (config, pairing level) -> the noise --perfgate-noise-from's reports measured for it, by judged values name:
+        # (cv, df) (perfgate.plugin.stackpair.measured_noise)
+        self.noise_measured: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
 
