@@ -49,12 +49,9 @@ def run(rng: random.Random, *, change: float, noise: float, measured: tuple[floa
     ratios: list[float] = []
     while True:
         ratios.append(math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)))
-        if measured is not None:
-            j = paired(ratios, higher_is_better=False, min_effect=0.02, confidence=CONFIDENCE, plan=PLAN,
-                       metric="ttft_ms", prior_cv=measured[0], prior_df=measured[1], prior_name="history")
-        else:
-            j = paired(ratios, higher_is_better=False, min_effect=0.02, confidence=CONFIDENCE, plan=PLAN,
-                       metric="ttft_ms", prior_cv=PRIOR)
+        cv, df, name = (*measured, "history") if measured is not None else (PRIOR, None, "prior")
+        j = paired(ratios, higher_is_better=False, min_effect=0.02, confidence=CONFIDENCE, plan=PLAN, metric="ttft_ms",
+                   prior_cv=cv, prior_df=df, prior_name=name)
         if j.decision is not Decision.UNDECIDED or len(ratios) >= max_pairs:
             return j.decision, len(ratios)
 
