@@ -87,12 +87,13 @@ def test_healthy_server_starts_and_teardown_kills_the_whole_group(tmp_path):
 
 
 def test_dead_process_fails_at_once_with_the_log_tail_and_category(tmp_path):
+    """A server that dies fails as exited (its code, its category, its log), not at the start-up deadline: waiting
+    for the deadline would raise ServerStartTimeout, no ServerExitedError (the error's type is the check, not a
+    stopwatch)."""
     s = Server(cfg(), engine=ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=60)
-    t0 = time.monotonic()
     with pytest.raises(ServerExitedError) as ei:
         with s:
             pass
-    assert time.monotonic() - t0 < 30  # not the 60 s deadline
     e = ei.value
     assert e.returncode == 3 and e.category == "assertion"
     assert "AssertionError: deep_ep buffer" in e.log_tail and e.log_path == str(s.log_path)
