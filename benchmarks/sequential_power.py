@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.judge import Decision, Level, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
-from perfgate.measuring.ttft_parts import PARTS
+from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.profiles.noise import prior_cv
 from perfgate.report.pairnoise import PairNoise
 
@@ -60,7 +60,7 @@ PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "t
                  "itl_ms_p99": "itl_ms_p99",
                  # the probes' TTFT in legs (perfgate.measuring.ttft_parts; servers with --enable-metrics): printed with
                  # their noise, no rows (which leg is calm between starts)
-                 **{f"ttft_part.{leg}_ms": f"ttft_part.{leg}_ms" for leg in PARTS}}
+                 **{leg: leg for leg in LEG_METRICS}}
 CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 
