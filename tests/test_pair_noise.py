@@ -67,6 +67,10 @@ def test_only_records_like_the_one_judged_count_and_disturbed_pairs_are_left_out
     assert n.cv == pytest.approx(math.sqrt((0.01 ** 2 + 0.01 ** 2) / 1 / 2))  # the disturbed pair left out
     assert got.left_out == {"another server config": 1, "other server CPUs": 1,
                             "other pairing (side by side / alternated)": 1}
+    assert got.at("starts") == {"ttft_probe_ms": (n.cv, 1.0)} and got.at("side-by-side") == {}
+    assert got.text("starts") == (f"ttft_probe_ms {n.text()} (records left out: 1 another server config, "
+                                  f"1 other pairing (side by side / alternated), 1 other server CPUs)")
+    assert got.text("side-by-side").startswith("no paired run like this one (records left out: ")
     machine = report.records[0].machine_dict.get("machine.id", "")
     assert pair_noise([report], Match(machine=machine + "x")).left_out == {"another machine": 4}
     assert "2 pairs of 1 records" in n.text() and "(1 df" in n.text()

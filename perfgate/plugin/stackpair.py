@@ -161,12 +161,9 @@ def measured_noise(perf: PerfRun, config: str, level: str) -> dict[str, tuple[fl
         match = Match(config=config, level=level, machine=st.fingerprint.as_properties().get(MACHINE_ID),
                       server_cpus=cpus_text(cpus) if cpus else "")
         got = pair_noise(read_reports(st.settings.noise_from), match)
-        noise = {name: n for (lv, name), n in got.noise.items() if lv == level}
-        left = ", ".join(f"{n} {why}" for why, n in sorted(got.left_out.items()))
-        what = "; ".join(f"{name} {n.text()}" for name, n in sorted(noise.items())) or "no paired run like this one"
-        perf.servers.note(f"perfgate: noise measured on this machine ({level}, --perfgate-noise-from): {what}"
-                          + (f" (records left out: {left})" if left else ""), live=True)
-        st.noise_measured[(config, level)] = {name: (n.cv, float(n.df)) for name, n in noise.items()}
+        perf.servers.note(f"perfgate: noise measured on this machine ({level}, --perfgate-noise-from): "
+                          f"{got.text(level)}", live=True)
+        st.noise_measured[(config, level)] = got.at(level)
     return st.noise_measured[(config, level)]
 
 

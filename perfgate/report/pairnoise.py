@@ -80,6 +80,16 @@ class PairNoises:
     def get(self, level: str, name: str) -> PairNoise | None:
         return self.noise.get((level, name))
 
+    def at(self, level: str) -> dict[str, tuple[float, float]]:
+        """What the judge takes at one pairing level: per values name, (one start's cv, its df)."""
+        return {name: (n.cv, float(n.df)) for (lv, name), n in self.noise.items() if lv == level}
+
+    def text(self, level: str) -> str:
+        """The noise measured at ``level``, each name's, and the records left out by reason, in one line."""
+        what = "; ".join(f"{name} {n.text()}" for (lv, name), n in sorted(self.noise.items()) if lv == level)
+        left = ", ".join(f"{n} {why}" for why, n in sorted(self.left_out.items()))
+        return (what or "no paired run like this one") + (f" (records left out: {left})" if left else "")
+
 
 def level_of(r: Record) -> str:
     """The pairing of a stack-pair record's starts: ``side-by-side`` (co-resident arms) or ``starts``."""
