@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfgate.profiles import Floor
-from perfgate.profiles.noise import MetricClass, limit_tolerance, metric_class, noise_for, prior_cv
+from perfgate.profiles.noise import PRIOR_DF, MetricClass, limit_tolerance, metric_class, noise_for, prior_cv
 from tests.test_starts import _project, _records
 
 try:
@@ -78,5 +78,6 @@ def test_a_measured_noise_wider_than_the_prior_always_wins(measured, metric, sim
     n = noise_for(metric, "starts", measured=measured, measured_df=4, simulated=simulated)
     assert n.cv == max(prior, measured)
     assert n.source == ("measured" if measured > prior else "prior")
+    assert n.df == (4 if measured > prior else PRIOR_DF)  # a prior is worth what the paired judge pools it at
     assert limit_tolerance(metric, simulated=simulated, start_cv=measured) >= limit_tolerance(metric,
                                                                                                simulated=simulated)

@@ -51,6 +51,10 @@ def test_under_two_workers_each_config_starts_once(pytester: pytest.Pytester, di
         logs.setdefault(rec["mode"], set()).add(rec["log"])
     # one server log per config: every record of a mode was measured on the one server its worker started
     assert {m: len(ls) for m, ls in logs.items()} == {"baseline": 1, "eagle3": 1}, logs
+    # a worker's start-up progress reaches the terminal live (its inherited stderr), named by the worker
+    for mode in ("baseline", "eagle3"):
+        r.stderr.fnmatch_lines([f"[[]gw[01][]] perfgate: [[]*{mode}*[]] launching (0 s)  log: *",
+                                f"[[]gw[01][]] perfgate: [[]*{mode}*[]] ready (* s)*"])
 
 
 class _State:

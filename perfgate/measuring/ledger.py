@@ -234,7 +234,7 @@ def note_tolerance(state: Session, table: str, key: str, m: Measurement | None =
     The noise between starts is the measurement's (``m``) or the per-start values given (``starts``: a goodput
     record's), the prior of the metric's class where none or fewer than two."""
     from perfgate.measuring.metrics import METRICS
-    from perfgate.profiles.noise import limit_tolerance, prior_cv
+    from perfgate.profiles.noise import limit_tolerance, noise_for
 
     st = state
     fl = st.profile.floors.get(table.split(".c")[0] if table not in st.profile.modes else table)
@@ -252,7 +252,7 @@ def note_tolerance(state: Session, table: str, key: str, m: Measurement | None =
     simulated = st.profile.simulated
     tol = limit_tolerance(key, simulated=simulated, start_cv=start_cv, n_starts=max(1, len(starts)),
                           within_cv=within)
-    noise = max(prior_cv(key, "starts", simulated=simulated), start_cv or 0.0)
+    noise = noise_for(key, "starts", measured=start_cv, simulated=simulated).cv
     st.ledger.note_update(table, f"{key}_tolerance", None, tol, {f"{key}_noise": round(noise, 4)})
 
 

@@ -139,17 +139,18 @@ class Noise:
 
     cv: float
     source: str  # "measured" (this record's starts), "history", "prior"
-    df: float  # degrees of freedom behind it (float("inf") for none measured: a prior taken as known)
+    df: float  # degrees of freedom behind it (a prior: :data:`PRIOR_DF`, what it is worth pooled with measured pairs)
 
 
 def noise_for(metric: str, level: str, *, measured: float | None = None, measured_df: int = 0,
               history: float | None = None, history_df: int = 0, simulated: bool = False) -> Noise:
-    """The noise to judge ``metric`` at ``level`` against, before it is pooled with a comparison's own pairs
-    (:func:`perfgate.measuring.judge.paired`): a history of runs (``history``, learnt by
-    :mod:`perfgate.report.noise` with enough degrees of freedom) replaces the prior, measured starts wider than
-    either always win, and with neither the prior stands, taken as known (``df`` infinite)."""
+    """The noise to judge ``metric`` at ``level`` against, and to write a limit's tolerance from: a history of runs
+    (``history``, learnt by :mod:`perfgate.report.noise` or :mod:`perfgate.report.pairnoise`) replaces the prior,
+    measured starts wider than either always win, and with neither the prior stands, worth :data:`PRIOR_DF`
+    degrees of freedom where :func:`perfgate.measuring.judge.paired` pools it with a comparison's own pairs. The one
+    rule for the limits a session writes (:func:`limit_tolerance`, perfgate.measuring.ledger)."""
     base = Noise(cv=history, source="history", df=float(history_df)) if history is not None else \
-        Noise(cv=prior_cv(metric, level, simulated=simulated), source="prior", df=float("inf"))
+        Noise(cv=prior_cv(metric, level, simulated=simulated), source="prior", df=float(PRIOR_DF))
     if measured is not None and measured > base.cv:
         return Noise(cv=measured, source="measured", df=float(measured_df))
     return base
@@ -170,9 +171,7 @@ def limit_tolerance(metric: str, *, simulated: bool = False, start_cv: float | N
     import math
     import statistics
 
-    s = prior_cv(metric, "starts", simulated=simulated)
-    if start_cv is not None and start_cv > s:
-        s = start_cv
+    s = noise_for(metric, "starts", measured=start_cv, simulated=simulated).cv
     sd = math.sqrt(s * s * (1 + 1 / max(1, n_starts)) + within_cv * within_cv)
     z = statistics.NormalDist().inv_cdf(p)
     return math.ceil(z * sd * 1000) / 1000
