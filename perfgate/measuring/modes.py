@@ -104,8 +104,9 @@ def thin(values: Sequence[float], most: int = MAX_VALUES) -> list[float]:
 
 
 def _mad_sd(ys: Sequence[float]) -> float:
-    med = statistics.median(ys)
-    return max(MIN_SPREAD, 1.4826 * statistics.median(abs(y - med) for y in ys))
+    from scipy.stats import median_abs_deviation
+
+    return max(MIN_SPREAD, float(median_abs_deviation(ys, scale="normal")))
 
 
 def find_modes(samples: Iterable[float]) -> Modes:

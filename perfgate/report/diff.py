@@ -28,7 +28,6 @@ trials, or with no interval at all, is *undecided*.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -62,9 +61,6 @@ T_NEWLY_BROKEN = "newly-broken"
 T_CHANGED = "changed"
 T_NEW = "new"
 T_GONE = "gone"
-
-_Z95 = statistics.NormalDist().inv_cdf(0.975)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Judging:
@@ -131,23 +127,6 @@ def same_machine(old: Record, new: Record) -> bool | None:
     return a == b
 
 
-def within_start_cv(r: Record, metric: str) -> float | None:
-    """The relative sd of one start's figure from its trials (its CI, else its CV over sqrt(n)); None: unknown."""
-    if r.noise_unknown:
-        return None
-    x = r.num(metric)
-    if not x:
-        return None
-    ci = r.metric_ci(metric)
-    if ci is not None:
-        return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
-    cv = r.cv(metric)
-    n = r.num("n")
-    if cv is not None and n:
-        return cv * math.sqrt(math.pi / 2) / math.sqrt(n)  # the median's sd is ~1.25 x the mean's
-    return None
-
-
 def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> MetricChange | None:
     """Judge the records' metric (``tok_s`` unless the record names another, e.g. a user's ``ttft_ms``) in its
     direction; ``None`` unless both have it."""
@@ -167,7 +146,7 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
     if a == b and start_values(old, metric) == start_values(new, metric):
         return change(verdict=UNCHANGED)
     va, vb = start_values(old, metric), start_values(new, metric)
-    wa, wb = within_start_cv(old, metric), within_start_cv(new, metric)
+    wa, wb = old.figure_cv(metric), new.figure_cv(metric)  # each start's own noise, from its trials
     min_effect = judging.min_effect_for(metric, up)
     if min(a, b) <= 0 or ((wa is None or wb is None) and (len(va) < 2 or len(vb) < 2)):
         j = Judgement(decision=Decision.UNDECIDED, ratio=b / a if a else None, ci=None, level=Level.TRIALS,

@@ -34,7 +34,6 @@ from datetime import datetime, timezone
 from perfgate.report.records import Record, Report
 
 _MAD_TO_SIGMA = 1.4826
-_Z95 = 1.959964
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,17 +131,10 @@ def order_reports(reports: Sequence[Report]) -> list[Report]:
 
 
 def record_sigma(rec: Record, metric: str = "tok_s") -> float | None:
-    """The noise of one record's ``metric`` as an sd in its unit (its interval's half-width / 1.96, else
-    ``cv · value``); None when the record recorded none."""
-    if rec.noise_unknown:
-        return None
-    ci = rec.metric_ci(metric)
-    if ci is not None:
-        return (ci[1] - ci[0]) / (2 * _Z95)
-    cv, x = rec.cv(metric), rec.num(metric)
-    if cv is not None and x is not None:
-        return abs(cv * x)
-    return None
+    """The noise of one record's ``metric`` as an sd in its unit (:meth:`Record.figure_cv` times the figure);
+    None when the record recorded none."""
+    cv, x = rec.figure_cv(metric), rec.num(metric)
+    return abs(cv * x) if cv is not None and x is not None else None
 
 
 def _scatter_sigma(xs: Sequence[float]) -> float:

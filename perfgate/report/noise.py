@@ -157,9 +157,11 @@ def _since_last_step(runs: list[tuple[Report, Record]]) -> _Stretch:
     stretch = runs[cut:]
     outliers: list[Report] = []
     if len(stretch) >= OUTLIER_MIN_RUNS:
+        from scipy.stats import median_abs_deviation
+
         logs = [math.log(x) for _, r in stretch if (x := r.num(r.metric)) is not None and x > 0]
         med = statistics.median(logs)
-        robust = 1.4826 * statistics.median(abs(x - med) for x in logs)
+        robust = float(median_abs_deviation(logs, scale="normal"))
         limit = max(OUTLIER_Z * robust, math.log1p(OUTLIER_MIN_REL))
         kept = []
         for rep, r in stretch:

@@ -19,6 +19,9 @@ from pathlib import Path
 from perfgate.categories import Outcome
 from perfgate.record import MACHINE_PREFIXES, MACHINE_PROPERTIES, TEXT_PROPERTIES
 
+#: the two-sided 95 % normal quantile: a recorded interval's half-width over it is the figure's sd
+_Z95 = 1.959964
+
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
 """Every outcome a record can have (the contract's ``outcome`` property values)."""
 
@@ -150,6 +153,20 @@ class Record:
 
         v = self.num(cv_name(metric))
         return self.num(LEGACY_TOK_S_CV) if v is None and metric == "tok_s" else v
+
+    def figure_cv(self, metric: str) -> float | None:
+        """The relative sd of this record's figure of ``metric`` (the median of its trials) from its trials: its
+        interval's half-width over z(0.975), else its trials' CV over sqrt(n) times sqrt(pi / 2) (a median's sd is
+        ~1.25 x a mean's); None when unknown. The one reading of a record's own noise (``perfgate diff``'s within-
+        start noise, ``perfgate history``'s point noise)."""
+        x = self.num(metric)
+        if not x or self.noise_unknown:
+            return None
+        ci = self.metric_ci(metric)
+        if ci is not None:
+            return (ci[1] - ci[0]) / (2 * _Z95 * abs(x))
+        cv, n = self.cv(metric), self.num("n")
+        return cv * math.sqrt(math.pi / 2) / math.sqrt(n) if cv is not None and n else None
 
     def tok_s_ci(self) -> tuple[float, float] | None:
         return self.metric_ci("tok_s")
