@@ -15,9 +15,9 @@ binary segmentation on medians (pure Python, :mod:`statistics`; no numpy):
 2. the split is a step when the medians differ by more than ``threshold`` (default 3) times
    the noise scale — the larger of the report-to-report scatter (MAD of successive
    differences / sqrt 2, which a step or an outlier barely moves) and the median per-report
-   noise recorded in the reports (CI half-width / 1.96, else ``cv · value``) — and by at least
-   ``min_rel_step`` (default 1%) of the old level, and at least 75% of the points of each
-   segment lie on their own side of the midpoint between the two medians;
+   noise recorded in the reports (``Record.figure_cv``: the CI half-width / 1.96, else the trials' CV over
+   sqrt n x 1.25) — and by at least ``min_rel_step`` (default 1%) of the old level, and at least 75% of the
+   points of each segment lie on their own side of the midpoint between the two medians;
 3. both segments are searched again for further steps.
 
 A single outlier moves neither median, so it is not a step.
