@@ -210,7 +210,7 @@ def test_the_candidates_stack_is_recorded_where_it_differs(pytester):
     r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
                                       "--perfgate-candidate", "sim-stack=torch=2.10.0;nccl=2.28.3",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
-    assert r.ret == 0, r.stdout.str()
+    assert r.ret in (0, 1), r.stdout.str()  # the stack recorded; the A/A verdict is the timing tier's
     p = _records(pytester)["test_stack_pair[m:baseline]"]
     assert p["candidate.stack.torch"] == "2.10.0" and p["candidate.stack.nccl"] == "2.28.3"
     assert p["stack.torch"] != "2.10.0" and "candidate.stack.sglang" not in p
