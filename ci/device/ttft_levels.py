@@ -14,7 +14,8 @@ beside the probes.
     python ci/device/ttft_levels.py OUT h200-x1/llama-3.1-8b-dummy [--seconds 120] [--gap-ms 40] [--phase free] \
         [--phase pin:auto]
 
-OUT gets ``probes-<phase>.csv`` (one row a probe: seconds since the first, TTFT, each part, each process's CPU),
+OUT gets ``probes-<phase>.csv`` (``probes-<phase>.runN.csv`` for the Nth phase of a name; one row a probe: seconds
+since the first, TTFT, each part, each process's CPU),
 ``summary.txt`` (what is printed: per phase the TTFT modes, each part's median per mode, the CPUs each process
 ran on per mode and how often processes shared a core), ``topology.txt`` (the physical cores: each one's hyper-threads,
 and the CPUs local to the GPU) and ``logs/`` (the server logs). The profile's server must stamp its responses
@@ -153,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         + f"\nCPUs local to the GPU (NVML): {cpus_text(local) if local else 'cannot tell'}\n")
     print((args.out / "topology.txt").read_text(), end="", flush=True)
     summary: list[str] = []
+    seen: dict[str, int] = {}
     for phase in args.phase or ["free"]:
         rows = run_phase(phase, cfg, engine, prompts, args.out, args.seconds, args.gap_ms / 1000, core_of)
         name = phase.replace(":", "-").replace(",", "_")
+        seen[name] = seen.get(name, 0) + 1  # a phase named again (another server process) keeps its own file
+        name += f".run{seen[name]}" if seen[name] > 1 else ""
         cols = list(dict.fromkeys(k for r in rows for k in r))
         with open(args.out / f"probes-{name}.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=cols)
