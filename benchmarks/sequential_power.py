@@ -23,7 +23,10 @@ figure is drawn around its machine's with the metric's *true* noise between star
 ``--noise-from JUNIT...`` replaces the H200 rows' noise with the spread that paired runs' stack-pair records
 measured (:func:`noise_from_reports`): per metric the pooled sd of the log candidate/current start-pair ratios
 around each record's own mean, over sqrt(2) (one start's), alternated pairs and co-resident ones apart (the latter
-as rows of their own, ``H200 side by side``, judged against the side-by-side prior).
+as rows of their own, ``H200 side by side``, judged against the side-by-side prior), and adds a row per TTFT leg
+the records measured (``--enable-metrics`` probes, perfgate.measuring.ttft_parts): its noise as measured, its
+changes TTFT's landing in that leg (a +10 % TTFT in a leg that is 3 % of TTFT is a leg x4.3), its floor TTFT's
+over its share (:func:`leg_shares`), as the stack pair judges a leg.
 
 Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
 """
@@ -58,8 +61,8 @@ TRUE_NOISE: dict[tuple[str, str], float] = {
 #: the metrics a stack-pair record carries per start for both arms, and the property holding each one's judged values
 PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "ttft_probe_ms",
                  "itl_ms_p99": "itl_ms_p99",
-                 # the probes' TTFT in legs (perfgate.measuring.ttft_parts; servers with --enable-metrics): printed with
-                 # their noise, no rows (which leg is calm between starts)
+                 # the probes' TTFT in legs (perfgate.measuring.ttft_parts; servers with --enable-metrics): a row each,
+                 # its changes a share of TTFT landing in that leg (:func:`leg_shares`)
                  **{leg: leg for leg in LEG_METRICS}}
 CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
@@ -84,16 +87,36 @@ def noise_from_reports(paths: list[str]) -> dict[tuple[str, str], PairNoise]:
             if (n := got.get(level, name)) is not None}
 
 
+def leg_shares(paths: list[str]) -> dict[str, float]:
+    """Per leg of :data:`LEG_METRICS`: its share of the probes' TTFT on the current arms of the stack-pair records
+    in ``paths`` (the median over records of each record's median leg over its median probe TTFT)."""
+    from perfgate.report.junit_read import read_reports
+    from perfgate.report.noise import start_values
+
+    shares: dict[str, list[float]] = {}
+    for report in read_reports(paths):
+        for r in report.records:
+            ttft = start_values(r, "ttft_probe_ms")
+            for leg in LEG_METRICS:
+                if ttft and (v := start_values(r, leg)):
+                    shares.setdefault(leg, []).append(statistics.median(v) / statistics.median(ttft))
+    return {leg: statistics.median(v) for leg, v in shares.items()}
+
+
 def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noise: float, plan: Sequential,
-             first: int = 1, level: str = "starts") -> tuple[Decision, int]:
-    """One paired run: pairs added while undecided; (the decision, the pairs it took)."""
-    spec = METRICS.get(metric) or RECORD_METRICS[metric]
+             first: int = 1, level: str = "starts", share: float = 1.0) -> tuple[Decision, int]:
+    """One paired run: pairs added while undecided; (the decision, the pairs it took). ``share``: a TTFT leg's
+    share of TTFT, where ``metric`` is a leg: ``change`` is then TTFT's (that much of TTFT added to the leg), and the
+    leg's floor is TTFT's over its share, as the stack pair judges a leg (perfgate.measuring.stackpair)."""
+    leg = metric in LEG_METRICS
+    spec = METRICS.get("ttft_ms" if leg else metric) or RECORD_METRICS[metric]
     up = spec.higher_is_better
-    shift = math.log(1 - change) if up else math.log(1 + change)  # worse in the metric's direction
+    shift = math.log(1 - change) if up else math.log(1 + change / share)  # worse in the metric's direction
     prior = prior_cv(metric, level, simulated=engine == "sim")
+    floor = default_min_effect("ttft_ms" if leg else metric, higher_is_better=up) / share
     ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
     while True:
-        j = paired(ratios, higher_is_better=up, min_effect=default_min_effect(metric, higher_is_better=up),
+        j = paired(ratios, higher_is_better=up, min_effect=floor,
                    prior_cv=prior, plan=plan, metric=metric, level=Level(level))
         if j.decision is not Decision.UNDECIDED or len(ratios) >= plan.max_pairs:
             return j.decision, len(ratios)
@@ -134,36 +157,43 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
 REPLACED = ("ttft_ms", "itl_ms_p99")
 
 
-def rows(measured: dict[tuple[str, str], PairNoise] | None = None,
-         replace: tuple[str, ...] = REPLACED) -> list[tuple[str, str, float, str]]:
-    """(engine, metric, true noise, level) of each row: :data:`TRUE_NOISE`, the real rows of ``replace`` with the
-    noise measured at ``starts``, and side-by-side rows of ``replace`` added where ``measured`` has them."""
+def rows(measured: dict[tuple[str, str], PairNoise] | None = None, replace: tuple[str, ...] = REPLACED,
+         shares: dict[str, float] | None = None) -> list[tuple[str, str, float, str, float]]:
+    """(engine, metric, true noise, level, share) of each row: :data:`TRUE_NOISE`, the real rows of ``replace`` with
+    the noise measured at ``starts``, side-by-side rows of ``replace`` added where ``measured`` has them, and a row
+    for each TTFT leg measured at ``starts`` whose share of TTFT ``shares`` has (its changes TTFT's)."""
+    legs = {leg: m for (level, leg), m in (measured or {}).items() if level == "starts" and leg in (shares or {})}
     measured = {k: m for k, m in (measured or {}).items() if k[1] in replace}
     out = [(engine, metric, measured[("starts", metric)].cv if engine == "real" and ("starts", metric) in measured
-            else noise, "starts") for (engine, metric), noise in TRUE_NOISE.items()]
-    out += [("real", metric, m.cv, level) for (level, metric), m in sorted(measured.items()) if level != "starts"]
+            else noise, "starts", 1.0) for (engine, metric), noise in TRUE_NOISE.items()]
+    out += [("real", metric, m.cv, level, 1.0) for (level, metric), m in sorted(measured.items())
+            if level != "starts"]
+    out += [("real", leg, m.cv, "starts", (shares or {})[leg]) for leg, m in sorted(legs.items())]
     return out
 
 
 def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf",
           measured: dict[tuple[str, str], PairNoise] | None = None,
-          replace: tuple[str, ...] = REPLACED) -> dict[str, dict[str, object]]:
+          replace: tuple[str, ...] = REPLACED, shares: dict[str, float] | None = None) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
     plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
     out: dict[str, dict[str, object]] = {}
-    for engine, metric, noise, level in rows(measured, replace):
-        kw = {"metric": metric, "engine": engine, "plan": plan, "level": level}
+    for engine, metric, noise, level, share in rows(measured, replace, shares):
+        kw = {"metric": metric, "engine": engine, "plan": plan, "level": level, "share": share}
         aa = cell(rng, replicates, change=0.0, noise=noise, **kw)
         wide = cell(rng, replicates, change=0.0, noise=3 * noise, **kw)
         power = {d: cell(rng, max(200, replicates // 4), change=d, noise=noise, **kw) for d in CHANGES}
         smallest = next((d for d in CHANGES if power[d].rate >= 0.95), None)
         prior = prior_cv(metric, level, simulated=engine == "sim")
         name = f"{engine} {metric}" if level == "starts" else f"{engine} {level} {metric}"
-        out[name] = {"true_noise": noise, "prior": prior,
+        if metric in LEG_METRICS:
+            name += f" ({share:.1%} of TTFT)"
+        out[name] = {"true_noise": noise, "prior": prior, "share": share,
                      "aa": aa, "aa_prior_3x_too_narrow": wide, "power": power,
                      "smallest_95": smallest,
-                     "aa_two_machines": across_machines(rng, replicates, metric=metric, engine=engine,
-                                                        noise=noise)}
+                     # a leg is judged in paired runs only: two machines' single reports carry TTFT, not legs
+                     "aa_two_machines": math.nan if metric in LEG_METRICS else across_machines(
+                         rng, replicates, metric=metric, engine=engine, noise=noise)}
     return out
 
 
@@ -183,22 +213,28 @@ def main(argv: list[str] | None = None) -> int:
     measured = noise_from_reports(args.noise_from) if args.noise_from else None
     for (level, metric), m in sorted((measured or {}).items()):
         print(f"measured at {level}: {metric} {m.text()}")
-    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace))
+    shares = leg_shares(args.noise_from) if args.noise_from else None
+    for leg, share in sorted((shares or {}).items()):
+        print(f"share of TTFT: {leg} {share:.1%}")
+    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace), shares)
     print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
           f"boundary {args.boundary}")
-    print(f"{'metric':<32}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
+    print(f"{'metric':<44}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
           + "".join(f"{d:>11.1%}" for d in CHANGES) + "   >=95 % from")
     for name, row in t.items():
         aa, wide, power = row["aa"], row["aa_prior_3x_too_narrow"], row["power"]
         assert isinstance(aa, Cell) and isinstance(wide, Cell) and isinstance(power, dict)
         s = row["smallest_95"]
-        print(f"{name:<32}{row['true_noise']:>7.2%}{row['prior']:>7.2%}{aa.rate:>8.2%}{aa.pairs:>6.1f}"
-              f"{wide.rate:>7.2%}{row['aa_two_machines']:>8.2%}  "
+        two = row["aa_two_machines"]
+        assert isinstance(two, float)
+        print(f"{name:<44}{row['true_noise']:>7.2%}{row['prior']:>7.2%}{aa.rate:>8.2%}{aa.pairs:>6.1f}"
+              f"{wide.rate:>7.2%}{'-' if math.isnan(two) else f'{two:.2%}':>8}  "
               + "".join(f"{power[d].rate:>6.0%} {power[d].pairs:>3.1f}p" for d in CHANGES)
               + (f"   {s:.1%}" if s else "   none"))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({k: {**{kk: vv for kk, vv in v.items() if kk not in ("aa", "aa_prior_3x_too_narrow", "power")},
+            json.dump({k: {**{kk: None if isinstance(vv, float) and math.isnan(vv) else vv for kk, vv in v.items()
+                              if kk not in ("aa", "aa_prior_3x_too_narrow", "power")},
                            "aa": vars(v["aa"]), "aa_prior_3x_too_narrow": vars(v["aa_prior_3x_too_narrow"]),
                            "power": {str(d): vars(c) for d, c in v["power"].items()}}  # type: ignore[union-attr]
                        for k, v in t.items()}, f, indent=1)

@@ -83,7 +83,7 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
 
     Where TTFT is judged on probes that both arms' servers stamped, each of its legs (perfgate.measuring.ttft_parts
     ``LEG_METRICS``: a change one calm leg carries is seen through the levels another leg carries) is judged too, on
-    its own start-pair ratios against its own noise (``measured``'s, else the first-token prior), its practical floor
+    its own start-pair ratios against its own noise (``measured``'s, else the ttft-leg prior), its practical floor
     TTFT's expressed in the leg (2 % of the current arm's TTFT over the leg's share of it: a leg's change counts when
     it moves TTFT by 2 %); TTFT and its legs share TTFT's false-alarm share, half to TTFT and half to the legs."""
     series = {}

@@ -19,7 +19,9 @@ throughput     tok_s (decode)                                                   
 output         output_tok_s (completion tokens over the wall time: prefill in)  0.5 %     0.5 %     1.6 %
 step           itl_ms, tpot_ms (medians: one decode step)                       0.1 %     1 %       1.6 %
 first-token    ttft_ms and its tails (ttft_ms_p90, ttft_ms_p99), e2e            16 %      3 %       16 %
-tail           any other ``*_p90`` / ``*_p99`` latency (itl_ms_p99, ...)        5 %       5 %       10 %
+ttft-leg       a TTFT probe's legs (ttft_part.<leg>_ms, perfgate.measuring      25 %      3 %       25 %
+               .ttft_parts)
+tail           any other ``*_p90`` / ``*_p99`` latency (itl_ms_p99, ...)        8 %       5 %       10 %
 goodput        goodput_rps, crossover                                           10 %      5 %       10 %
 acceptance     accept_len                                                       1 %       1 %       1 %
 ============== =============================================================== ========= ========= =========
@@ -41,9 +43,16 @@ project's simulated seed box on a 2-core shared runner):
   starts of one config read 27.11 / 32.63, 27.48 / 23.12, 32.71 / 26.04 and 42.54 / 46.33 ms (the same runs):
   a between-start sd of 6-16 %: 16 %. Its tails take it too: over five requests a start, a p99 is their
   largest. Sim: TTFT is a modelled prefill plus the runner's wake-up.
+- ttft-leg, real: the legs of the probes of 7 alternated start pairs on one H200 (2026-12-05, the paired A/A and TTFT
+  runs, evidence/h200-x1/latency-paired-2026-12-05/): one start's sd dispatch 8.9 %, to_forward 16.1 %, rest 9.5 %,
+  prefill 25.0 % (the leg the levels live in: a start's prefill median 18-34 ms): 25 %, the widest. Judged on the
+  first-token prior, the prefill leg of identical arms was called regressed in 3 % of simulated runs. Sim: the
+  first-token prior.
 - tail, real: ITL p99 of two starts of one config read 5.12 / 5.20, 5.22 / 5.28, 5.11 / 5.20 and 5.25 /
-  5.47 ms (the same runs): sd 0.6-2.9 %: 5 %. Sim: ITL p99 of a user's suite over 19 runs on a 2-core runner
-  spanned 36.2-40.4 ms (sd ~3 %); 5 %.
+  5.47 ms (the same runs): sd 0.6-2.9 %; then the paired A/A and TTFT runs of 2026-12-05 (7 alternated pairs, one
+  H200, evidence/h200-x1/latency-paired-2026-12-05/): one quiet start read 7.08 ms among 5.15-5.41, a start's sd
+  7.7 % over those pairs (5.8 % pooled with the 7 pairs before): 8 %. Sim: ITL p99 of a user's suite over 19
+  runs on a 2-core runner spanned 36.2-40.4 ms (sd ~3 %); 5 %.
 - goodput, real: three starts of one H200 served 42.75, 42.75 and 36.97 req/s within the SLOs (sd of the logs
   8 %): 10 %.
 - acceptance: SGLANG_SIMULATE_ACC_LEN fixes the mean; the draws over a trial's requests move it ~0.5 %.
@@ -64,6 +73,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfgate.categories import Word
+from perfgate.record import TTFT_PART_PREFIX
 
 __all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "PRIORS", "PRIOR_DF",
            "LIMIT_PASS_PROBABILITY"]
@@ -76,6 +86,7 @@ class MetricClass(Word):
     OUTPUT = "output"
     STEP = "step"
     FIRST_TOKEN = "first-token"
+    TTFT_LEG = "ttft-leg"
     TAIL = "tail"
     GOODPUT = "goodput"
     ACCEPTANCE = "acceptance"
@@ -92,7 +103,9 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
     MetricClass.FIRST_TOKEN: {("starts", "real"): 0.16, ("starts", "sim"): 0.03, ("side-by-side", "sim"): 0.01,
                               ("side-by-side", "real"): 0.20,
                               ("machines", "real"): 0.16, ("machines", "sim"): 0.03},
-    MetricClass.TAIL: {("starts", "real"): 0.05, ("starts", "sim"): 0.05,
+    MetricClass.TTFT_LEG: {("starts", "real"): 0.25, ("starts", "sim"): 0.03, ("side-by-side", "sim"): 0.01,
+                           ("machines", "real"): 0.25, ("machines", "sim"): 0.03},
+    MetricClass.TAIL: {("starts", "real"): 0.08, ("starts", "sim"): 0.05,
                        ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
     MetricClass.GOODPUT: {("starts", "real"): 0.10, ("starts", "sim"): 0.05,
                           ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
@@ -112,6 +125,8 @@ def metric_class(metric: str) -> MetricClass:
         return MetricClass.ACCEPTANCE
     if m.startswith(("goodput", "crossover")):
         return MetricClass.GOODPUT
+    if m.startswith(TTFT_PART_PREFIX):
+        return MetricClass.TTFT_LEG
     if m.startswith("ttft") or m.startswith("e2e"):
         return MetricClass.FIRST_TOKEN
     if "_p9" in m or m.endswith(("_max", "_p95")):
