@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfgate.measuring.judge import Sequential
+from perfgate.measuring.judge import Judgement, Sequential
 from perfgate.measuring.metrics import Measurement, Trial, summarize
 from perfgate.measuring.probes import Probes, block_sizes, itl_sample, mode_properties, pool
 from perfgate.measuring.stackpair import pair_judgements, stack_pair_verdict
@@ -156,6 +156,41 @@ def test_a_calm_leg_shows_a_ttft_change_the_levels_hide() -> None:
                                                     v.message), v.message
     assert v.properties["pair.ttft_part.to_forward_ms.decision"] == "regressed"
     assert str(v.properties["candidate.start_values.ttft_part.to_forward_ms"]).count(",") == 3
+
+
+def test_the_h200_latency_runs_replayed_on_the_shipped_priors() -> None:
+    """The real runs of 2026-12-05 (docs/gate.md "The latency goal on an H200";
+    evidence/h200-x1/latency-paired-2026-12-05/), each start rebuilt from its legs' medians, judged as the stack pair
+    judges them on the documented priors (perfgate.profiles.noise: the ttft-leg class): the 2.8 ms sleep before
+    prefill is undecided after 2 pairs and regressed on its to_forward leg after 3, while TTFT reads it faster; the
+    A/A of 4 pairs calls no metric of TTFT's family regressed at any look. A prior that hid the real catch, or called
+    the real A/A regressed, fails here."""
+    import random
+
+    from perfgate.profiles.noise import prior_cv
+
+    def arm(rng, starts: list[tuple[float, float, float]]) -> Measurement:
+        return combine([_legs_start("a", rng, prefill=p, to_forward=f, rest=r) for p, f, r in starts])
+
+    def judged(cur: Measurement, cand: Measurement, pairs: int) -> dict[str, Judgement]:
+        c, d = (replace(m, starts=m.starts[:pairs]) for m in (cur, cand))
+        return pair_judgements(d, c, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=4),
+                               prior_cv=lambda metric: prior_cv(metric, "starts"))
+
+    rng = random.Random(5)
+    cur = arm(rng, [(32.84, 0.926, 3.49), (23.37, 1.071, 3.17), (29.66, 0.919, 3.59)])
+    slowed = arm(rng, [(27.46, 4.173, 3.09), (27.81, 4.105, 3.14), (19.13, 4.429, 2.80)])
+    assert str(judged(cur, slowed, 2)["ttft_part.to_forward_ms"].decision) == "undecided"
+    js = judged(cur, slowed, 3)
+    assert str(js["ttft_part.to_forward_ms"].decision) == "regressed"
+    assert (js["ttft_ms"].ratio or 1) < 1 and str(js["ttft_ms"].decision) == "undecided"  # the levels read it faster
+
+    aa_cur = arm(rng, [(18.25, 1.425, 2.79), (31.77, 1.003, 3.38), (33.92, 1.021, 3.35), (18.05, 1.278, 2.87)])
+    aa_cand = arm(rng, [(20.38, 1.441, 2.96), (19.16, 1.485, 2.84), (18.32, 1.386, 2.85), (19.56, 1.032, 3.18)])
+    for pairs in range(1, 5):
+        regressed = [m for m, j in judged(aa_cur, aa_cand, pairs).items()
+                     if m.startswith("ttft") and str(j.decision) == "regressed"]
+        assert not regressed, (pairs, regressed)
 
 
 def test_identical_arms_on_flipping_levels_regress_no_leg() -> None:
