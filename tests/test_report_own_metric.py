@@ -4,6 +4,7 @@ terminal and the report share (one row per record kind, one severity order), his
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -93,3 +94,28 @@ def test_identical_reports_have_no_section_and_no_block(tmp_path: Path) -> None:
     vs = verdicts(diff(read_report(old), read_report(old)))
     assert all(v.sections == () and not v.blocks for v in vs.records)
     assert vs.headline == "not gated: no change beyond noise"
+
+
+def test_one_report_shows_each_failing_records_own_reason(tmp_path: Path) -> None:
+    """A paired run is one report: no verdict by comparison, but its records carry their own. The page's verdict line
+    counts them and the verdict panel lists each record that did not pass with its reason, so a stack pair that
+    failed on a TTFT leg says so where its own metric (decode tok/s, unchanged) cannot; a report whose records all
+    passed says that instead."""
+    from tests.report_factory import Case
+
+    why = "stack-pair baseline: the candidate stack (s) is worse on TTFT's to_forward leg by +3.12 ms (8.9% of TTFT)"
+    failed = write_report(tmp_path / "paired.xml", [
+        Case(name="test_stack_pair[m:baseline]", classname="perftests.test_stack_pair", outcome="fail",
+             category="slower-than-baseline", kind="stack-pair", tok_s=210.1, reason=why),
+        Case(name="test_floor[m:baseline]", kind="floor", tok_s=210.1),
+    ])
+    page = render_html([read_report(failed)], plots=False)
+    verdict = re.search(r'<p class="verdict[^"]*" id="verdict">(.*?)</p>', page, re.S)
+    assert verdict and "1 fail, 1 pass" in verdict.group(1), verdict
+    panel = page[page.index('id="changes"'):page.index('id="matrix"')]
+    assert "1 of 2 record(s) did not pass" in panel and "fail(slower-than-baseline)" in panel
+    assert "worse on TTFT&#x27;s to_forward leg by +3.12 ms" in panel and "test_floor" not in panel
+
+    passed = write_report(tmp_path / "ok.xml", [Case(name="test_floor[m:baseline]", kind="floor", tok_s=210.1)])
+    page = render_html([read_report(passed)], plots=False)
+    assert "every record passed" in page and "1 pass" in page

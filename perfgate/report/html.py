@@ -12,6 +12,7 @@ so nothing overlaps from 2 to 100 reports and hundreds of records.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
@@ -181,7 +182,11 @@ def _verdict_of(ordered: Sequence[Report], policy: GatePolicy) -> tuple[Verdicts
 
 def _verdict_panel(vs: Verdicts | None, why_not: str, ordered: Sequence[Report]) -> str:
     if vs is None:
-        return f'<p class="verdict none" id="verdict">{escape(why_not)}</p>'
+        outcomes = Counter(r.outcome for r in ordered[-1].records)
+        told = escape(", ".join(f"{n} {o}" for o, n in sorted(outcomes.items(),
+                                                            key=lambda kv: (kv[0] == "pass", kv[0]))))
+        own = f" — its records' own verdicts: {told} (<a href=\"#changes\">why</a>)" if told else ""
+        return f'<p class="verdict none" id="verdict">{escape(why_not)}{own}</p>'
     cls = {1: "blocked", 3: "unblocked", 0: ""}.get(vs.exit_code if vs.exit_code is not None else -1, "none")
     line = vs.headline if not why_not else f"{why_not} — {vs.headline}"
     counts = " · ".join(f'<a href="#s-{n}">{len(vs.in_section(n))} {escape(n)}</a>'
@@ -194,9 +199,29 @@ def _verdict_panel(vs: Verdicts | None, why_not: str, ordered: Sequence[Report])
             f'<a href="#stack">Stack</a>: {escape(stack)}.</small></p>')
 
 
-def _changes(vs: Verdicts | None) -> str:
+def _own_verdicts(latest: Report) -> str:
+    """With one report there is no verdict by comparison, but each record carries its own (a stack pair's judged
+    inside the run, a floor's against the profile): the records that did not pass, with why, in the record's words
+    (its ``reason``: a stack pair names the metric or TTFT leg that regressed, which its own metric, tok/s, may not
+    show)."""
+    rows = [r for r in latest.records if r.outcome != "pass"]
+    if not rows:
+        return "<p><small>One report: nothing to compare; every record passed.</small></p>"
+    out = [f"<p><small>One report: nothing to compare. {len(rows)} of {len(latest.records)} record(s) did not pass, "
+           "each for its own reason:</small></p>", '<table class="own">',
+           "<tr><th>record</th><th>outcome</th><th>why</th></tr>"]
+    for r in rows:
+        color = OUTCOME_COLORS.get(r.outcome, "#ffffff")
+        out.append(f'<tr><td class="key"><code>{escape(r.key)}</code></td>'
+                   f'<td style="background:{color}">{escape(r.outcome_label)}</td>'
+                   f'<td class="why">{escape(r.reason)}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _changes(vs: Verdicts | None, latest: Report) -> str:
     if vs is None:
-        return "<p><small>One report: nothing to compare.</small></p>"
+        return _own_verdicts(latest)
     first = _section_tables(vs, FIRST_SECTIONS)
     other = _section_tables(vs, OTHER_SECTIONS)
     notes = "".join(f"<li>{escape(n)}</li>" for n in vs.notes)
@@ -307,7 +332,7 @@ def render_html(reports: Sequence[Report], *, plots: bool = True, title: str = "
 <p class="{banner_cls}">{banner}. Newest report: {escape(latest.label)}.
 <small>perfgate {escape(__version__)}, generated {generated}, {len(ordered)} report(s).</small></p>
 <div class="panel" id="changes"><h2>Verdict by record (newest against the one before)</h2>
-{_changes(vs)}
+{_changes(vs, latest)}
 </div>
 {plot_note}
 <div class="panel" id="matrix"><h2>Compatibility matrix (newest report, one row per record kind)</h2>
