@@ -21,7 +21,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
-           "PAIR_ORDER", "PAIR_DISTURBED",
+           "PAIR_ORDER", "PAIR_DISTURBED", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
            "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN"]
 
@@ -104,6 +104,14 @@ PAIR_CI_LOW = "pair_ci_low"
 PAIR_CI_HIGH = "pair_ci_high"
 PAIR_N = "pair_n"
 PAIR_DECISION = "pair_decision"
+
+
+def pair_of(metric: str, field: str) -> str:
+    """A stack pair's judgement of one metric (perfgate.measuring.stackpair): ``pair.<metric>.<field>``, ``field``
+    one of ``ratio``, ``ci_low``, ``ci_high``, ``decision``, ``noise_source``."""
+    return f"pair.{metric}.{field}"
+
+
 #: the order of each pair's starts, comma-separated in pair order: ``AB`` the current (baseline) arm first, ``BA``
 #: the candidate (variant) first; alternated, AB, BA, AB ... (perfgate.measuring.order)
 PAIR_ORDER = "pair_order"

@@ -32,6 +32,25 @@ def test_every_kind_and_a_users_has_a_line_with_its_figure_and_interval():
         assert f"{fig} 12.5" in lines[1] and "[12.25, 12.75]" in lines[1], lines
 
 
+def test_a_stack_pair_that_failed_on_another_metric_names_it():
+    """A stack pair fails on any metric it calls regressed while decode tok/s may read same (the H200's TTFT run of
+    2026-12-05: same over 3 pairs, failed on TTFT's to_forward leg): the line names each regressed metric, a leg in
+    words, with its ratio and interval, after the decision; metrics not regressed and tok/s itself are not repeated."""
+    props = {"kind": "stack-pair", "mode": "baseline", "outcome": "fail", "category": "slower-than-baseline",
+             "tok_s": "210.1", "pair_ratio": "1.0000", "pair_ci_low": "0.9976", "pair_ci_high": "1.0024",
+             "pair_decision": "same", "pair_n": "3",
+             "pair.tok_s.decision": "same", "pair.ttft_ms.decision": "undecided", "pair.ttft_ms.ratio": "0.78",
+             "pair.ttft_part.to_forward_ms.decision": "regressed", "pair.ttft_part.to_forward_ms.ratio": "4.36751",
+             "pair.ttft_part.to_forward_ms.ci_low": "1.6818", "pair.ttft_part.to_forward_ms.ci_high": "11.3421",
+             "pair.itl_ms_p99.decision": "regressed", "pair.itl_ms_p99.ratio": "1.2"}
+    d = record_detail(props)
+    assert d.endswith("same over 3 start pairs; itl_ms_p99 regressed x1.2000 [no interval]; "
+                      "TTFT's to_forward leg regressed x4.3675 [1.6818, 11.3421]"), d
+    assert "ttft_ms" not in d.split("start pairs")[1] and d.count("tok_s") == 1
+    del props["pair.ttft_part.to_forward_ms.decision"], props["pair.itl_ms_p99.decision"]
+    assert record_detail(props).endswith("same over 3 start pairs")
+
+
 def test_a_record_names_its_metric_limit_comparisons_and_decision():
     latency = {"kind": "mine", "mode": "eagle3", "variant": "nccl-tree", "outcome": "fail",
                "category": "slower-than-baseline", "metric": "ttft_ms", "direction": "lower", "ttft_ms": "312.25",

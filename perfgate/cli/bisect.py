@@ -35,6 +35,7 @@ from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
+from perfgate.record import pair_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult
@@ -89,12 +90,12 @@ def step_result(records: Sequence[Record], *, metric: str = "record", starts: in
         if failed and _num(r, "candidate.tok_s") is None:
             results.append(StepResult(category=category or "crash", message=r.prop("reason") or r.message))
             continue
-        prefix = "pair_" if metric == "record" else f"pair.{metric}."
-        ratio, lo, hi = (_num(r, f"{prefix}ratio"), _num(r, f"{prefix}ci_low"), _num(r, f"{prefix}ci_high"))
+        ratio, lo, hi = (_num(r, f"pair_{field}" if metric == "record" else pair_of(metric, field))
+                         for field in ("ratio", "ci_low", "ci_high"))
         if metric == "record":
             text = "regressed" if failed and category == "slower-than-baseline" else r.prop("pair_decision")
         else:
-            text = r.prop(f"pair.{metric}.decision")
+            text = r.prop(pair_of(metric, "decision"))
         try:
             decision = Decision(text)
         except ValueError:

@@ -25,7 +25,7 @@ from perfgate.measuring.judge import (
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
 from perfgate.measuring.starts import pairs_level, part_values, quiet_pairs
-from perfgate.measuring.ttft_parts import LEG_METRICS, part_of
+from perfgate.measuring.ttft_parts import LEG_METRICS, part_of, said
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
     CANDIDATE_PREFIX,
@@ -37,6 +37,7 @@ from perfgate.record import (
     PAIR_RATIO,
     START_VALUES,
     TTFT_PROBE_MS,
+    pair_of,
 )
 
 if TYPE_CHECKING:
@@ -161,11 +162,11 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
                   PAIR_DECISION: str(j.decision)})
     for metric, mj in js.items():
         assert mj.ratio is not None and mj.ci is not None
-        props[f"pair.{metric}.ratio"] = mj.ratio
-        props[f"pair.{metric}.ci_low"] = mj.ci[0]
-        props[f"pair.{metric}.ci_high"] = mj.ci[1]
-        props[f"pair.{metric}.decision"] = str(mj.decision)
-        props[f"pair.{metric}.noise_source"] = mj.noise_source
+        props[pair_of(metric, "ratio")] = mj.ratio
+        props[pair_of(metric, "ci_low")] = mj.ci[0]
+        props[pair_of(metric, "ci_high")] = mj.ci[1]
+        props[pair_of(metric, "decision")] = str(mj.decision)
+        props[pair_of(metric, "noise_source")] = mj.noise_source
         if len(all_current.starts) >= 2:  # every start's values, disturbed or not: the record's evidence
             props[f"{START_VALUES}.{values_name(all_current, metric)}"] = ",".join(
                 f"{v:.6g}" for v in start_values(all_current, metric))
@@ -176,7 +177,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     if left_out:
         desc += (f" (pair{'s' if len(left_out) > 1 else ''} {', '.join(map(str, left_out))} of "
                  f"{len(all_current.starts)} left out: measured disturbed)")
-    others = "; ".join(f"{_name(m)} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
+    others = "; ".join(f"{said(m)} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""
     # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen
@@ -199,15 +200,10 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 
-def _name(metric: str) -> str:
-    """A metric as the verdict's message names it: a TTFT leg as ``TTFT's <leg> leg``."""
-    return f"TTFT's {part} leg" if (part := part_of(metric)) else metric
-
-
 def _worse_text(metric: str, ratio: float, current: Measurement) -> str:
     """How much worse ``metric`` is: its change in per cent, a TTFT leg's in ms and in per cent of TTFT."""
     if not part_of(metric):
         return f"{metric} by {pct(abs(1 - ratio))}"
     leg, ttft = start_values(current, metric), start_values(current, "ttft_ms")
     added = (ratio - 1) * statistics.median(leg)
-    return f"{_name(metric)} by {added:+.2f} ms ({pct(abs(added) / statistics.median(ttft))} of TTFT)"
+    return f"{said(metric)} by {added:+.2f} ms ({pct(abs(added) / statistics.median(ttft))} of TTFT)"

@@ -30,8 +30,8 @@ from typing import Any
 
 from perfgate.record import TTFT_PART_PREFIX, TTFT_SPREAD_IN
 
-__all__ = ["PARTS", "LEG_METRICS", "STAMPS", "leg_metric", "part_of", "parts_ms", "part_properties", "start_medians",
-           "spread"]
+__all__ = ["PARTS", "LEG_METRICS", "STAMPS", "leg_metric", "part_of", "said", "parts_ms", "part_properties",
+           "start_medians", "spread"]
 
 #: the legs of a probe's TTFT, in the request's order
 PARTS = ("dispatch", "to_forward", "prefill", "rest")
@@ -50,6 +50,12 @@ LEG_METRICS = tuple(leg_metric(part) for part in PARTS)
 def part_of(metric: str) -> str:
     """The part a record name of :data:`LEG_METRICS` is of ("" for any other name)."""
     return PARTS[LEG_METRICS.index(metric)] if metric in LEG_METRICS else ""
+
+
+def said(metric: str) -> str:
+    """A metric as a verdict says it to a person: a leg of :data:`LEG_METRICS` as ``TTFT's <leg> leg``, any other
+    name as it is (the stack pair's failure message and the terminal's record line)."""
+    return f"TTFT's {part} leg" if (part := part_of(metric)) else metric
 
 #: the meta_info timestamps they are cut at (SGLang with --enable-metrics), in the request's order
 STAMPS = ("request_received_ts", "api_server_dispatch_finish_ts", "forward_entry_time", "prefill_finished_time")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.kinds import PROFILE, figure_of, in_matrix
+from perfgate.measuring.stackpair import PAIR_METRICS, PRIMARY
+from perfgate.measuring.ttft_parts import LEG_METRICS, said
 from perfgate.record import (
     DIRECTION,
     ITL_MODES,
@@ -30,6 +32,7 @@ from perfgate.record import (
     TTFT_PART_PREFIX,
     TTFT_PROBES,
     TTFT_SPREAD_IN,
+    pair_of,
 )
 
 if TYPE_CHECKING:
@@ -200,6 +203,12 @@ def record_detail(props: dict[str, str]) -> str:
     if props.get(PAIR_DECISION):
         n = props.get(PAIR_N, "")
         parts.append(props[PAIR_DECISION] + (f" over {n} start pair{'' if n == '1' else 's'}" if n else ""))
+        # what else a stack pair called regressed (it fails the record while decode tok/s may read same): named
+        for metric in PAIR_METRICS + LEG_METRICS:
+            if metric != PRIMARY and props.get(pair_of(metric, "decision")) == "regressed":
+                r = _num(props.get(pair_of(metric, "ratio")))
+                parts.append(f"{said(metric)} regressed" + ("" if r is None else f" x{_ratio(r)}" + _interval(
+                    props, pair_of(metric, "ci_low"), pair_of(metric, "ci_high"), _ratio)))
     return "; ".join(parts)
 
 
