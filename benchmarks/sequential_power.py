@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.judge import Decision, Level, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
+from perfgate.measuring.stackpair import leg_floor
 from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.profiles.noise import prior_cv
 from perfgate.report.pairnoise import PairNoise
@@ -113,7 +114,7 @@ def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noi
     up = spec.higher_is_better
     shift = math.log(1 - change) if up else math.log(1 + change / share)  # worse in the metric's direction
     prior = prior_cv(metric, level, simulated=engine == "sim")
-    floor = default_min_effect("ttft_ms" if leg else metric, higher_is_better=up) / share
+    floor = leg_floor(share) if leg else default_min_effect(metric, higher_is_better=up)
     ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
     while True:
         j = paired(ratios, higher_is_better=up, min_effect=floor,

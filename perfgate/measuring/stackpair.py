@@ -43,7 +43,8 @@ from perfgate.record import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "stack_pair_verdict"]
+__all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "leg_floor",
+           "stack_pair_verdict"]
 
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
 #: when the comparison has enough pairs (the sequential rule's target), a regression on any of them fails it
@@ -115,9 +116,15 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
                             spec.higher_is_better)
     ttft = statistics.median(start_values(current, "ttft_ms")) if legs else 0.0
     for name, (a, b) in legs.items():
-        floor = default_min_effect("ttft_ms", higher_is_better=False) * ttft / statistics.median(a)
+        floor = leg_floor(statistics.median(a) / ttft)
         out[name] = judge(name, [y / x for x, y in zip(a, b)], 1 - share / 2 / len(legs), floor, False)
     return out
+
+
+def leg_floor(share: float) -> float:
+    """The practical floor of a TTFT leg that is ``share`` of TTFT: TTFT's own, expressed in the leg (a leg's change
+    counts when it moves TTFT by TTFT's floor)."""
+    return default_min_effect("ttft_ms", higher_is_better=False) / share
 
 
 def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: str, spec: str, confidence: float,
