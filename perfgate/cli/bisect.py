@@ -35,7 +35,7 @@ from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
-from perfgate.record import pair_of
+from perfgate.record import Case, RecordKind, pair_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult
@@ -315,8 +315,9 @@ def _run(args: argparse.Namespace) -> int:
     modes = list(args.mode or [m for m in prof.modes])
     for m in args.mode or []:
         prof.mode(m)  # a ProfileSchemaError naming the modes there are
-    tests = [f"{args.tests}/test_stack_pair.py::test_stack_pair[m:{m}]" for m in args.mode] if args.mode \
-        else [args.tests]
+    # the node id's parameter is the record's own id (perfgate.record.Case.id: the profile's name, then the mode)
+    tests = [f"{args.tests}/test_stack_pair.py::test_stack_pair[{Case(prof.name, RecordKind.FLOOR, m, None).id}]"
+             for m in args.mode] if args.mode else [args.tests]
     step_starts = 2 * args.max_starts * max(1, len(modes))
     n = len(arms.packages)
     most, most_starts = planned_cost(n, step_starts)
