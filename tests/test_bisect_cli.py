@@ -63,3 +63,23 @@ def test_the_step_table_names_the_culprit_with_its_interval():
     assert "culprit: flashinfer 0.7.2 -> 0.7.3: regressed ×0.9000 [0.8900, 0.9100] over 2 start pair(s) (step 2)" \
         in text
     assert render(b, arms, "md").startswith("| step | packages layered over the current stack |")
+
+
+def test_each_step_selects_the_stack_pair_record_of_a_real_profile_name(pytester, capsys):
+    # the real bisect's first step on 2026-12-05 selected test_stack_pair[m:baseline] (the simulator profile's
+    # name) in a project whose profile is h200-x1/llama-3.1-8b-dummy: no test, no record, the step failed
+    from perfgate.cli.bisect import step_tests
+    from perfgate.profiles.load import load_profile
+
+    prof = make_project(pytester.path, PROFILE.replace("TRIALS", "3"), profile="box/llama-x")
+    tests = step_tests("perftests", load_profile(prof).name, ["baseline"])
+    assert tests == ["perftests/test_stack_pair.py::test_stack_pair[llama-x:baseline]"]
+    r = pytester.runpytest_subprocess("--collect-only", "-q", *tests, "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-candidate", "sim-stack=flashinfer=0.7.3", "-p", "no:cacheprovider")
+    r.stdout.fnmatch_lines([tests[0], "1 test collected*"])
+    assert step_tests("perftests", "box/llama-x", []) == ["perftests"]  # no --mode: every stack-pair record
+    # and the dry run says what each step will run
+    code = main(["bisect", "--profile", str(prof), "--candidate-sim-stack", "flashinfer=0.7.3", "--mode", "baseline",
+                 "--dry-run"])
+    assert code == 0
+    assert f"perfgate bisect: each step runs pytest {tests[0]!r} -m stack_pair" in capsys.readouterr().err

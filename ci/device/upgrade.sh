@@ -230,9 +230,12 @@ for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     shown = ", ".join(f"{k}={props[k]}" for k in (*keys[:3], *cand, *keys[3:]) if k in props)
     print(f"  {tc.get('name')}: {shown or 'no properties'}")
     # every metric the pair was judged on (pair.<metric>.ratio / ci_low / ci_high / decision)
-    for m in sorted({k.split(".")[1] for k in props if re.fullmatch(r"pair\.[a-z0-9_]+\.ratio", k)}):
+    # (a TTFT leg's name holds a dot: pair.ttft_part.prefill_ms.ratio), then the order of each start pair
+    for m in sorted({k[5:-6] for k in props if re.fullmatch(r"pair\.[a-z0-9_.]+\.ratio", k)}):
         g = lambda f: props.get(f"pair.{m}.{f}", "?")  # noqa: E731
-        print(f"      {m:12s} {g('ratio')} [{g('ci_low')}, {g('ci_high')}] {g('decision')}")
+        print(f"      {m:28s} {g('ratio')} [{g('ci_low')}, {g('ci_high')}] {g('decision')}")
+    if "pair_order" in props:
+        print(f"      pair order (AB: the current arm started first, BA: the candidate): {props['pair_order']}")
 EOF
 fi
 exit $rc

@@ -31,18 +31,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfgate.categories import RecordKind
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
-from perfgate.record import Case, RecordKind, pair_of
+from perfgate.record import Case, pair_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult
     from perfgate.report.records import Record
 
-__all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "lock_arms", "step_result", "run_step", "render",
-           "write_junit", "planned_cost"]
+__all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "lock_arms", "step_result", "run_step", "step_tests",
+           "render", "write_junit", "planned_cost"]
 
 #: the search stopped before it completed (budget, undecided, the current stack does not start)
 EXIT_STOPPED = 3
@@ -108,6 +109,13 @@ def step_result(records: Sequence[Record], *, metric: str = "record", starts: in
     from dataclasses import replace
 
     return replace(worst, starts=starts, record=where)
+
+
+def step_tests(tests: str, profile_name: str, modes: Sequence[str]) -> list[str]:
+    """What each step's pytest session selects: the stack-pair test of each mode asked for (its node id's parameter
+    is the record's own id, :attr:`perfgate.record.Case.id`), else the whole ``tests`` folder."""
+    return [f"{tests}/test_stack_pair.py::test_stack_pair[{Case(profile_name, RecordKind.FLOOR, m, None).id}]"
+            for m in modes] or [tests]
 
 
 def run_step(number: int, spec: str, *, out: Path, root: Path, profile: str, tests: Sequence[str], starts: int,
@@ -315,9 +323,7 @@ def _run(args: argparse.Namespace) -> int:
     modes = list(args.mode or [m for m in prof.modes])
     for m in args.mode or []:
         prof.mode(m)  # a ProfileSchemaError naming the modes there are
-    # the node id's parameter is the record's own id (perfgate.record.Case.id: the profile's name, then the mode)
-    tests = [f"{args.tests}/test_stack_pair.py::test_stack_pair[{Case(prof.name, RecordKind.FLOOR, m, None).id}]"
-             for m in args.mode] if args.mode else [args.tests]
+    tests = step_tests(args.tests, prof.name, args.mode or [])
     step_starts = 2 * args.max_starts * max(1, len(modes))
     n = len(arms.packages)
     most, most_starts = planned_cost(n, step_starts)
@@ -333,6 +339,7 @@ def _run(args: argparse.Namespace) -> int:
           f"{halvings} halving(s), 1 confirmation): at most {most_starts} server starts; interactions take more; "
           f"budget {budget} server starts (--budget-starts): a step runs only while the budget holds "
           f"{step_starts} more", file=sys.stderr)
+    print(f"perfgate bisect: each step runs pytest {shlex.join(tests)} -m stack_pair", file=sys.stderr)
     if args.dry_run:
         return EXIT_OK
     out = Path(args.out)
