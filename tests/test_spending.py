@@ -75,3 +75,34 @@ def test_the_sequential_plan_spends_its_budget_where_the_even_split_did_not():
     assert one.level(0.95) == one.level(0.95, 4) == 0.95  # one look: the plain confidence
     two_first = Sequential(first_pairs=2, max_pairs=6)  # looks after 2..6 pairs: information 2/6 .. 1
     assert two_first.level(0.95, 2) == pytest.approx(1 - 2 * nominal_levels([2 / 6, 3 / 6, 4 / 6, 5 / 6, 1], 0.025)[0])
+
+
+def test_an_early_look_writes_an_interval_that_bounds_nothing_as_such_and_its_confidence_below_100():
+    # the bisect's real first step (2026-12-05): TTFT at one pair of a 4-pair plan read "[0.0000, 485165195.4098]
+    # (100% CI ...)": numbers that are the cap, not a bound, and a confidence that is not 100 %
+    from perfgate.measuring.judge import Decision, confidence_text, paired, ratio_text
+
+    j = paired([0.9386], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,
+               plan=Sequential(first_pairs=1, max_pairs=4), metric="ttft_ms")
+    assert j.ci is not None and j.ci[0] < 1e-8 and j.ci[1] > 1e8  # at the cap
+    assert ratio_text(j.ratio, j.ci) == "×0.9386 (0, ∞)"
+    assert j.detail.startswith("×0.9386 (0, ∞) (99.998") and "100%" not in j.detail
+    # a long plan's first look spends less than a double holds next to 1 (0.5 + confidence / 2 rounds to 1.0): an
+    # interval at the cap, not a ValueError from the quantile (it was one at --perfgate-max-starts 24)
+    for pairs in (24, 48):
+        k = paired([0.9386], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,
+                   plan=Sequential(first_pairs=1, max_pairs=pairs), metric="ttft_ms")
+        assert k.decision is Decision.UNDECIDED and ratio_text(k.ratio, k.ci) == "×0.9386 (0, ∞)"
+        assert "> 99.99999999% CI" in k.detail
+    assert ratio_text(0.9581, (0.92453, 0.99282)) == "×0.9581 [0.9245, 0.9928]"
+    assert ratio_text(1.2, (0.0, 1.5)) == "×1.2000 (0, 1.5000]" and ratio_text(None, (1, 2)) == ""
+    assert confidence_text(0.95) == "95%" and confidence_text(0.99) == "99%" and confidence_text(1.0) == "> 99.99999999%"
+    assert confidence_text(0.9999999) == "99.999990%" and confidence_text(0.995) == "99.50%"
+
+
+@given(c=st.floats(0.5, 1.0))
+def test_a_confidence_is_never_written_as_100(c):
+    from perfgate.measuring.judge import confidence_text
+
+    text = confidence_text(c)
+    assert text.endswith("%") and float(text.removeprefix("> ")[:-1]) < 100

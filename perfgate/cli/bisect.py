@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from perfgate.categories import RecordKind
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
+from perfgate.measuring.judge import ratio_text
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.record import Case, pair_of
@@ -141,8 +142,11 @@ def run_step(number: int, spec: str, *, out: Path, root: Path, profile: str, tes
 
 
 def _interval(r: StepResult) -> tuple[str, str]:
-    ratio = f"×{r.ratio:.4f}" if r.ratio is not None else ""
-    ci = f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci is not None else ""
+    if r.ratio is None:
+        return "", ""
+    if r.ci is None:
+        return f"×{r.ratio:.4f}", ""
+    ratio, _, ci = ratio_text(r.ratio, r.ci).partition(" ")
     return ratio, ci
 
 

@@ -38,8 +38,8 @@ from perfgate.categories import Word
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
     "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
-    "t_quantile",
-    "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile",
+    "t_quantile", "t_two_sided",
+    "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile", "ratio_text", "confidence_text",
 ]
 
 #: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
@@ -118,6 +118,14 @@ def _t_cdf(t: float, df: float) -> float:
     return 1.0 - p if t >= 0 else p
 
 
+def t_two_sided(confidence: float, df: float) -> float:
+    """The quantile of a two-sided ``confidence`` interval of Student's t (``t_quantile(0.5 + confidence / 2,
+    df)``). A confidence within double precision of 1 (an early look of a long sequential plan spends ~1e-20 of its
+    budget: ``0.5 + confidence / 2`` rounds to 1.0) takes the largest quantile below 1, an interval at the cap
+    (:data:`LOG_CAP`), not an error."""
+    return t_quantile(min(0.5 + confidence / 2, math.nextafter(1.0, 0.0)), df)
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal); cached, as the
@@ -174,17 +182,42 @@ def _starts_needed(log_ratio: float, se_one: float, q: float, min_effect: float)
     return max(2, math.ceil((q * se_one / margin) ** 2))
 
 
+#: an interval's ends are capped at e^-CAP .. e^CAP (an early look's quantile can be in the millions); an end at the cap
+#: bounds nothing and is written so: ``(0`` and ``∞)``
+LOG_CAP = 20.0
+
+
+def ratio_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    """A ratio and its interval as every verdict, record line and step table writes them: ``×0.9629 [0.9292,
+    0.9979]``, an end at the cap as ``(0`` or ``∞)`` (``×0.9386 (0, ∞)``: one pair bounds nothing at this look)."""
+    if ratio is None or ci is None:
+        return ""
+    lo = "(0" if ci[0] <= math.exp(-LOG_CAP) * 1.0001 else f"[{ci[0]:.4f}"
+    hi = "∞)" if ci[1] >= math.exp(LOG_CAP) / 1.0001 else f"{ci[1]:.4f}]"
+    return f"×{ratio:.4f} {lo}, {hi}"
+
+
+def confidence_text(confidence: float) -> str:
+    """A confidence in per cent with the digits that tell it from 100 % (an early sequential look's
+    ``99.99999%``, not ``100%``)."""
+    alpha = 1.0 - confidence
+    if alpha < 1e-10:  # below what a double holds next to 1: an early look of a long plan
+        return "> 99.99999999%"
+    digits = max(0, math.ceil(round(-math.log10(alpha * 100), 6)) + 1) if alpha < 0.01 else 0
+    return f"{confidence * 100:.{digits}f}%" if digits else f"{confidence * 100:.3g}%"
+
+
 def _judgement(log_mean: float, se: float, q: float, *, level: Level, noise_cv: float | None, source: str,
                higher_is_better: bool, min_effect: float, n: int, confidence: float, what: str) -> tuple[
                    Judgement, float]:
     ratio = math.exp(log_mean)
     # an early look of the sequential rule on one degree of freedom has a quantile in the millions: its interval
-    # is bounded at e^-20 .. e^20 (no decision lies out there) rather than overflowing
-    half = min(q * se, 20.0 + abs(log_mean))
-    ci = (math.exp(max(log_mean - half, -20.0)), math.exp(min(log_mean + half, 20.0)))
+    # is bounded at e^-LOG_CAP .. e^LOG_CAP (no decision lies out there) rather than overflowing
+    half = min(q * se, LOG_CAP + abs(log_mean))
+    ci = (math.exp(max(log_mean - half, -LOG_CAP)), math.exp(min(log_mean + half, LOG_CAP)))
     decision = decide(ratio, ci, higher_is_better=higher_is_better, min_effect=min_effect)
     noise = f"{noise_cv:.3%}" if noise_cv is not None else "?"
-    detail = (f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}] ({confidence * 100:.3g}% CI {what}, {_LEVEL_WORDS[level]}: "
+    detail = (f"{ratio_text(ratio, ci)} ({confidence_text(confidence)} CI {what}, {_LEVEL_WORDS[level]}: "
               f"sd {noise} from {source}; min effect {min_effect:.1%})")
     return Judgement(decision=decision, ratio=ratio, ci=ci, level=level, noise_cv=noise_cv, noise_source=source,
                      min_effect=min_effect, n=n, detail=detail), ratio
@@ -300,7 +333,7 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
     source = source.replace("prior", prior_name)
 
     def at(conf: float) -> Judgement:
-        q = t_quantile(0.5 + conf / 2, df)
+        q = t_two_sided(conf, df)
         return _judgement(mean, sd / math.sqrt(n), q, level=level, noise_cv=sd / math.sqrt(2), source=source,
                           higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=conf,
                           what=f"of {n} paired start(s), {metric}")[0]
@@ -335,7 +368,7 @@ def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: floa
     (:meth:`Sequential.same_level`); None when none would (a ratio on the edge of the band)."""
 
     def decision(lv: float, m: int) -> Decision:
-        half = t_quantile(0.5 + lv / 2, max(prior_df + m - 1, 1.0)) * sd / math.sqrt(m)
+        half = t_two_sided(lv, max(prior_df + m - 1, 1.0)) * sd / math.sqrt(m)
         return decide(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
                       higher_is_better=higher_is_better, min_effect=min_effect)
 
@@ -378,12 +411,12 @@ def unpaired(old: Sequence[float], new: Sequence[float], *, level: Level, higher
         se = math.sqrt(2 * machine**2 + within**2 * (1 / na + 1 / nb))
         # the machines' spread rests on a few machines (the prior on four, a history on its own count): a
         # t-quantile on their degrees of freedom, not the normal's
-        q = t_quantile(0.5 + confidence / 2, float(machine_df))
+        q = t_two_sided(confidence, float(machine_df))
         noise, source = machine, band_source if band_cv is not None else "prior"
     elif measured and band_cv is None:
         assert s_start is not None
         se = s_start * math.sqrt(1 / na + 1 / nb)
-        q, noise, source = t_quantile(0.5 + confidence / 2, na + nb - 2), s_start, "starts"
+        q, noise, source = t_two_sided(confidence, na + nb - 2), s_start, "starts"
     else:
         noise = PRIOR_START_CV if band_cv is None else band_cv
         if s_start is not None:

@@ -184,7 +184,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     if left_out:
         desc += (f" (pair{'s' if len(left_out) > 1 else ''} {', '.join(map(str, left_out))} of "
                  f"{len(all_current.starts)} left out: measured disturbed)")
-    others = "; ".join(f"{said(m)} ×{x.ratio:.4f} [{x.ci[0]:.4f}, {x.ci[1]:.4f}] {x.decision}"
+    others = "; ".join(f"{said(m)} {judged_text(x.ratio, x.ci)} {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""
     # more evidence can be had: metrics undecided that the budget's pairs would decide at the spread seen

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential
+from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential, ratio_text
 from perfgate.measuring.metrics import (
     MIN_TRIALS,
     Measurement,
@@ -57,10 +57,8 @@ def _refuse_uncategorized_failure(outcome: str, category: Category | None, messa
 
 
 def judged_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
-    """A ratio and its interval as :attr:`Verdict.judged` carries them."""
-    if ratio is None or ci is None:
-        return ""
-    return f"×{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}]"
+    """A ratio and its interval as :attr:`Verdict.judged` carries them (:func:`perfgate.measuring.judge.ratio_text`)."""
+    return ratio_text(ratio, ci)
 
 
 @dataclass(frozen=True, kw_only=True)
