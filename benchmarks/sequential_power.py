@@ -1,14 +1,15 @@
 """The paired gate's false alarms and power per metric, with the sequential rule (issue: verdicts with power).
 
     python benchmarks/sequential_power.py                   # 2000 replicates per cell, about two minutes
+    python benchmarks/sequential_power.py --boundary obf    # O'Brien-Fleming's shape for every metric (2026-12-04)
     python benchmarks/sequential_power.py --boundary even   # the even (Bonferroni) split it replaced
     python benchmarks/sequential_power.py --replicates 500 --json out.json
     python benchmarks/sequential_power.py --noise-from evidence/h200-x1/latency-*/paired-*.xml   # real noise
 
 Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
 (current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
-:class:`~perfgate.measuring.judge.Sequential` plan (its error-spending boundary, ``--boundary obf``, or the even
-split it replaced, ``--boundary even``) (the metric's own prior, perfgate.profiles.noise), then one
+:class:`~perfgate.measuring.judge.Sequential` plan (each metric's error-spending shape, ``--boundary metric``; one
+shape for all, ``obf`` or ``hsd:GAMMA``; or the even split it replaced, ``--boundary even``) (the metric's own prior, perfgate.profiles.noise), then one
 more pair while it is undecided, up to ``--max-pairs`` (the default of ``--perfgate-max-starts``). A start's
 figure is drawn around its machine's with the metric's *true* noise between starts (the spread measured for it:
 :data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the measured, not a formula's:
@@ -173,7 +174,7 @@ def rows(measured: dict[tuple[str, str], PairNoise] | None = None, replace: tupl
     return out
 
 
-def table(replicates: int, seed: int, max_pairs: int, boundary: str = "obf",
+def table(replicates: int, seed: int, max_pairs: int, boundary: str = "metric",
           measured: dict[tuple[str, str], PairNoise] | None = None,
           replace: tuple[str, ...] = REPLACED, shares: dict[str, float] | None = None) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
@@ -203,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-pairs", type=int, default=6, help="the budget (--perfgate-max-starts)")
-    ap.add_argument("--boundary", choices=("obf", "even"), default="obf",
-                    help="the looks' boundary: obf = error spending (the judge's), even = the Bonferroni split before")
+    ap.add_argument("--boundary", default="metric",
+                    help="the looks' boundary: metric = each metric's own spending shape (the judge's: "
+                         "perfgate.profiles.noise.SPENDING), obf or hsd:GAMMA = that shape for every metric, even = "
+                         "the Bonferroni split before")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--noise-from", nargs="+", metavar="JUNIT", default=[],
                     help="paired runs' JUnit files: the H200 rows' noise as their stack-pair records measured it")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfgate.measuring.judge import Sequential
-from perfgate.measuring.spending import boundaries, crossing_probabilities, nominal_levels, obf_spent
+from perfgate.measuring.spending import boundaries, crossing_probabilities, hsd_spent, nominal_levels, obf_spent, spent
 
 alphas = st.sampled_from([0.005, 0.01, 0.025, 0.05])
 looks = st.integers(min_value=1, max_value=8)
@@ -25,19 +25,42 @@ def test_the_spending_function_rises_from_nothing_to_the_budget(t1, t2, alpha):
 
 
 @settings(max_examples=10, deadline=None)
-@given(k=looks, alpha=alphas)
-def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha):
+@given(k=looks, alpha=alphas, shape=st.sampled_from(["obf", "hsd:-4", "hsd:-3", "hsd:-2"]))
+def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha, shape):
     ts = [i / k for i in range(1, k + 1)]
-    b = boundaries(ts, alpha)
+    b = boundaries(ts, alpha, shape)
     assert all(x > y for x, y in zip(b, b[1:]))  # monotone: each look looser than the one before
-    levels = nominal_levels(ts, alpha)
+    levels = nominal_levels(ts, alpha, shape)
     assert all(x < y for x, y in zip(levels, levels[1:]))
     assert levels[-1] <= alpha  # no look is looser than one test at the whole budget
     # each look spends the spending function's increment, and all of them together exactly alpha
-    spent = crossing_probabilities(ts, b)
-    assert math.fsum(spent) == pytest.approx(alpha, rel=1e-6)
-    cum = [math.fsum(spent[: i + 1]) for i in range(k)]
-    assert cum == pytest.approx([obf_spent(t, alpha) for t in ts], rel=1e-5, abs=1e-12)
+    spent_by_look = crossing_probabilities(ts, b)
+    assert math.fsum(spent_by_look) == pytest.approx(alpha, rel=1e-6)
+    cum = [math.fsum(spent_by_look[: i + 1]) for i in range(k)]
+    assert cum == pytest.approx([spent(shape, t, alpha) for t in ts], rel=1e-5, abs=1e-12)
+
+
+@settings(max_examples=40)
+@given(t1=st.floats(0.0, 1.0), t2=st.floats(0.0, 1.0), alpha=alphas, gamma=st.floats(-8.0, 2.0))
+def test_the_hwang_shih_decani_family_rises_from_nothing_to_the_budget(t1, t2, alpha, gamma):
+    lo, hi = sorted((t1, t2))
+    assert 0.0 <= hsd_spent(lo, alpha, gamma) <= hsd_spent(hi, alpha, gamma) * (1 + 1e-12) <= alpha * (1 + 1e-12)
+    assert hsd_spent(0.0, alpha, gamma) == 0.0 and hsd_spent(1.0, alpha, gamma) == alpha
+
+
+def test_a_shape_is_named_or_refused_and_decode_spends_earlier_than_latency():
+    assert hsd_spent(0.5, 0.02, 0.0) == pytest.approx(0.01)  # gamma 0: linear in the information
+    # gamma -3 spends more at the first of six looks than O'Brien-Fleming's shape, about as much by the last
+    assert spent("hsd:-3", 1 / 6, 0.025) > 1000 * spent("obf", 1 / 6, 0.025)
+    with pytest.raises(ValueError, match="'obf' or 'hsd:GAMMA'"):
+        spent("pocock", 0.5, 0.025)
+    with pytest.raises(ValueError, match="Sequential.boundary is 'metric', 'obf', 'hsd:GAMMA' or 'even'"):
+        Sequential(boundary="pocock")
+    plan = Sequential(first_pairs=1, max_pairs=6)  # each metric its own shape (perfgate.profiles.noise.SPENDING)
+    assert plan.shape("tok_s") == "hsd:-3" and plan.shape("ttft_ms") == plan.shape(None) == "obf"
+    assert plan.shape("ttft_part.prefill_ms") == plan.shape("goodput_rps") == "obf"
+    assert plan.level(0.95, 1, "tok_s") < plan.level(0.95, 1, "ttft_ms")  # decode's first look less strict
+    assert Sequential(max_pairs=6, boundary="obf").shape("tok_s") == "obf"  # one shape for all where named
 
 
 def test_the_recursion_agrees_with_the_multivariate_normal():

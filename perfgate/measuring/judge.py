@@ -236,36 +236,49 @@ class Sequential:
     every look) spent about 0.1 % of a 2.5 % budget. A ``same`` at a look ends the comparison as well (a futility
     stop; it can only lower the false alarms); it is judged on its own interval, at the even split's
     ``1 - alpha / looks`` (:meth:`same_level`), so that calling a real change "same" stays as rare as before and
-    identical arms still end ``same`` early, where the spending boundary is widest.
+    identical arms still end ``same`` early, where the spending boundary is widest. Decode throughput, whose first
+    look stands on a prior every measured start has stayed within, spends more early (Hwang-Shih-DeCani, gamma -3:
+    the first of six looks at 8.5e-4, the last at 1.9 %; :data:`perfgate.profiles.noise.SPENDING`).
     """
 
     first_pairs: int = 1  # pairs measured before the first look
     max_pairs: int = 6  # the most pairs the comparison may take
     max_time_s: float | None = None  # seconds the added pairs may take in the session (None: no limit)
-    #: "obf": the error-spending boundary; "even": the even (Bonferroni) split it replaced, every look at
-    #: :meth:`same_level` (kept to compare them: benchmarks/sequential_power.py --boundary even)
-    boundary: str = "obf"
+    #: "metric": each metric's own spending shape (perfgate.profiles.noise.spending_shape: O'Brien-Fleming's, or
+    #: decode throughput's Hwang-Shih-DeCani -3); "obf" or "hsd:GAMMA": that shape for every metric; "even": the even
+    #: (Bonferroni) split it replaced, every look at :meth:`same_level` (kept to compare them:
+    #: benchmarks/sequential_power.py --boundary even)
+    boundary: str = "metric"
 
     def __post_init__(self) -> None:
-        if self.boundary not in ("obf", "even"):
-            raise ValueError(f"Sequential.boundary is 'obf' or 'even', got {self.boundary!r}")
+        if self.boundary not in ("metric", "obf", "even") and not self.boundary.startswith("hsd:"):
+            raise ValueError(f"Sequential.boundary is 'metric', 'obf', 'hsd:GAMMA' or 'even', got {self.boundary!r}")
+
+    def shape(self, metric: str | None = None) -> str:
+        """The spending shape the looks at ``metric`` use (``even`` for the even split)."""
+        if self.boundary != "metric":
+            return self.boundary
+        from perfgate.profiles.noise import spending_shape
+
+        return spending_shape(metric)
 
     @property
     def looks(self) -> int:
         return max(1, self.max_pairs - self.first_pairs + 1)
 
-    def level(self, confidence: float, pairs: int | None = None) -> float:
-        """The two-sided confidence of the interval at the look after ``pairs`` pairs (None: the last look's):
-        ``1 - 2 p`` for the look's one-sided nominal level ``p`` (:func:`perfgate.measuring.spending.nominal_levels`
-        of ``(1 - confidence) / 2``). Before the first planned look it is the first look's, after the last the
-        last's; a plan of one look is the plain ``confidence``."""
-        if self.looks == 1 or self.boundary == "even":
+    def level(self, confidence: float, pairs: int | None = None, metric: str | None = None) -> float:
+        """The two-sided confidence of the interval at the look after ``pairs`` pairs (None: the last look's) of
+        ``metric`` (its :meth:`shape`): ``1 - 2 p`` for the look's one-sided nominal level ``p``
+        (:func:`perfgate.measuring.spending.nominal_levels` of ``(1 - confidence) / 2``). Before the first planned
+        look it is the first look's, after the last the last's; a plan of one look is the plain ``confidence``."""
+        shape = self.shape(metric)
+        if self.looks == 1 or shape == "even":
             return self.same_level(confidence)
         from perfgate.measuring.spending import nominal_levels
 
         first = max(1, self.first_pairs)
         fractions = tuple(n / self.max_pairs for n in range(first, self.max_pairs + 1))
-        levels = nominal_levels(fractions, (1.0 - confidence) / 2)
+        levels = nominal_levels(fractions, (1.0 - confidence) / 2, shape)
         k = len(levels) - 1 if pairs is None else min(max(pairs - first, 0), len(levels) - 1)
         return 1.0 - 2.0 * levels[k]
 
@@ -338,13 +351,13 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
                           higher_is_better=higher_is_better, min_effect=min_effect, n=n, confidence=conf,
                           what=f"of {n} paired start(s), {metric}")[0]
 
-    j = at(plan.level(confidence, n))  # a change: on the error-spending boundary of this look
+    j = at(plan.level(confidence, n, metric))  # a change: on the error-spending boundary of this look
     if j.decision in (Decision.SAME, Decision.UNDECIDED):  # "same": on its own interval (Sequential.same_level)
         js = at(plan.same_level(confidence)) if plan.looks > 1 else j
         j = js if js.decision is Decision.SAME else replace(j, decision=Decision.UNDECIDED)
     if j.decision is Decision.UNDECIDED:
         need = pairs_needed(mean, sd, n, prior_df=df - n + 1 if source != "starts" else 0.0,
-                            level=lambda m: plan.level(confidence, m), same_level=plan.same_level(confidence),
+                            level=lambda m: plan.level(confidence, m, metric), same_level=plan.same_level(confidence),
                             higher_is_better=higher_is_better, min_effect=min_effect,
                             limit=max(plan.max_pairs, n) * 4)
         budget = plan.max_pairs

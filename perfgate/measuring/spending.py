@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["obf_spent", "boundaries", "nominal_levels", "crossing_probabilities"]
+__all__ = ["obf_spent", "hsd_spent", "spent", "boundaries", "nominal_levels", "crossing_probabilities"]
 
 #: grid points per look for the recursive integration (trapezoid; the boundaries within 1e-4 of a grid four times
 #: as fine, and about 0.1 s for eight looks)
@@ -54,6 +54,30 @@ def obf_spent(t: float, alpha: float) -> float:
     if t >= 1.0:
         return alpha
     return float(2.0 * norm.sf(norm.isf(alpha / 2.0) / math.sqrt(t)))
+
+
+def hsd_spent(t: float, alpha: float, gamma: float) -> float:
+    """One-sided alpha spent by information fraction ``t`` under the Hwang-Shih-DeCani family (Hwang, Shih & DeCani
+    1990, Statistics in Medicine 9:1439): ``alpha (1 - e^(-gamma t)) / (1 - e^(-gamma))``, ``alpha t`` at ``gamma = 0``.
+    ``gamma = -4`` is close to O'Brien-Fleming's shape (little early), ``gamma = 1`` to Pocock's (much early)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
+    if t <= 0.0:
+        return 0.0
+    if t >= 1.0:
+        return alpha
+    if abs(gamma) < 1e-9:
+        return alpha * t
+    return alpha * (1.0 - math.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
+
+
+def spent(shape: str, t: float, alpha: float) -> float:
+    """Alpha spent by ``t`` under a named shape: ``obf`` (:func:`obf_spent`) or ``hsd:GAMMA`` (:func:`hsd_spent`)."""
+    if shape == "obf":
+        return obf_spent(t, alpha)
+    if shape.startswith("hsd:"):
+        return hsd_spent(t, alpha, float(shape[4:]))
+    raise ValueError(f"a spending shape is 'obf' or 'hsd:GAMMA' (e.g. hsd:-2), got {shape!r}")
 
 
 def _check(fractions: Sequence[float]) -> tuple[float, ...]:
@@ -107,12 +131,12 @@ def _run(ts: tuple[float, ...], pick: Any) -> tuple[tuple[float, ...], tuple[flo
 
 
 @functools.lru_cache(maxsize=256)
-def _boundaries(ts: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+def _boundaries(ts: tuple[float, ...], alpha: float, shape: str = "obf") -> tuple[float, ...]:
     from scipy.optimize import brentq
     from scipy.stats import norm
 
-    spent = [obf_spent(t, alpha) for t in ts[:-1]] + [alpha]  # the last planned look spends the rest
-    targets = [c - p for p, c in zip([0.0, *spent], spent)]
+    by = [spent(shape, t, alpha) for t in ts[:-1]] + [alpha]  # the last planned look spends the rest
+    targets = [c - p for p, c in zip([0.0, *by], by)]
 
     def pick(k: int, crossing: Any) -> float:
         target = targets[k]
@@ -125,27 +149,27 @@ def _boundaries(ts: tuple[float, ...], alpha: float) -> tuple[float, ...]:
     return _run(ts, pick)[0]
 
 
-def boundaries(fractions: Sequence[float], alpha: float) -> tuple[float, ...]:
+def boundaries(fractions: Sequence[float], alpha: float, shape: str = "obf") -> tuple[float, ...]:
     """The upper z boundary of each look at information ``fractions`` (rising, the last at most 1), spending a
     one-sided ``alpha`` as :func:`obf_spent` says; the last look spends whatever the earlier ones left of ``alpha``
     (so a plan that stops short of ``t = 1`` still spends its whole budget). Cached."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    return _boundaries(_check(fractions), float(alpha))
+    return _boundaries(_check(fractions), float(alpha), shape)
 
 
-def nominal_levels(fractions: Sequence[float], alpha: float) -> tuple[float, ...]:
+def nominal_levels(fractions: Sequence[float], alpha: float, shape: str = "obf") -> tuple[float, ...]:
     """Each look's one-sided nominal level ``P(Z > b_k)``: what a single test at that look may use. Cached."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    return _nominal(_check(fractions), float(alpha))
+    return _nominal(_check(fractions), float(alpha), shape)
 
 
 @functools.lru_cache(maxsize=256)
-def _nominal(ts: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+def _nominal(ts: tuple[float, ...], alpha: float, shape: str = "obf") -> tuple[float, ...]:
     from scipy.stats import norm
 
-    return tuple(float(norm.sf(b)) for b in _boundaries(ts, alpha))
+    return tuple(float(norm.sf(b)) for b in _boundaries(ts, alpha, shape))
 
 
 def crossing_probabilities(fractions: Sequence[float], bounds: Sequence[float]) -> tuple[float, ...]:

@@ -75,8 +75,8 @@ from dataclasses import dataclass
 from perfgate.categories import Word
 from perfgate.record import TTFT_PART_PREFIX
 
-__all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "PRIORS", "PRIOR_DF",
-           "LIMIT_PASS_PROBABILITY"]
+__all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "spending_shape",
+           "PRIORS", "PRIOR_DF", "SPENDING", "LIMIT_PASS_PROBABILITY"]
 
 
 class MetricClass(Word):
@@ -113,9 +113,27 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
                              ("machines", "real"): 0.01, ("machines", "sim"): 0.01},
 }
 
+#: (class) -> how a sequential paired comparison of the class spends its false-alarm budget over its looks
+#: (:mod:`perfgate.measuring.spending`; every shape spends the whole budget and no more): the O'Brien-Fleming shape
+#: (``obf``: next to nothing at the first looks, most at the last) unless named here. Decode throughput's first look
+#: stands on its prior alone, a prior every measured start has stayed within (0.1 % against 0.01-0.05 %), so it
+#: spends more early (Hwang-Shih-DeCani, ``hsd:-3``): a 2-30 % decode change is decided after 1 pair instead of 2, and
+#: 0.5 % in 73 % of runs within 6 pairs (3.5 on average) instead of 66 % (4.3), with no false alarm on identical arms
+#: or on a machine three times noisier than measured (benchmarks/sequential_power.py, 2000 replicates; docs/gate.md
+#: "Power per metric"). The noisy classes keep ``obf``: early spending there trusts a prior that real starts have
+#: exceeded (the first-token, leg and tail priors were each raised after a real run), and buys them no power (TTFT
+#: +20 % / +30 % caught in 47 % / 83 % of runs at ``hsd:-3``, 49 % / 82 % at ``obf``).
+SPENDING: dict[MetricClass, str] = {MetricClass.THROUGHPUT: "hsd:-3"}
+
 #: how many degrees of freedom a prior is worth when it is pooled with measured starts
 #: (:func:`perfgate.measuring.judge.paired`): a handful, so that two or three measured starts still count
 PRIOR_DF = 4
+
+
+def spending_shape(metric: str | None) -> str:
+    """The error-spending shape of ``metric``'s sequential looks (:data:`SPENDING`; ``obf`` for a class not named
+    there, and where no metric is given)."""
+    return SPENDING.get(metric_class(metric), "obf") if metric else "obf"
 
 
 def metric_class(metric: str) -> MetricClass:
