@@ -47,6 +47,10 @@ def test_a_stack_pair_that_failed_on_another_metric_names_it():
     assert d.endswith("same over 3 start pairs; itl_ms_p99 regressed x1.2000 [no interval]; "
                       "TTFT's to_forward leg regressed x4.3675 [1.6818, 11.3421]"), d
     assert "ttft_ms" not in d.split("start pairs")[1] and d.count("tok_s") == 1
+    # an early look's interval that bounds nothing (capped at e^-20 .. e^20 by the judge) is written as such
+    capped = {**props, "pair.ttft_part.to_forward_ms.ci_low": "2.06115e-09",
+              "pair.ttft_part.to_forward_ms.ci_high": "4.85165e+08"}
+    assert record_detail(capped).endswith("TTFT's to_forward leg regressed x4.3675 (0, inf)")
     del props["pair.ttft_part.to_forward_ms.decision"], props["pair.itl_ms_p99.decision"]
     assert record_detail(props).endswith("same over 3 start pairs")
 

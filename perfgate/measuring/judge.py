@@ -38,7 +38,7 @@ from perfgate.categories import Word
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
     "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
-    "t_quantile", "t_two_sided",
+    "t_quantile", "t_two_sided", "interval_text",
     "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile", "ratio_text", "confidence_text",
 ]
 
@@ -187,14 +187,19 @@ def _starts_needed(log_ratio: float, se_one: float, q: float, min_effect: float)
 LOG_CAP = 20.0
 
 
+def interval_text(ci: tuple[float, float], *, infinity: str = "∞") -> str:
+    """A ratio's interval as every verdict, record line and step table writes it: ``[0.9292, 0.9979]``, an end at
+    the cap as ``(0`` or ``∞)`` (``(0, ∞)``: one pair bounds nothing at this look; the terminal's ASCII ``inf``)."""
+    lo = "(0" if ci[0] <= math.exp(-LOG_CAP) * 1.0001 else f"[{ci[0]:.4f}"
+    hi = f"{infinity})" if ci[1] >= math.exp(LOG_CAP) / 1.0001 else f"{ci[1]:.4f}]"
+    return f"{lo}, {hi}"
+
+
 def ratio_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
-    """A ratio and its interval as every verdict, record line and step table writes them: ``×0.9629 [0.9292,
-    0.9979]``, an end at the cap as ``(0`` or ``∞)`` (``×0.9386 (0, ∞)``: one pair bounds nothing at this look)."""
+    """A ratio and its interval (:func:`interval_text`): ``×0.9629 [0.9292, 0.9979]``, ``×0.9386 (0, ∞)``."""
     if ratio is None or ci is None:
         return ""
-    lo = "(0" if ci[0] <= math.exp(-LOG_CAP) * 1.0001 else f"[{ci[0]:.4f}"
-    hi = "∞)" if ci[1] >= math.exp(LOG_CAP) / 1.0001 else f"{ci[1]:.4f}]"
-    return f"×{ratio:.4f} {lo}, {hi}"
+    return f"×{ratio:.4f} {interval_text(ci)}"
 
 
 def confidence_text(confidence: float) -> str:

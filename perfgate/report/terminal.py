@@ -157,7 +157,13 @@ def _ratio(v: float) -> str:
 
 def _interval(props: dict[str, str], low: str, high: str, form: Callable[[float], str]) -> str:
     lo, hi = _num(props.get(low)), _num(props.get(high))
-    return f" [{form(lo)}, {form(hi)}]" if lo is not None and hi is not None else " [no interval]"
+    if lo is None or hi is None:
+        return " [no interval]"
+    if form is _ratio:  # a ratio's interval as the verdicts write it, an end that bounds nothing as such
+        from perfgate.measuring.judge import interval_text
+
+        return " " + interval_text((lo, hi), infinity="inf")
+    return f" [{form(lo)}, {form(hi)}]"
 
 
 def record_detail(props: dict[str, str]) -> str:
