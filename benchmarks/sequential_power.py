@@ -9,10 +9,11 @@
 Each replicate is one paired run as ``perfgate.plugin.compare.until_decided`` drives it: one interleaved start pair
 (current, candidate), judged by :func:`perfgate.measuring.judge.paired` at the look of the session's
 :class:`~perfgate.measuring.judge.Sequential` plan (each metric's error-spending shape, ``--boundary metric``; one
-shape for all, ``obf`` or ``hsd:GAMMA``; or the even split it replaced, ``--boundary even``) (the metric's own prior, perfgate.profiles.noise), then one
-more pair while it is undecided, up to ``--max-pairs`` (the default of ``--perfgate-max-starts``). A start's
-figure is drawn around its machine's with the metric's *true* noise between starts (the spread measured for it:
-:data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the measured, not a formula's:
+shape for all, ``obf`` or ``hsd:GAMMA``; or the even split it replaced, ``--boundary even``) on the metric's own
+prior (perfgate.profiles.noise), then one more pair while it is undecided, up to ``--max-pairs`` (the default of
+``--perfgate-max-starts``). A start's figure is drawn around its machine's with the metric's *true* noise between
+starts (the spread measured for it: :data:`TRUE_NOISE`), so the rates printed are the judge's on noise like the
+measured, not a formula's:
 
 - **A/A false alarms**: identical arms; the share called *regressed* (blocks), and the mean pairs it took;
 - **prior too narrow**: the same with the true noise three times the measured (a machine noisier than any seen);

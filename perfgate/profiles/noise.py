@@ -115,14 +115,15 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
 
 #: (class) -> how a sequential paired comparison of the class spends its false-alarm budget over its looks
 #: (:mod:`perfgate.measuring.spending`; every shape spends the whole budget and no more): the O'Brien-Fleming shape
-#: (``obf``: next to nothing at the first looks, most at the last) unless named here. Decode throughput's first look
-#: stands on its prior alone, a prior every measured start has stayed within (0.1 % against 0.01-0.05 %), so it
-#: spends more early (Hwang-Shih-DeCani, ``hsd:-3``): a 2-30 % decode change is decided after 1 pair instead of 2, and
-#: 0.5 % in 73 % of runs within 6 pairs (3.5 on average) instead of 66 % (4.3), with no false alarm on identical arms
-#: or on a machine three times noisier than measured (benchmarks/sequential_power.py, 2000 replicates; docs/gate.md
-#: "Power per metric"). The noisy classes keep ``obf``: early spending there trusts a prior that real starts have
-#: exceeded (the first-token, leg and tail priors were each raised after a real run), and buys them no power (TTFT
-#: +20 % / +30 % caught in 47 % / 83 % of runs at ``hsd:-3``, 49 % / 82 % at ``obf``).
+#: (``obf``: next to nothing at the first looks, most at the last) unless named here. Decode throughput's looks stand on
+#: a prior every measured start has stayed within (0.1 % against 0.01-0.05 %), so from its second look on it spends
+#: more (Hwang-Shih-DeCani, ``hsd:-3``); its first look, one order of the arms only, stays O'Brien-Fleming's
+#: (:meth:`perfgate.measuring.judge.Sequential.level`). A 0.5 % decode change is caught in 76 % of runs within 6 pairs
+#: (3.4 on average) instead of 66 % (4.3), as under the even split before the error spending (77 %, 3.4), with no false
+#: alarm on identical arms or on a machine three times noisier than measured (benchmarks/sequential_power.py, 2000
+#: replicates; docs/gate.md "Decode's own shape"). The noisy classes keep ``obf``: early spending there trusts a prior
+#: that real starts have exceeded (the first-token, leg and tail priors were each raised after a real run), and buys
+#: them no power (TTFT +20 % / +30 % caught in 47 % / 83 % of runs at ``hsd:-3``, 49 % / 82 % at ``obf``).
 SPENDING: dict[MetricClass, str] = {MetricClass.THROUGHPUT: "hsd:-3"}
 
 #: how many degrees of freedom a prior is worth when it is pooled with measured starts
