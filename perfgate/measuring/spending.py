@@ -42,17 +42,20 @@ def _pdf(x: Any) -> Any:
     return np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
+def _at_the_ends(t: float, alpha: float) -> float | None:
+    """What every spending function spends at ``t <= 0`` (nothing) and ``t >= 1`` (the budget); None between."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
+    return 0.0 if t <= 0.0 else alpha if t >= 1.0 else None
+
+
 def obf_spent(t: float, alpha: float) -> float:
     """One-sided alpha spent by information fraction ``t`` (0..1) under the O'Brien-Fleming-shaped Lan-DeMets
     function ``2 - 2 Phi(z_{1 - alpha/2} / sqrt(t))``: 0 at ``t = 0``, ``alpha`` at ``t >= 1``, increasing."""
     from scipy.stats import norm
 
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    if t <= 0.0:
-        return 0.0
-    if t >= 1.0:
-        return alpha
+    if (end := _at_the_ends(t, alpha)) is not None:
+        return end
     return float(2.0 * norm.sf(norm.isf(alpha / 2.0) / math.sqrt(t)))
 
 
@@ -60,12 +63,8 @@ def hsd_spent(t: float, alpha: float, gamma: float) -> float:
     """One-sided alpha spent by information fraction ``t`` under the Hwang-Shih-DeCani family (Hwang, Shih & DeCani
     1990, Statistics in Medicine 9:1439): ``alpha (1 - e^(-gamma t)) / (1 - e^(-gamma))``, ``alpha t`` at ``gamma = 0``.
     ``gamma = -4`` is close to O'Brien-Fleming's shape (little early), ``gamma = 1`` to Pocock's (much early)."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    if t <= 0.0:
-        return 0.0
-    if t >= 1.0:
-        return alpha
+    if (end := _at_the_ends(t, alpha)) is not None:
+        return end
     if abs(gamma) < 1e-9:
         return alpha * t
     return alpha * (1.0 - math.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
