@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from perfgate.categories import RecordKind
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
-from perfgate.measuring.judge import ratio_text
+from perfgate.measuring.judge import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.record import Case, pair_of
@@ -142,12 +142,8 @@ def run_step(number: int, spec: str, *, out: Path, root: Path, profile: str, tes
 
 
 def _interval(r: StepResult) -> tuple[str, str]:
-    if r.ratio is None:
-        return "", ""
-    if r.ci is None:
-        return f"×{r.ratio:.4f}", ""
-    ratio, _, ci = ratio_text(r.ratio, r.ci).partition(" ")
-    return ratio, ci
+    ratio = f"×{r.ratio:.4f}" if r.ratio is not None else ""
+    return ratio, interval_text(r.ci) if r.ratio is not None and r.ci is not None else ""
 
 
 def render(b: Bisection, arms: Arms, fmt: str = "text") -> str:

@@ -27,19 +27,18 @@ never claims more than was seen. The four machines' means have a CV of 1.6 %.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from perfgate.categories import Word
+from perfgate.measuring.special import chi2_quantile, t_two_sided
 
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
     "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
-    "t_quantile", "t_two_sided", "interval_text",
-    "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "chi2_quantile", "ratio_text", "confidence_text",
+    "interval_text", "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "ratio_text", "confidence_text",
 ]
 
 #: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
@@ -104,45 +103,6 @@ def default_min_effect(metric: str, *, higher_is_better: bool | None = None) -> 
     if higher_is_better is None:
         higher_is_better = not (metric.endswith("_ms") or "_ms_" in metric or metric.startswith(("ttft", "itl")))
     return MIN_EFFECT_THROUGHPUT if higher_is_better else MIN_EFFECT_LATENCY
-
-
-# ------------------------------------------------------------------------------------------ statistics
-
-
-def _t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom: ``P(T > |t|) = I_x(df/2, 1/2) / 2`` with
-    ``x = df / (df + t^2)`` (the regularized incomplete beta, perfgate.measuring.special)."""
-    from perfgate.measuring.special import betainc
-
-    p = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))  # P(T > |t|)
-    return 1.0 - p if t >= 0 else p
-
-
-def t_two_sided(confidence: float, df: float) -> float:
-    """The quantile of a two-sided ``confidence`` interval of Student's t (``t_quantile(0.5 + confidence / 2,
-    df)``). A confidence within double precision of 1 (an early look of a long sequential plan spends ~1e-20 of its
-    budget: ``0.5 + confidence / 2`` rounds to 1.0) takes the largest quantile below 1, an interval at the cap
-    (:data:`LOG_CAP`), not an error."""
-    return t_quantile(min(0.5 + confidence / 2, math.nextafter(1.0, 0.0)), df)
-
-
-@functools.lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``df = inf``: the normal); cached, as the
-    sequential rule asks for the same few quantiles at every look."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"a quantile needs 0 < p < 1, got {p}")
-    z = statistics.NormalDist().inv_cdf(p)
-    if math.isinf(df) or df > 1e6:
-        return z
-    lo, hi = -1e3, 1e3
-    for _ in range(200):  # bisection on the CDF: monotone, and 200 halvings reach double precision
-        mid = (lo + hi) / 2
-        if _t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def _logs(xs: Sequence[float]) -> list[float]:
@@ -304,13 +264,6 @@ class Sequential:
 
 #: one look: a fixed-size comparison (the gate's two reports, a record judged once)
 ONE_LOOK = Sequential(first_pairs=1, max_pairs=1)
-
-
-def chi2_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of chi-square with ``df`` degrees of freedom (Wilson-Hilferty; within 1 % from df 1)."""
-    z = statistics.NormalDist().inv_cdf(p)
-    k = float(df)
-    return k * max(0.0, 1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
 
 
 def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tuple[float, float, str]:

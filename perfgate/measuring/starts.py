@@ -83,7 +83,7 @@ def start_stats(values: Sequence[float], confidence: float = 0.95) -> tuple[floa
     """(between-start CV, CI low, CI high) of the mean across starts (a t-interval); Nones below 2 starts."""
     if len(values) < 2:
         return None, None, None
-    from perfgate.measuring.judge import t_two_sided
+    from perfgate.measuring.special import t_two_sided
 
     mean, sd = statistics.fmean(values), statistics.stdev(values)
     half = t_two_sided(confidence, len(values) - 1) * sd / math.sqrt(len(values))
