@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfgate.measuring.judge import Sequential
-from perfgate.measuring.spending import boundaries, crossing_probabilities, hsd_spent, nominal_levels, obf_spent, spent
+from perfgate.measuring.spending import (
+    boundaries,
+    crossing_probabilities,
+    hsd_spent,
+    nominal_levels,
+    obf_spent,
+    spent,
+    spent_by_look,
+)
 
 alphas = st.sampled_from([0.005, 0.01, 0.025, 0.05])
 looks = st.integers(min_value=1, max_value=8)
@@ -25,19 +33,23 @@ def test_the_spending_function_rises_from_nothing_to_the_budget(t1, t2, alpha):
 
 
 @settings(max_examples=10, deadline=None)
-@given(k=looks, alpha=alphas, shape=st.sampled_from(["obf", "hsd:-4", "hsd:-3", "hsd:-2"]))
-def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha, shape):
+@given(k=looks, alpha=alphas, shape=st.sampled_from(["obf", "hsd:-4", "hsd:-3", "hsd:-2"]), one_order=st.integers(0, 1))
+def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha, shape, one_order):
     ts = [i / k for i in range(1, k + 1)]
-    b = boundaries(ts, alpha, shape)
+    b = boundaries(ts, alpha, shape, one_order_looks=one_order)
     assert all(x > y for x, y in zip(b, b[1:]))  # monotone: each look looser than the one before
-    levels = nominal_levels(ts, alpha, shape)
+    levels = nominal_levels(ts, alpha, shape, one_order_looks=one_order)
     assert all(x < y for x, y in zip(levels, levels[1:]))
     assert levels[-1] <= alpha  # no look is looser than one test at the whole budget
     # each look spends the spending function's increment, and all of them together exactly alpha
-    spent_by_look = crossing_probabilities(ts, b)
-    assert math.fsum(spent_by_look) == pytest.approx(alpha, rel=1e-6)
-    cum = [math.fsum(spent_by_look[: i + 1]) for i in range(k)]
-    assert cum == pytest.approx([spent(shape, t, alpha) for t in ts], rel=1e-5, abs=1e-12)
+    crossed = crossing_probabilities(ts, b)
+    assert math.fsum(crossed) == pytest.approx(alpha, rel=1e-6)
+    cum = [math.fsum(crossed[: i + 1]) for i in range(k)]
+    assert cum == pytest.approx(list(spent_by_look(ts, alpha, shape, one_order_looks=one_order)), rel=1e-5, abs=1e-12)
+    expected = [spent(shape, t, alpha) for t in ts[:-1]] + [alpha]
+    if one_order and k > 1:  # the first look, one order of the arms, spends no more than O'Brien-Fleming's
+        expected[0] = min(expected[0], obf_spent(ts[0], alpha))
+    assert cum == pytest.approx(expected, rel=1e-5, abs=1e-12)
 
 
 @settings(max_examples=40)

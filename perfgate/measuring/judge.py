@@ -203,9 +203,9 @@ class Sequential:
     ``1 - alpha / looks`` (:meth:`same_level`), so that calling a real change "same" stays as rare as before and
     identical arms still end ``same`` early, where the spending boundary is widest. Decode throughput, whose looks
     stand on a prior every measured start has stayed within, spends more from its second look on (Hwang-Shih-DeCani,
-    gamma -3: the second of six looks at 1.6e-3 one-sided against 1e-4, the last at 1.9 %;
+    gamma -3: the second of six looks at 2.3e-3 one-sided against 1e-4, the last at 1.9 %;
     :data:`perfgate.profiles.noise.SPENDING`); no shape's first look is looser than O'Brien-Fleming's, as one pair
-    holds one order of the arms only (:meth:`level`).
+    holds one order of the arms only (:func:`perfgate.measuring.spending.spent_by_look`).
     """
 
     first_pairs: int = 1  # pairs measured before the first look
@@ -245,16 +245,10 @@ class Sequential:
 
         first = max(1, self.first_pairs)
         fractions = tuple(n / self.max_pairs for n in range(first, self.max_pairs + 1))
-        levels = nominal_levels(fractions, (1.0 - confidence) / 2, shape)
+        # a look after one pair has one order of the arms: it spends no more than O'Brien-Fleming's first look
+        levels = nominal_levels(fractions, (1.0 - confidence) / 2, shape, one_order_looks=1 if first == 1 else 0)
         k = len(levels) - 1 if pairs is None else min(max(pairs - first, 0), len(levels) - 1)
-        p = levels[k]
-        if first == 1 and k == 0 and shape != "obf":
-            # one pair has one order of the arms (perfgate.measuring.order): whatever favours a place in a pair is
-            # in its ratio whole, and only the next pair, reversed, cancels it. So the first look is never looser
-            # than O'Brien-Fleming's (the later looks keep their shape's; spending less at one look keeps the
-            # false-alarm rate under the budget)
-            p = min(p, nominal_levels(fractions, (1.0 - confidence) / 2, "obf")[0])
-        return 1.0 - 2.0 * p
+        return 1.0 - 2.0 * levels[k]
 
     def same_level(self, confidence: float) -> float:
         """The two-sided confidence of the interval a ``same`` is judged on at every look: the even split of

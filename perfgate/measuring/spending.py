@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["obf_spent", "hsd_spent", "spent", "boundaries", "nominal_levels", "crossing_probabilities"]
+__all__ = ["obf_spent", "hsd_spent", "spent", "spent_by_look", "boundaries", "nominal_levels", "crossing_probabilities"]
 
 #: grid points per look for the recursive integration (trapezoid; the boundaries within 1e-4 of a grid four times
 #: as fine, and about 0.1 s for eight looks)
@@ -129,12 +129,27 @@ def _run(ts: tuple[float, ...], pick: Any) -> tuple[tuple[float, ...], tuple[flo
     return tuple(bounds), tuple(probs)
 
 
+def spent_by_look(fractions: Sequence[float], alpha: float, shape: str = "obf", *,
+                  one_order_looks: int = 0) -> tuple[float, ...]:
+    """The one-sided alpha spent by each look at information ``fractions``, cumulative: the shape's (:func:`spent`),
+    the last planned look the whole budget (a plan that stops short of ``t = 1`` still spends it all), and the first
+    ``one_order_looks`` looks no more than O'Brien-Fleming's: a paired comparison's first pair has one order of the
+    arms (perfgate.measuring.order), whatever favours a place in a pair is in its ratio whole, and only the next pair,
+    reversed, cancels it; what those looks do not spend, the next look does."""
+    ts = _check(fractions)
+    by = [spent(shape, t, alpha) for t in ts[:-1]] + [alpha]
+    for k in range(min(one_order_looks, len(ts) - 1)):
+        by[k] = min(by[k], obf_spent(ts[k], alpha))
+    return tuple(by)
+
+
 @functools.lru_cache(maxsize=256)
-def _boundaries(ts: tuple[float, ...], alpha: float, shape: str = "obf") -> tuple[float, ...]:
+def _boundaries(ts: tuple[float, ...], alpha: float, shape: str = "obf", one_order_looks: int = 0) -> tuple[
+        float, ...]:
     from scipy.optimize import brentq
     from scipy.stats import norm
 
-    by = [spent(shape, t, alpha) for t in ts[:-1]] + [alpha]  # the last planned look spends the rest
+    by = spent_by_look(ts, alpha, shape, one_order_looks=one_order_looks)
     targets = [c - p for p, c in zip([0.0, *by], by)]
 
     def pick(k: int, crossing: Any) -> float:
@@ -148,27 +163,28 @@ def _boundaries(ts: tuple[float, ...], alpha: float, shape: str = "obf") -> tupl
     return _run(ts, pick)[0]
 
 
-def boundaries(fractions: Sequence[float], alpha: float, shape: str = "obf") -> tuple[float, ...]:
+def boundaries(fractions: Sequence[float], alpha: float, shape: str = "obf", *,
+               one_order_looks: int = 0) -> tuple[float, ...]:
     """The upper z boundary of each look at information ``fractions`` (rising, the last at most 1), spending a
-    one-sided ``alpha`` as :func:`obf_spent` says; the last look spends whatever the earlier ones left of ``alpha``
-    (so a plan that stops short of ``t = 1`` still spends its whole budget). Cached."""
+    one-sided ``alpha`` as :func:`spent_by_look` says. Cached."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    return _boundaries(_check(fractions), float(alpha), shape)
+    return _boundaries(_check(fractions), float(alpha), shape, one_order_looks)
 
 
-def nominal_levels(fractions: Sequence[float], alpha: float, shape: str = "obf") -> tuple[float, ...]:
+def nominal_levels(fractions: Sequence[float], alpha: float, shape: str = "obf", *,
+                   one_order_looks: int = 0) -> tuple[float, ...]:
     """Each look's one-sided nominal level ``P(Z > b_k)``: what a single test at that look may use. Cached."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"a one-sided budget needs 0 < alpha < 1, got {alpha}")
-    return _nominal(_check(fractions), float(alpha), shape)
+    return _nominal(_check(fractions), float(alpha), shape, one_order_looks)
 
 
 @functools.lru_cache(maxsize=256)
-def _nominal(ts: tuple[float, ...], alpha: float, shape: str = "obf") -> tuple[float, ...]:
+def _nominal(ts: tuple[float, ...], alpha: float, shape: str = "obf", one_order_looks: int = 0) -> tuple[float, ...]:
     from scipy.stats import norm
 
-    return tuple(float(norm.sf(b)) for b in _boundaries(ts, alpha, shape))
+    return tuple(float(norm.sf(b)) for b in _boundaries(ts, alpha, shape, one_order_looks))
 
 
 def crossing_probabilities(fractions: Sequence[float], bounds: Sequence[float]) -> tuple[float, ...]:

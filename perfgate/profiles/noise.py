@@ -116,9 +116,9 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
 #: (class) -> how a sequential paired comparison of the class spends its false-alarm budget over its looks
 #: (:mod:`perfgate.measuring.spending`; every shape spends the whole budget and no more): the O'Brien-Fleming shape
 #: (``obf``: next to nothing at the first looks, most at the last) unless named here. Decode throughput's looks stand on
-#: a prior every measured start has stayed within (0.1 % against 0.01-0.05 %), so from its second look on it spends
-#: more (Hwang-Shih-DeCani, ``hsd:-3``); its first look, one order of the arms only, stays O'Brien-Fleming's
-#: (:meth:`perfgate.measuring.judge.Sequential.level`). A 0.5 % decode change is caught in 76 % of runs within 6 pairs
+#: a prior every measured start has stayed within (0.1 % against 0.01-0.05 %), so from its second look on it spends more
+#: (Hwang-Shih-DeCani, ``hsd:-3``); its first look, one order of the arms only, spends no more than O'Brien-Fleming's
+#: (:func:`perfgate.measuring.spending.spent_by_look`). A 0.5 % decode change is caught in 76 % of runs within 6 pairs
 #: (3.4 on average) instead of 66 % (4.3), as under the even split before the error spending (77 %, 3.4), with no false
 #: alarm on identical arms or on a machine three times noisier than measured (benchmarks/sequential_power.py, 2000
 #: replicates; docs/gate.md "Decode's own shape"). The noisy classes keep ``obf``: early spending there trusts a prior
