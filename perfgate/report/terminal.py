@@ -7,12 +7,12 @@ terminal reporter's ``stats`` (lists of reports carrying ``user_properties``); n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.kinds import PROFILE, figure_of, in_matrix
+from perfgate.measuring.judge import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS, PRIMARY
 from perfgate.measuring.ttft_parts import LEG_METRICS, said
 from perfgate.record import (
@@ -155,15 +155,13 @@ def _ratio(v: float) -> str:
     return f"{v:.4f}"
 
 
-def _interval(props: dict[str, str], low: str, high: str, form: Callable[[float], str]) -> str:
+def _interval(props: dict[str, str], low: str, high: str, *, ratio: bool) -> str:
+    """A figure's interval, or a ratio's as the verdicts write it (perfgate.measuring.judge.interval_text: an end
+    that bounds nothing as such)."""
     lo, hi = _num(props.get(low)), _num(props.get(high))
     if lo is None or hi is None:
         return " [no interval]"
-    if form is _ratio:  # a ratio's interval as the verdicts write it, an end that bounds nothing as such
-        from perfgate.measuring.judge import interval_text
-
-        return " " + interval_text((lo, hi), infinity="inf")
-    return f" [{form(lo)}, {form(hi)}]"
+    return " " + interval_text((lo, hi), infinity="inf") if ratio else f" [{_fig(lo)}, {_fig(hi)}]"
 
 
 def record_detail(props: dict[str, str]) -> str:
@@ -181,7 +179,7 @@ def record_detail(props: dict[str, str]) -> str:
         if props.get(f"{figure}_low") is not None:  # an interval of its own (goodput: [low, high))
             text += " " + interval_cell(props, figure)
         else:
-            text += _interval(props, f"{figure}_ci_low", f"{figure}_ci_high", _fig)
+            text += _interval(props, f"{figure}_ci_low", f"{figure}_ci_high", ratio=False)
         limit = _num(props.get(LIMIT))
         if limit is not None:
             word = "ceiling" if props.get(DIRECTION) == "lower" else "floor"
@@ -205,7 +203,7 @@ def record_detail(props: dict[str, str]) -> str:
     for ratio, low, high, what in COMPARISONS:
         r = _num(props.get(ratio))
         if r is not None:
-            parts.append(f"{what} x{_ratio(r)}" + _interval(props, low, high, _ratio))
+            parts.append(f"{what} x{_ratio(r)}" + _interval(props, low, high, ratio=True))
     if props.get(PAIR_DECISION):
         n = props.get(PAIR_N, "")
         parts.append(props[PAIR_DECISION] + (f" over {n} start pair{'' if n == '1' else 's'}" if n else ""))
@@ -214,7 +212,7 @@ def record_detail(props: dict[str, str]) -> str:
             if metric != PRIMARY and props.get(pair_of(metric, "decision")) == "regressed":
                 r = _num(props.get(pair_of(metric, "ratio")))
                 parts.append(f"{said(metric)} regressed" + ("" if r is None else f" x{_ratio(r)}" + _interval(
-                    props, pair_of(metric, "ci_low"), pair_of(metric, "ci_high"), _ratio)))
+                    props, pair_of(metric, "ci_low"), pair_of(metric, "ci_high"), ratio=True)))
     return "; ".join(parts)
 
 
