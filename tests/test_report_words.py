@@ -111,3 +111,30 @@ def test_the_gate_counts_records_and_identical_reports_list_nothing_as_moved(tmp
     assert not moved(r.throughput) and "Moved, undecided" not in text and "Undecided, not moved" in text
     for n in __import__("re").findall(r"--perfgate-starts (\d+)", text):
         assert int(n) <= MAX_STARTS_ADVICE, text
+
+
+def test_an_interval_at_the_cap_reads_as_unbounded_in_the_report_not_as_its_numbers() -> None:
+    # one pair at the first look of a 4-pair plan: the judge's interval is the cap (the bisect's real first step,
+    # 2026-12-05, read "[0.0000, 485165195.4098]"); the report's row and words said "[-100.0, +48516519440.9] %" and
+    # "between 100.0 % faster and 48516519440.9 % slower"
+    from perfgate.measuring.judge import Sequential, bounds, change_interval_text, paired
+    from perfgate.report.verdicts import RecordVerdict
+
+    j = paired([1.0614], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,
+               plan=Sequential(first_pairs=1, max_pairs=4), metric="ttft_ms")
+    assert j.ci is not None and bounds(j.ci) == (False, False)
+    tp = MetricChange(old=30.0, new=30.0 * j.ratio, verdict="undecided", judgement=j, metric="ttft_ms",
+                      higher_is_better=False, why=j.detail)
+    assert interval_words(tp) == ("ttft_ms changed by (-100, +∞) %: not bounded on either side yet; the 10 % floor "
+                                  "is not decided")
+    one_side = _change((1e-30, 1.02), metric="ttft_ms", higher_is_better=False)
+    assert interval_words(one_side).startswith("ttft_ms changed by (-100, +2.0] %: not bounded on one side yet")
+    assert change_interval_text((1.012, 1.049)) == "[+1.2, +4.9] %"
+    assert change_interval_text((0.5, 1e30)) == "[-50.0, +∞) %"
+    row = RecordVerdict(
+        key="k", sections=(), old_outcome="passed", new_outcome="passed", kind="stack-pair", metric="ttft_ms",
+        unit="ms", higher_is_better=False, old=30.0, new=31.8, old_ci=None, new_ci=None, delta_pct=6.14,
+        interval_pct=((j.ci[0] - 1) * 100, (j.ci[1] - 1) * 100), decision="undecided", noise_level="same machine",
+        noise_source="prior", noise_cv=0.25, min_effect=0.1, blocks=(), updates=False, why="")
+    assert row.interval == "(-100, +∞) %"
+    assert moved(tp) is False

@@ -38,7 +38,8 @@ from perfgate.measuring.special import chi2_quantile, t_two_sided
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
     "PRIOR_START_CV", "PRIOR_MACHINE_CV", "PRIOR_MACHINE_DF", "MIN_EFFECT_THROUGHPUT", "MIN_EFFECT_LATENCY",
-    "interval_text", "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed", "ratio_text", "confidence_text",
+    "interval_text", "change_interval_text", "bounds", "Sequential", "ONE_LOOK", "pair_spread", "pairs_needed",
+    "ratio_text", "confidence_text",
 ]
 
 #: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
@@ -150,9 +151,25 @@ LOG_CAP = 20.0
 def interval_text(ci: tuple[float, float], *, infinity: str = "∞") -> str:
     """A ratio's interval as every verdict, record line and step table writes it: ``[0.9292, 0.9979]``, an end at
     the cap as ``(0`` or ``∞)`` (``(0, ∞)``: one pair bounds nothing at this look; the terminal's ASCII ``inf``)."""
-    lo = "(0" if ci[0] <= math.exp(-LOG_CAP) * 1.0001 else f"[{ci[0]:.4f}"
-    hi = f"{infinity})" if ci[1] >= math.exp(LOG_CAP) / 1.0001 else f"{ci[1]:.4f}]"
+    low, high = bounds(ci)
+    lo = f"[{ci[0]:.4f}" if low else "(0"
+    hi = f"{ci[1]:.4f}]" if high else f"{infinity})"
     return f"{lo}, {hi}"
+
+
+def bounds(ci: tuple[float, float]) -> tuple[bool, bool]:
+    """Whether each end of a ratio's interval bounds anything: an end at the cap (:data:`LOG_CAP`, an early look
+    of a long plan or one pair of a noisy metric) does not."""
+    return ci[0] > math.exp(-LOG_CAP) * 1.0001, ci[1] < math.exp(LOG_CAP) / 1.0001
+
+
+def change_interval_text(ci: tuple[float, float]) -> str:
+    """A ratio's interval as a change in per cent, as the report's verdict rows write it: ``[+1.2, +4.9] %``, an end
+    at the cap as ``(-100`` or ``+∞)`` (the same caps as :func:`interval_text`)."""
+    low, high = bounds(ci)
+    lo = f"[{(ci[0] - 1) * 100:+.1f}" if low else "(-100"
+    hi = f"{(ci[1] - 1) * 100:+.1f}]" if high else "+∞)"
+    return f"{lo}, {hi} %"
 
 
 def ratio_text(ratio: float | None, ci: tuple[float, float] | None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from perfgate.measuring.judge import change_interval_text
 from perfgate.report.diff import UNCHANGED, Diff, RecordDiff
 from perfgate.report.gate import Finding, GateResult, run_gate
 from perfgate.report.policy import GatePolicy
@@ -93,11 +94,12 @@ class RecordVerdict:
 
     @property
     def interval(self) -> str:
-        """``[+1.2, +4.9] %``, "" without an interval."""
+        """``[+1.2, +4.9] %``, an end that bounds nothing as ``(-100`` or ``+∞)``
+        (:func:`perfgate.measuring.judge.change_interval_text`); "" without an interval."""
         if self.interval_pct is None:
             return ""
         lo, hi = self.interval_pct
-        return f"[{lo:+.1f}, {hi:+.1f}] %"
+        return change_interval_text((1 + lo / 100, 1 + hi / 100))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 
+from perfgate.measuring.judge import bounds, change_interval_text
 from perfgate.report.diff import UNDECIDED, MetricChange
 
 __all__ = ["MAX_STARTS_ADVICE", "moved", "interval_words", "needs_words", "starts_to_decide", "judged_words"]
@@ -51,7 +52,10 @@ def interval_words(tp: MetricChange) -> str:
     if j is None or j.ci is None:
         return ""
     a, b = sorted((_worse(tp, j.ci[0]), _worse(tp, j.ci[1])))
-    if a > 0:
+    if not all(bounds(j.ci)):  # an end at the cap: "between 100.0 % faster and 4.9e+10 % slower" says nothing
+        side = "either side" if not any(bounds(j.ci)) else "one side"
+        text = f"{tp.metric} changed by {change_interval_text(j.ci)}: not bounded on {side} yet"
+    elif a > 0:
         text = f"{tp.metric} slower by {a * 100:.1f}-{b * 100:.1f} %"
     elif b < 0:
         text = f"{tp.metric} faster by {-b * 100:.1f}-{-a * 100:.1f} %"
