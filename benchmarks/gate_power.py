@@ -64,12 +64,15 @@ class Fleet:
 
 
 def record(machine: str, starts: list[tuple[float, float]], *, config: str = "940159e895", metric: str = "tok_s",
-           engine: str = "sim") -> Record:
-    """A floor record as a report carries it: its metric (median over starts), its CI, n, and the starts."""
+           engine: str = "sim", gpu: str = "") -> Record:
+    """A floor record as a report carries it: its metric (median over starts), its CI, n, and the starts (``gpu``: its
+    ``stack.gpu``, whose kind's priors judge it)."""
     vals = sorted(v for v, _ in starts)
     med = vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2
     half = max(h for _, h in starts)
     props = [("machine.id", machine), ("config", config), ("metric", metric), ("engine", engine)]
+    if gpu:
+        props.append(("stack.gpu", gpu))
     nums = [(metric, med), (f"{metric}_ci_low", med - half), (f"{metric}_ci_high", med + half), ("n", float(TRIALS))]
     if len(starts) > 1:
         props += [("start_values", ",".join(f"{v:.6g}" for v, _ in starts)), ("n_starts", str(len(starts)))]

@@ -61,6 +61,8 @@ TRUE_NOISE: dict[tuple[str, str], float] = {
     ("real", "tok_s"): 0.0003, ("real", "output_tok_s"): 0.0028, ("real", "ttft_ms"): 0.12,
     ("real", "itl_ms_p99"): 0.017, ("real", "goodput_rps"): 0.08,
 }
+#: the GPU :data:`TRUE_NOISE`'s real rows were measured on, and whose priors judge them unless ``--gpu`` names another
+GPU = "H200"
 #: the metrics a stack-pair record carries per start for both arms, and the property holding each one's judged values
 PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "ttft_probe_ms",
                  "itl_ms_p99": "itl_ms_p99",
@@ -107,15 +109,16 @@ def leg_shares(paths: list[str]) -> dict[str, float]:
 
 
 def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noise: float, plan: Sequential,
-             first: int = 1, level: str = "starts", share: float = 1.0) -> tuple[Decision, int]:
+             first: int = 1, level: str = "starts", share: float = 1.0, gpu: str = GPU) -> tuple[Decision, int]:
     """One paired run: pairs added while undecided; (the decision, the pairs it took). ``share``: a TTFT leg's
     share of TTFT, where ``metric`` is a leg: ``change`` is then TTFT's (that much of TTFT added to the leg), and the
-    leg's floor is TTFT's over its share, as the stack pair judges a leg (perfgate.measuring.stackpair)."""
+    leg's floor is TTFT's over its share, as the stack pair judges a leg (perfgate.measuring.stackpair). ``gpu``: the
+    GPU whose priors judge a real row (perfgate.profiles.noise.gpu_kind)."""
     leg = metric in LEG_METRICS
     spec = METRICS.get("ttft_ms" if leg else metric) or RECORD_METRICS[metric]
     up = spec.higher_is_better
     shift = math.log(1 - change) if up else math.log(1 + change / share)  # worse in the metric's direction
-    prior = prior_cv(metric, level, simulated=engine == "sim")
+    prior = prior_cv(metric, level, simulated=engine == "sim", gpu=gpu)
     floor = leg_floor(share) if leg else default_min_effect(metric, higher_is_better=up)
     ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
     while True:
@@ -138,7 +141,8 @@ def cell(rng: random.Random, replicates: int, **kw: object) -> Cell:
 MACHINE_SD = 0.016
 
 
-def across_machines(rng: random.Random, replicates: int, *, metric: str, engine: str, noise: float) -> float:
+def across_machines(rng: random.Random, replicates: int, *, metric: str, engine: str, noise: float,
+                    gpu: str = GPU) -> float:
     """The share of A/A pairs of single-start reports from two machines that ``perfgate gate`` calls regressed."""
     try:
         from benchmarks.gate_power import record
@@ -150,7 +154,8 @@ def across_machines(rng: random.Random, replicates: int, *, metric: str, engine:
     hits = 0
     for i in range(replicates):
         v = [100.0 * math.exp(rng.gauss(0, machine) + rng.gauss(0, noise)) for _ in range(2)]
-        a, b = (record(f"m{i}{side}", [(x, 0.0005 * x)], metric=metric, engine=engine) for side, x in zip("ab", v))
+        a, b = (record(f"m{i}{side}", [(x, 0.0005 * x)], metric=metric, engine=engine, gpu=gpu)
+                for side, x in zip("ab", v))
         hits += compare_metric(a, b).verdict == Decision.REGRESSED  # type: ignore[union-attr]
     return hits / replicates
 
@@ -177,17 +182,18 @@ def rows(measured: dict[tuple[str, str], PairNoise] | None = None, replace: tupl
 
 def table(replicates: int, seed: int, max_pairs: int, boundary: str = "metric",
           measured: dict[tuple[str, str], PairNoise] | None = None,
-          replace: tuple[str, ...] = REPLACED, shares: dict[str, float] | None = None) -> dict[str, dict[str, object]]:
+          replace: tuple[str, ...] = REPLACED, shares: dict[str, float] | None = None,
+          gpu: str = GPU) -> dict[str, dict[str, object]]:
     rng = random.Random(seed)
     plan = Sequential(first_pairs=1, max_pairs=max_pairs, boundary=boundary)
     out: dict[str, dict[str, object]] = {}
     for engine, metric, noise, level, share in rows(measured, replace, shares):
-        kw = {"metric": metric, "engine": engine, "plan": plan, "level": level, "share": share}
+        kw = {"metric": metric, "engine": engine, "plan": plan, "level": level, "share": share, "gpu": gpu}
         aa = cell(rng, replicates, change=0.0, noise=noise, **kw)
         wide = cell(rng, replicates, change=0.0, noise=3 * noise, **kw)
         power = {d: cell(rng, max(200, replicates // 4), change=d, noise=noise, **kw) for d in CHANGES}
         smallest = next((d for d in CHANGES if power[d].rate >= 0.95), None)
-        prior = prior_cv(metric, level, simulated=engine == "sim")
+        prior = prior_cv(metric, level, simulated=engine == "sim", gpu=gpu)
         name = f"{engine} {metric}" if level == "starts" else f"{engine} {level} {metric}"
         if metric in LEG_METRICS:
             name += f" ({share:.1%} of TTFT)"
@@ -196,7 +202,7 @@ def table(replicates: int, seed: int, max_pairs: int, boundary: str = "metric",
                      "smallest_95": smallest,
                      # a leg is judged in paired runs only: two machines' single reports carry TTFT, not legs
                      "aa_two_machines": math.nan if metric in LEG_METRICS else across_machines(
-                         rng, replicates, metric=metric, engine=engine, noise=noise)}
+                         rng, replicates, metric=metric, engine=engine, noise=noise, gpu=gpu)}
     return out
 
 
@@ -212,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--noise-from", nargs="+", metavar="JUNIT", default=[],
                     help="paired runs' JUnit files: the H200 rows' noise as their stack-pair records measured it")
+    ap.add_argument("--gpu", default=GPU,
+                    help=f"the GPU whose priors judge the real rows (perfgate.profiles.noise.gpu_kind; default {GPU}, "
+                         "where TRUE_NOISE was measured): give the one --noise-from's runs ran on")
     ap.add_argument("--replace", nargs="+", metavar="METRIC", default=list(REPLACED),
                     help=f"the rows --noise-from replaces (default: {' '.join(REPLACED)})")
     args = ap.parse_args(argv)
@@ -221,9 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     shares = leg_shares(args.noise_from) if args.noise_from else None
     for leg, share in sorted((shares or {}).items()):
         print(f"share of TTFT: {leg} {share:.1%}")
-    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace), shares)
+    t = table(args.replicates, args.seed, args.max_pairs, args.boundary, measured, tuple(args.replace), shares,
+              args.gpu)
     print(f"sequential paired runs: first look after 1 pair, at most {args.max_pairs}; {args.replicates} replicates; "
-          f"boundary {args.boundary}")
+          f"boundary {args.boundary}; real rows on {args.gpu}'s priors")
     print(f"{'metric':<44}{'noise':>7}{'prior':>7}{'A/A FA':>8}{'pairs':>6}{'3x FA':>7}{'2 mach':>8}  "
           + "".join(f"{d:>11.1%}" for d in CHANGES) + "   >=95 % from")
     for name, row in t.items():

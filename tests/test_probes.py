@@ -175,7 +175,7 @@ def test_the_h200_latency_runs_replayed_on_the_shipped_priors() -> None:
     def judged(cur: Measurement, cand: Measurement, pairs: int) -> dict[str, Judgement]:
         c, d = (replace(m, starts=m.starts[:pairs]) for m in (cur, cand))
         return pair_judgements(d, c, confidence=0.95, plan=Sequential(first_pairs=1, max_pairs=4),
-                               prior_cv=lambda metric: prior_cv(metric, "starts"))
+                               prior_cv=lambda metric: prior_cv(metric, "starts", gpu="NVIDIA H200"))
 
     rng = random.Random(5)
     cur = arm(rng, [(32.84, 0.926, 3.49), (23.37, 1.071, 3.17), (29.66, 0.919, 3.59)])

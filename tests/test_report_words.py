@@ -122,7 +122,7 @@ def test_an_interval_at_the_cap_reads_as_unbounded_in_the_report_not_as_its_numb
 
     j = paired([1.0614], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,
                plan=Sequential(first_pairs=1, max_pairs=4), metric="ttft_ms")
-    assert j.ci is not None and bounds(j.ci) == (False, False)
+    assert j.ci is not None and j.ratio is not None and bounds(j.ci) == (False, False)
     tp = MetricChange(old=30.0, new=30.0 * j.ratio, verdict="undecided", judgement=j, metric="ttft_ms",
                       higher_is_better=False, why=j.detail)
     assert interval_words(tp) == ("ttft_ms changed by (-100, +∞) %: not bounded on either side yet; the 10 % floor "

@@ -250,9 +250,10 @@ def note_tolerance(state: Session, table: str, key: str, m: Measurement | None =
         start_cv = statistics.stdev(starts) / statistics.fmean(starts)
     within = (stat.cv or 0.0) * 1.25 / max(1, stat.n) ** 0.5 if stat is not None else 0.0
     simulated = st.profile.simulated
-    tol = limit_tolerance(key, simulated=simulated, start_cv=start_cv, n_starts=max(1, len(starts)),
+    gpu = str(st.stack.gpu)
+    tol = limit_tolerance(key, simulated=simulated, gpu=gpu, start_cv=start_cv, n_starts=max(1, len(starts)),
                           within_cv=within)
-    noise = noise_for(key, "starts", measured=start_cv, simulated=simulated).cv
+    noise = noise_for(key, "starts", measured=start_cv, simulated=simulated, gpu=gpu).cv
     st.ledger.note_update(table, f"{key}_tolerance", None, tol, {f"{key}_noise": round(noise, 4)})
 
 

@@ -130,11 +130,11 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
                         f"config on the current one ({own.name}): perf_compare(measure(perf_candidate), "
                         f"measure(perf_server)); got {candidate.config_name} and {current.config_name}")
     w = st.settings.workload(st.profile.workload_for(case.mode))
-    simulated = st.profile.simulated
+    simulated, gpu = st.profile.simulated, str(st.stack.gpu)
     level = pairs_level(candidate, current)
     v = stackpair.stack_pair_verdict(candidate, current, mode=case.mode, spec=cand.spec, confidence=w.confidence,
                                      plan=perf.plan(),
-                                     prior_cv=lambda metric: prior_cv(metric, level, simulated=simulated),
+                                     prior_cv=lambda metric: prior_cv(metric, level, simulated=simulated, gpu=gpu),
                                      measured=measured_noise(perf, own.key, str(level)))
     for k, val in v.properties.items():
         perf.record(k, val)

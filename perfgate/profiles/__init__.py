@@ -166,6 +166,8 @@ class Floor:
     tolerance_shared: bool = False
     # whether the profile runs the simulator (the priors of a limit's noise are the simulator's)
     simulated: bool = False
+    # the GPU the profile is for (``hardware.gpu``): a real limit's noise takes its kind's priors
+    gpu: str = ""
 
     def limit(self, metric: str) -> float | None:
         if metric == "tok_s":
@@ -185,7 +187,7 @@ class Floor:
             return self.tolerance
         from perfgate.profiles.noise import limit_tolerance
 
-        return limit_tolerance(metric, simulated=self.simulated)
+        return limit_tolerance(metric, simulated=self.simulated, gpu=self.gpu)
 
     def at(self, concurrency: int | None) -> Floor | None:
         """The floors that apply at ``concurrency`` (``None``: the mode's own, for its workload)."""

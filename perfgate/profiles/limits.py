@@ -9,7 +9,8 @@ from perfgate.profiles import DEFAULT_TOLERANCE, MICRO_TIMINGS, Floor, MicroFloo
 from perfgate.profiles.reader import TableReader, _close
 
 
-def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulated: bool = False) -> Floor:
+def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulated: bool = False,
+           gpu: str = "") -> Floor:
     """``[floors.<mode>]`` (or its ``[floors.<mode>.c<N>]`` sub-table): limits with their tolerance."""
     from perfgate.record import METRICS, RECORD_METRICS
 
@@ -30,13 +31,14 @@ def _floor(f: TableReader, mode: str, *, concurrency: int | None = None, simulat
         accept_len_tolerance=float(f.num("accept_len_tolerance", "a fraction in [0, 1)", 0.05, lo=0, hi=0.999)),
         measured=dict(f.sub("measured").data),
         limits=limits,
-        by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:]), simulated=simulated)
+        by_concurrency={int(k[1:]): _floor(f.sub(k), mode, concurrency=int(k[1:]), simulated=simulated, gpu=gpu)
                         for k in sorted(per_level)},
         max_cv=f.num("max_cv", "a fraction in (0, 1]", None, lo=0.0001, hi=1),
         tolerances={k.removesuffix("_tolerance"): float(f.num(k, "a fraction in [0, 1)", lo=0, hi=0.999))
                     for k in sorted(own_tol) if k in f.data},
         tolerance_shared="tolerance" in f.data and "tok_s" not in f.data,
         simulated=simulated,
+        gpu=gpu,
     )
 
 
@@ -84,14 +86,15 @@ def _micro_floors(mi: TableReader, world_sizes: tuple[object, ...]) -> dict[str,
     return out
 
 
-def floors(r: TableReader, modes: Mapping[str, Mode], *, simulated: bool = False) -> dict[str, Floor]:
-    """``[floors.<mode>]``: each mode's limits (``simulated``: the simulator's noise priors for their tolerances)."""
+def floors(r: TableReader, modes: Mapping[str, Mode], *, simulated: bool = False, gpu: str = "") -> dict[str, Floor]:
+    """``[floors.<mode>]``: each mode's limits (``simulated``: the simulator's noise priors for their tolerances; else
+    ``gpu``'s, the profile's ``hardware.gpu``)."""
     fl = r.sub("floors")
     out: dict[str, Floor] = {}
     for mname in fl.data:
         if mname not in modes:
             raise fl.err(mname, f"a mode of this profile ({', '.join(modes)})", mname, fix=_close(mname, modes))
-        out[mname] = _floor(fl.sub(mname), mname, simulated=simulated)
+        out[mname] = _floor(fl.sub(mname), mname, simulated=simulated, gpu=gpu)
 
     return out
 

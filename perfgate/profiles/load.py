@@ -55,7 +55,7 @@ def load_profile(path: str | Path) -> Profile:
     server_flags, server_env = sections.server(r, root)
     modes = sections.modes(r, root)
     workload = sections.workload(r, root)
-    floors = limits.floors(r, modes, simulated=engine.name == "sim")
+    floors = limits.floors(r, modes, simulated=engine.name == "sim", gpu=hardware.gpu)
     expectations = sections.expectations(r, modes, text)
     vmodes, include, overrides = sections.variants(r, modes)
     micro = limits.micro(r)

@@ -76,7 +76,7 @@ from perfgate.categories import Word
 from perfgate.record import TTFT_PART_PREFIX
 
 __all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "spending_shape",
-           "PRIORS", "PRIOR_DF", "SPENDING", "LIMIT_PASS_PROBABILITY"]
+           "gpu_kind", "PRIORS", "GPU_PRIORS", "REAL_MEASURED_ON", "PRIOR_DF", "SPENDING", "LIMIT_PASS_PROBABILITY"]
 
 
 class MetricClass(Word):
@@ -111,6 +111,18 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
                           ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
     MetricClass.ACCEPTANCE: {("starts", "real"): 0.01, ("starts", "sim"): 0.01,
                              ("machines", "real"): 0.01, ("machines", "sim"): 0.01},
+}
+
+#: the GPU kinds :data:`PRIORS`' real entries were measured on
+REAL_MEASURED_ON: tuple[str, ...] = ("H200",)
+
+#: (GPU kind) -> (class) -> {level: relative sd}: a kind whose own starts moved more than :data:`PRIORS`' real
+#: entries allow, its own priors (each at least the widest spread its runs measured); a class or level it does not
+#: name takes the real entry. A GPU of no kind here nor in :data:`REAL_MEASURED_ON` takes, per class and level, the
+#: widest of them all (:func:`prior_cv`): a prior never claims more calm than some GPU has shown.
+GPU_PRIORS: dict[str, dict[MetricClass, dict[str, float]]] = {
+    "H100": {MetricClass.THROUGHPUT: {"starts": 0.005}, MetricClass.OUTPUT: {"starts": 0.006},
+             MetricClass.TAIL: {"starts": 0.18}},
 }
 
 #: (class) -> how a sequential paired comparison of the class spends its false-alarm budget over its looks
@@ -157,14 +169,36 @@ def metric_class(metric: str) -> MetricClass:
     return MetricClass.THROUGHPUT
 
 
-def prior_cv(metric: str, level: str, *, simulated: bool = False) -> float:
+def gpu_kind(gpu: str | None) -> str | None:
+    """The kind of priors a GPU name takes (``NVIDIA H100 80GB HBM3`` -> ``H100``): one of
+    :data:`REAL_MEASURED_ON` or :data:`GPU_PRIORS`, matched as a word of the name (as a profile's
+    ``hardware.gpu`` is); None for a GPU of no measured kind, or none named."""
+    words = str(gpu or "").upper().replace("-", " ").split()
+    return next((k for k in (*REAL_MEASURED_ON, *GPU_PRIORS) if k in words), None)
+
+
+def prior_cv(metric: str, level: str, *, simulated: bool = False, gpu: str | None = None) -> float:
     """The documented prior of ``metric``'s noise at ``level`` (``starts``, ``side-by-side`` or ``machines``; see the
-    module table); ``side-by-side`` is the ``starts`` prior where none was measured apart for the class."""
+    module table) on ``gpu`` (a GPU name, e.g. a record's ``stack.gpu``; :func:`gpu_kind`): the real entries on a kind
+    they were measured on, the kind's own (:data:`GPU_PRIORS`) where it has them, and on any other GPU the widest of
+    all; the simulator's own where ``simulated``. ``side-by-side`` is the ``starts`` prior where none was measured
+    apart for the class."""
     lv = str(level)
     if lv not in ("starts", "side-by-side", "machines"):
         raise ValueError(f"no prior at level {lv!r}: the trials level is always measured from the record's trials")
-    priors, engine = PRIORS[metric_class(metric)], "sim" if simulated else "real"
-    return priors.get((lv, engine)) or priors[("starts", engine)]
+    cls = metric_class(metric)
+    priors = PRIORS[cls]
+    if simulated:
+        return priors.get((lv, "sim")) or priors[("starts", "sim")]
+
+    def on(kind: str) -> float:
+        own = GPU_PRIORS.get(kind, {}).get(cls, {})
+        return own.get(lv) or priors.get((lv, "real")) or own.get("starts") or priors[("starts", "real")]
+
+    kind = gpu_kind(gpu)
+    if kind is not None:
+        return on(kind)
+    return max(on(k) for k in (*REAL_MEASURED_ON, *GPU_PRIORS))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,14 +211,15 @@ class Noise:
 
 
 def noise_for(metric: str, level: str, *, measured: float | None = None, measured_df: int = 0,
-              history: float | None = None, history_df: int = 0, simulated: bool = False) -> Noise:
+              history: float | None = None, history_df: int = 0, simulated: bool = False,
+              gpu: str | None = None) -> Noise:
     """The noise to judge ``metric`` at ``level`` against, and to write a limit's tolerance from: a history of runs
     (``history``, learnt by :mod:`perfgate.report.noise` or :mod:`perfgate.report.pairnoise`) replaces the prior,
     measured starts wider than either always win, and with neither the prior stands, worth :data:`PRIOR_DF`
     degrees of freedom where :func:`perfgate.measuring.judge.paired` pools it with a comparison's own pairs. The one
     rule for the limits a session writes (:func:`limit_tolerance`, perfgate.measuring.ledger)."""
     base = Noise(cv=history, source="history", df=float(history_df)) if history is not None else \
-        Noise(cv=prior_cv(metric, level, simulated=simulated), source="prior", df=float(PRIOR_DF))
+        Noise(cv=prior_cv(metric, level, simulated=simulated, gpu=gpu), source="prior", df=float(PRIOR_DF))
     if measured is not None and measured > base.cv:
         return Noise(cv=measured, source="measured", df=float(measured_df))
     return base
@@ -194,8 +229,8 @@ def noise_for(metric: str, level: str, *, measured: float | None = None, measure
 LIMIT_PASS_PROBABILITY = 0.99
 
 
-def limit_tolerance(metric: str, *, simulated: bool = False, start_cv: float | None = None, n_starts: int = 1,
-                    within_cv: float = 0.0, p: float = LIMIT_PASS_PROBABILITY) -> float:
+def limit_tolerance(metric: str, *, simulated: bool = False, gpu: str | None = None, start_cv: float | None = None,
+                    n_starts: int = 1, within_cv: float = 0.0, p: float = LIMIT_PASS_PROBABILITY) -> float:
     """The tolerance to write beside a limit measured now, so that the next identical run on this machine passes it
     with probability ``p``: the next run's figure differs from the limit (the mean of ``n_starts`` starts) by one
     start's noise plus the limit's own, ``sd = sqrt(s^2 (1 + 1/n_starts) + w^2)``, where ``s`` is the metric's
@@ -205,7 +240,7 @@ def limit_tolerance(metric: str, *, simulated: bool = False, start_cv: float | N
     import math
     import statistics
 
-    s = noise_for(metric, "starts", measured=start_cv, simulated=simulated).cv
+    s = noise_for(metric, "starts", measured=start_cv, simulated=simulated, gpu=gpu).cv
     sd = math.sqrt(s * s * (1 + 1 / max(1, n_starts)) + within_cv * within_cv)
     z = statistics.NormalDist().inv_cdf(p)
     return math.ceil(z * sd * 1000) / 1000

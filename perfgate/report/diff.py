@@ -158,8 +158,9 @@ def compare_metric(old: Record, new: Record, judging: Judging | None = None) -> 
     band = judging.bands.get(old.id) or judging.bands.get(new.id)
     # each metric's own prior (perfgate.profiles.noise): a p99 latency does not borrow decode tok/s's calm
     simulated = "sim" in (old.prop("engine"), new.prop("engine"))
-    start_prior = prior_cv(metric, "starts", simulated=simulated)
-    machine_prior = prior_cv(metric, "machines", simulated=simulated)
+    gpus = {old.gpu, new.gpu}  # each side's GPU kind; two kinds: the wider prior
+    start_prior = max(prior_cv(metric, "starts", simulated=simulated, gpu=g) for g in gpus)
+    machine_prior = max(prior_cv(metric, "machines", simulated=simulated, gpu=g) for g in gpus)
     if sm:
         cv, source = (band.start_cv, "history") if band and band.start_cv is not None else (None, "prior")
         if cv is not None:
