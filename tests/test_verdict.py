@@ -246,3 +246,21 @@ def test_one_start_on_a_busy_host_decides_nothing():
     v = compare_verdict(slow, BASE, confidence=0.95, max_cv=0.05, what="v", min_effect=0.02)
     assert v.outcome == "inconclusive" and v.category is None
     assert f"would be slower, but x {BUSY}" in v.message and "re-run quiet" in v.message
+
+
+def test_a_variant_over_starts_is_judged_on_its_gpus_prior():
+    # a variant 1.1 % slower in both of two start pairs: on the H200's decode prior (0.1 % a start, what its starts
+    # moved) that is slower; on the H100's (0.5 %: its starts moved five times more, perfgate.profiles.noise.GPU_PRIORS)
+    # two pairs do not decide it, and the verdict says how many would
+    from perfgate.measuring.judge import Sequential
+    from perfgate.profiles.noise import prior_cv
+
+    plan = Sequential(first_pairs=1, max_pairs=6)
+    base, variant = _starts([155.07, 154.64], "baseline"), _starts([153.4, 152.9], "v")
+    on = {gpu: compare_verdict(variant, base, confidence=0.95, max_cv=0.05, what="v", min_effect=0.005, plan=plan,
+                               prior_cv=prior_cv("tok_s", "starts", gpu=gpu))
+          for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")}
+    assert on["NVIDIA H200"].outcome == "fail" and on["NVIDIA H200"].decision == "regressed"
+    h100 = on["NVIDIA H100 80GB HBM3"]
+    assert h100.outcome == "inconclusive" and h100.decision == "undecided"
+    assert "sd 0.447% from starts+prior" in h100.message and "start pairs in all would decide it" in h100.message

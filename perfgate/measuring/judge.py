@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from perfgate.categories import Word
 from perfgate.measuring.special import chi2_quantile, t_two_sided
+from perfgate.profiles.noise import PRIORS, MetricClass
 
 __all__ = [
     "Decision", "Level", "Judgement", "paired", "unpaired", "decide", "default_min_effect",
@@ -42,10 +43,12 @@ __all__ = [
     "ratio_text", "confidence_text",
 ]
 
-#: relative sd of one server start's figure around its machine's mean (prior; see the module docstring)
-PRIOR_START_CV = 0.001
-#: relative sd of one machine's mean around its model's mean (prior; the four H200s: 1.6 %)
-PRIOR_MACHINE_CV = 0.016
+#: relative sd of one server start's decode tok/s around its machine's mean, where a caller names no prior of its own
+#: (the H200's, perfgate.profiles.noise.PRIORS; a caller that knows its metric and GPU passes
+#: :func:`perfgate.profiles.noise.prior_cv`)
+PRIOR_START_CV = PRIORS[MetricClass.THROUGHPUT][("starts", "real")]
+#: relative sd of one machine's mean around its model's mean (the same table's: the four H200s, 1.6 %)
+PRIOR_MACHINE_CV = PRIORS[MetricClass.THROUGHPUT][("machines", "real")]
 #: degrees of freedom of :data:`PRIOR_MACHINE_CV` (the sd of four machines' means)
 PRIOR_MACHINE_DF = 3
 #: the practical floor of a throughput-like metric (tok/s, goodput, acceptance): smaller changes are "same"

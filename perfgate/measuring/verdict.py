@@ -178,11 +178,13 @@ def acceptance_verdict(accept_len: float | None, limit: float | None, tolerance:
 
 
 def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence: float, max_cv: float,
-                    what: str, min_effect: float = 0.0, plan: Sequential = ONE_LOOK) -> Verdict:
+                    what: str, min_effect: float = 0.0, plan: Sequential = ONE_LOOK,
+                    prior_cv: float | None = None) -> Verdict:
     """Candidate vs baseline decode tok/s, decided by :func:`perfgate.measuring.judge.decide` (the one rule of
     slower / faster / same): with one start each on the bootstrap CI of the ratio of medians over the trials
     (the trials level), with ``--perfgate-starts N`` on the paired start ratios (the starts level, at the look of
-    ``plan``: :func:`paired_verdict`).
+    ``plan``: :func:`paired_verdict`, against ``prior_cv``: one start's decode noise on this GPU,
+    :func:`perfgate.profiles.noise.prior_cv`).
 
     Faster or slower needs the CI to exclude 1 *and* the ratio to differ from 1 by at least
     ``min_effect``: with very quiet trials a 0.05 % drift is significant but means nothing.
@@ -215,7 +217,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     pairs = paired_ratios(quiet_c, quiet_b)
     if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
         v = paired_verdict(quiet_c, quiet_b, pairs, confidence=confidence, what=what, min_effect=min_effect,
-                           plan=plan)
+                           plan=plan, prior_cv=prior_cv)
         if not left_out:
             return v
         return replace(v, properties={**v.properties, PAIR_DISTURBED: ",".join(map(str, left_out))},
@@ -252,7 +254,7 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
 
 
 def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[float], *, confidence: float,
-                   what: str, min_effect: float, plan: Sequential = ONE_LOOK) -> Verdict:
+                   what: str, min_effect: float, plan: Sequential = ONE_LOOK, prior_cv: float | None = None) -> Verdict:
     """Candidate vs baseline on the per-start ratios of interleaved starts (``perfgate.measuring.judge.paired`` at
     the look of ``plan``): faster or slower when the paired CI excludes 1 beyond ``min_effect``; same or undecided
     is no verdict (indistinct), and undecided carries its decision so that more pairs can be collected."""
@@ -260,7 +262,7 @@ def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[f
     from perfgate.record import PAIR_DECISION, PAIR_N
 
     assert candidate.tok_s is not None and baseline.tok_s is not None
-    j = paired(ratios, min_effect=min_effect, confidence=confidence, plan=plan)
+    j = paired(ratios, min_effect=min_effect, confidence=confidence, plan=plan, prior_cv=prior_cv)
     assert j.ratio is not None and j.ci is not None
     props: dict[str, object] = {"vs_baseline": j.ratio, "vs_baseline_ci_low": j.ci[0], "vs_baseline_ci_high": j.ci[1],
                                 PAIR_N: j.n, PAIR_DECISION: str(j.decision)}

@@ -72,8 +72,11 @@ class Checks:
                 return wrong
         # the session's sequential plan: a paired comparison judged again as start pairs are added keeps its
         # false-alarm rate (perfgate.measuring.judge.Sequential)
+        from perfgate.profiles.noise import prior_cv
+
+        prior = prior_cv("tok_s", "starts", simulated=self.profile.simulated, gpu=str(self.state.stack.gpu))
         v = compare_verdict(candidate, baseline, confidence=w.confidence, max_cv=w.max_cv, what=what,
-                            min_effect=w.min_effect, plan=self.plan())
+                            min_effect=w.min_effect, plan=self.plan(), prior_cv=prior)
         for k, val in v.properties.items():
             self.record(k, val)
         return v
