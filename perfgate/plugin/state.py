@@ -143,18 +143,15 @@ class PerfgateState:
                     f"--perfgate-profile PATH, PERFGATE_PROFILE or the perfgate_profile ini option (schema: "
                     f"docs/profiles.md of perfgate)")
             return shipped
-        from perfgate.profiles.load import find_profiles, load_profile
+        from perfgate.profiles.boxfit import profile_for
+        from perfgate.profiles.load import find_profiles
         from perfgate.stack import detect_stack
 
         st = detect_stack()
-        for p in find_profiles(root):
-            try:
-                prof = load_profile(p)
-            except Exception:
-                continue
-            if prof.engine.name == "sglang" and _hw_matches(prof, st)[0]:
-                self.auto_reason = f"chosen for the detected {st.gpu_count}x {st.gpu}"
-                return p
+        chosen = profile_for(st, find_profiles(root))
+        if chosen is not None:
+            self.auto_reason = f"chosen for the detected {st.gpu_count}x {st.gpu}"
+            return chosen
         raise pytest.UsageError(
             f"perfgate: an NVIDIA GPU is visible ({st.gpu_count}x {st.gpu}, SM {st.sm}) but no profile under "
             f"{root / 'baselines'} is for it; pass --perfgate-profile PATH (see README, 'Running on a GPU box'), "
@@ -238,7 +235,9 @@ class PerfgateState:
         p = self.profile
         if p.simulated or self.settings.allow_hardware_mismatch or self.settings.url:
             return
-        ok, why = _hw_matches(p, self.stack)
+        from perfgate.profiles.boxfit import hardware_matches
+
+        ok, why = hardware_matches(p, self.stack)
         if not ok:
             from perfgate.errors import HardwareMismatch
 
@@ -252,17 +251,3 @@ class PerfgateState:
                 f"to measure anyway",
                 profile_path=str(p.path), expected=p.hardware.gpu, detected=str(s.gpu),
             )
-
-
-def _hw_matches(p: Profile, st: Stack) -> tuple[bool, str]:
-    gpu = str(st.gpu).lower()
-    if st.gpu == "unknown" or p.hardware.gpu.lower() not in gpu and gpu not in p.hardware.gpu.lower():
-        return False, f"GPU '{st.gpu}' is not '{p.hardware.gpu}'"
-    try:
-        if int(st.gpu_count) < p.hardware.count:
-            return False, f"{st.gpu_count} GPUs visible, the profile needs {p.hardware.count}"
-    except (TypeError, ValueError):
-        return False, "GPU count unknown"
-    if str(st.sm) != "unknown" and float(st.sm) != float(p.hardware.sm):
-        return False, f"compute capability {st.sm} is not {p.hardware.sm}"
-    return True, ""

@@ -60,11 +60,11 @@ project's simulated seed box on a 2-core shared runner):
 Each GPU its own (:data:`GPU_PRIORS`, :func:`prior_cv`'s ``gpu``): the real column was measured on H200s. An H100's
 starts moved more (its paired run of 2026-12-05, 4 alternated start pairs of SGLang 0.5.16 / 0.5.17,
 evidence/h100-x1/upgrade-bisect-2026-12-05/paired-baseline/): one arm's decode tok/s 0.13 % and 0.50 % a start, output
-tok/s 0.19 % and 0.53 %, ITL p99 4.2 % and 17.8 % (one quiet start at 8.55 ms among 12.2-13.2), so its throughput prior
-is 0.5 %, output 0.6 % and tail 18 %; its TTFT (3.2-11.4 %), legs (5-16 %) and steps (0.06 %) stayed within the real
-column. Judged on the H200's priors at the H100's measured noise, identical arms were called regressed in 2.55 % (decode)
-and 3.05 % (ITL p99) of 2000 sequential runs; on its own, 0.20 % and 0.15 % (benchmarks/sequential_power.py ``--gpu``;
-docs/gate.md "Each GPU its own priors"). A GPU of no measured kind takes the widest of all, class by class.
+tok/s 0.19 % and 0.53 %, ITL p99 4.2 % and 17.8 % (one quiet start at 8.55 ms among 12.2-13.2), so its throughput
+prior is 0.5 %, output 0.6 % and tail 18 %; its TTFT (3.2-11.4 %), legs (5-16 %) and steps (0.06 %) stayed within the
+real column. Judged on the H200's priors at the H100's measured noise, identical arms were called regressed in 2.55 %
+(decode) and 3.05 % (ITL p99) of 2000 sequential runs; on its own, 0.20 % and 0.15 % (benchmarks/sequential_power.py
+``--gpu``; docs/gate.md "Each GPU its own priors"). A GPU of no measured kind takes the widest of all, class by class.
 
 Side by side (co-resident arms, ``--perfgate-co-resident``: both servers up at once, their requests interleaved,
 perfgate.serving.coresident) a pair's two starts meet the host's state at the same moments, so a pair's ratio moves
