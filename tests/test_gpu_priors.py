@@ -92,3 +92,23 @@ def test_the_h100_priors_are_at_least_what_its_own_run_measured() -> None:
         assert prior_cv(METRIC_OF[cls], "starts", gpu=record.gpu) >= spread, (cls, spread)
     assert widest[MetricClass.THROUGHPUT] > PRIORS[MetricClass.THROUGHPUT][("starts", "real")]  # why it has its own
 
+
+
+def test_a_real_sessions_banner_says_whose_priors_judge_it() -> None:
+    from types import SimpleNamespace
+
+    from perfgate.plugin.terminal import banner
+
+    def state(gpu: str, simulated: bool = False) -> SimpleNamespace:
+        profile = SimpleNamespace(path="p.toml", engine=SimpleNamespace(name="sim" if simulated else "sglang"),
+                                  simulated=simulated, hardware=SimpleNamespace(count=1, gpu="H100", interconnect="pcie"),
+                                  warnings=())
+        return SimpleNamespace(profile=profile, auto_reason="", settings=SimpleNamespace(url=None), log_dir="logs",
+                               variants=SimpleNamespace(warnings=()), stack=SimpleNamespace(gpu=gpu))
+
+    h100 = "\n".join(banner(state("NVIDIA H100 80GB HBM3")))  # type: ignore[arg-type]
+    assert "perfgate: noise priors of the H100, measured on its runs" in h100
+    b200 = "\n".join(banner(state("NVIDIA B200")))  # type: ignore[arg-type]
+    assert "no run of GPU 'NVIDIA B200' measured its own, so the widest of the GPUs that did (H200, H100)" in b200
+    assert "--perfgate-noise-from" in b200
+    assert "noise priors" not in "\n".join(banner(state("NVIDIA H100", simulated=True)))  # type: ignore[arg-type]

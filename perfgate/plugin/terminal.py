@@ -56,6 +56,10 @@ def banner(st: PerfgateState) -> list[str]:
             f"perfgate: *** SIMULATED: these numbers come from perfgate's simulated SGLang server (a cost model of "
             f"{hw.count}x {hw.gpu}, {hw.interconnect.upper()}), not from real hardware ***"
         )
+    else:
+        from perfgate.profiles.noise import priors_said
+
+        lines.append(f"perfgate: {priors_said(str(st.stack.gpu))}")
     if st.settings.url:
         lines.append(f"perfgate: attached to {st.settings.url} (no server is launched)")
     lines.append(f"perfgate: server logs in {st.log_dir}")

@@ -85,7 +85,8 @@ from perfgate.categories import Word
 from perfgate.record import TTFT_PART_PREFIX
 
 __all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "spending_shape",
-           "gpu_kind", "PRIORS", "GPU_PRIORS", "REAL_MEASURED_ON", "PRIOR_DF", "SPENDING", "LIMIT_PASS_PROBABILITY"]
+           "gpu_kind", "priors_said", "PRIORS", "GPU_PRIORS", "REAL_MEASURED_ON", "PRIOR_DF", "SPENDING",
+           "LIMIT_PASS_PROBABILITY"]
 
 
 class MetricClass(Word):
@@ -184,6 +185,19 @@ def gpu_kind(gpu: str | None) -> str | None:
     ``hardware.gpu`` is); None for a GPU of no measured kind, or none named."""
     words = str(gpu or "").upper().replace("-", " ").split()
     return next((k for k in (*REAL_MEASURED_ON, *GPU_PRIORS) if k in words), None)
+
+
+def priors_said(gpu: str | None) -> str:
+    """Which priors a real run on ``gpu`` is judged on, in words (the session's banner)."""
+    kind = gpu_kind(gpu)
+    if kind in REAL_MEASURED_ON:
+        return f"noise priors of the {kind}, measured on its runs (docs/gate.md \"Noise per metric\")"
+    if kind is not None:
+        return f"noise priors of the {kind}, measured on its runs (docs/gate.md \"Each GPU its own priors\")"
+    kinds = ", ".join((*REAL_MEASURED_ON, *GPU_PRIORS))
+    return (f"noise priors: no run of GPU '{gpu or 'unknown'}' measured its own, so the widest of the GPUs that "
+            f"did ({kinds}), class by class; a paired A/A run on this box, passed as --perfgate-noise-from, judges "
+            f"against its own noise (docs/gate.md \"Noise measured on this box\")")
 
 
 def prior_cv(metric: str, level: str, *, simulated: bool = False, gpu: str | None = None) -> float:
