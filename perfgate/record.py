@@ -108,7 +108,8 @@ PAIR_DECISION = "pair_decision"
 
 def pair_of(metric: str, field: str) -> str:
     """A stack pair's judgement of one metric (perfgate.measuring.stackpair): ``pair.<metric>.<field>``, ``field``
-    one of ``ratio``, ``ci_low``, ``ci_high``, ``decision``, ``noise_source``."""
+    one of ``ratio``, ``ci_low``, ``ci_high``, ``decision``, ``noise_source``, ``min_effect`` (the practical floor it
+    was decided against)."""
     return f"pair.{metric}.{field}"
 
 

@@ -109,3 +109,33 @@ def test_one_start_measured_disturbed_decides_nothing():
     v = _judge(replace(cand, host_state=BUSY), replace(cur, host_state="quiet"))
     assert v.outcome is Outcome.INCONCLUSIVE and v.decision is Decision.UNDECIDED
     assert f"would be regressed, but candidate {BUSY}" in v.message and "re-run quiet" in v.message
+
+
+def test_the_real_eagle3_acc35_pairs_sit_on_the_floor_and_a_wider_floor_decides_them():
+    """SGLang 0.5.16 -> 0.5.17, EAGLE-3 at acceptance 3.5, the H200's five alternated pairs (2026-12-05,
+    evidence/h200-x1/upgrade-eagle3-2026-12-05/junit.xml; pairs 1 and 5 measured disturbed, left out): the candidate
+    ahead in every pair by 0.10-0.78 %, undecided against the 0.5 % floor (it sits on it: no budget a session holds
+    decides it), and `same` against a project's 1 % (``[tool.perfgate.gate] min_effect``), recorded with the floor."""
+    from perfgate.profiles.noise import prior_cv
+
+    busy = "disturbed: other processes used 1.4 CPU cores"
+    cur = _arm("cur", [497.566, 497.242, 497.032, 497.034, 496.008])
+    cand = _arm("cand", [500.069, 500.355, 499.177, 497.516, 499.894])
+    cur, cand = (replace(m, starts=tuple(replace(s, host_state=busy if i in (0, 4) else "quiet")
+                                         for i, s in enumerate(m.starts))) for m in (cur, cand))
+
+    def judge(floors: dict[str, float] | None):
+        return stack_pair_verdict(cand, cur, mode="eagle3-acc3.5", spec="s", confidence=0.95,
+                                  plan=Sequential(first_pairs=1, max_pairs=5),
+                                  prior_cv=lambda metric: prior_cv(metric, "starts", gpu="NVIDIA H200"), floors=floors)
+
+    on_floor = judge(None)
+    p = on_floor.properties
+    assert p["pair_disturbed"] == "1,5" and p["pair_n"] == 3
+    assert on_floor.outcome is Outcome.INCONCLUSIVE and on_floor.decision is Decision.UNDECIDED
+    assert 0.997 < p["pair_ci_low"] < 1.0 < 1.005 < p["pair_ci_high"] < 1.011 and p["pair.tok_s.min_effect"] == 0.005
+    wider = judge({"tok_s": 0.01})
+    assert wider.outcome is Outcome.PASS and wider.decision is Decision.SAME
+    assert wider.properties["pair.tok_s.min_effect"] == 0.01
+    assert wider.properties["pair.ttft_ms.min_effect"] == 0.02  # a metric the table does not name: its own floor
+    assert judge({"default": 0.01}).properties["pair.ttft_ms.min_effect"] == 0.01

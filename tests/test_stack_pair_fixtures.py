@@ -190,3 +190,22 @@ def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
     assert re.search(r"TTFT's to_forward leg by \+\d+\.\d\d ms \(\d+\.\d% of TTFT\)", r.stdout.str())
     assert rec["pair.tok_s.decision"] != "regressed" and rec["pair.ttft_part.prefill_ms.decision"] != "regressed"
     assert len(rec["candidate.start_values.ttft_part.to_forward_ms"].split(",")) == int(rec["pair_n"])
+
+
+def test_the_projects_gate_floors_decide_its_stack_pairs(pytester):
+    # the practical floor per metric lives in one place, the project's [tool.perfgate.gate] min_effect: the stack pair
+    # of a session run under that pyproject.toml is decided against it, as `perfgate gate` is, and records it
+    prof = _project(pytester)
+    (pytester.path / "pyproject.toml").write_text("[tool.perfgate.gate]\nmin_effect = { tok_s = 0.03, default = 0.04 }\n")
+    r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--perfgate-max-starts", "2", "--perfgate-candidate",
+                                      "sim-stack=torch=2.10.0", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    rec = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert rec["pair.tok_s.min_effect"] == "0.03" and rec["pair.itl_ms.min_effect"] == "0.04"
+    assert "min effect 3.0%" in rec["reason"]
+    (pytester.path / "pyproject.toml").write_text("[tool.perfgate.gate]\nmin_effect = { tok_s = 2 }\n")
+    bad = pytester.runpytest_subprocess("perftests/test_stack_pair.py", f"--perfgate-profile={prof}",
+                                        "--perfgate-starts", "2", "--perfgate-candidate", "sim-stack=torch=2.10.0",
+                                        "-p", "no:cacheprovider")
+    assert bad.ret == 4 and "gate.min_effect.tok_s must be a fraction in [0, 1)" in bad.stderr.str() + bad.stdout.str()

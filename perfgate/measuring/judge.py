@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from perfgate.categories import Word
@@ -102,8 +102,16 @@ class Judgement:
         return self.decision is Decision.REGRESSED
 
 
-def default_min_effect(metric: str, *, higher_is_better: bool | None = None) -> float:
-    """The documented practical floor of a metric: 0.5 % for throughput-like metrics, 2 % for latencies."""
+def default_min_effect(metric: str, *, higher_is_better: bool | None = None,
+                       floors: Mapping[str, float] | None = None) -> float:
+    """The practical floor of a metric: the one ``floors`` names for it (or its ``default``: the project's
+    ``[tool.perfgate.gate] min_effect``, perfgate.report.policy), else the documented one: 0.5 % for throughput-like
+    metrics, 2 % for latencies. The one rule of every comparison across stacks (``perfgate gate``, a stack pair)."""
+    if floors:
+        if metric in floors:
+            return floors[metric]
+        if "default" in floors:
+            return floors["default"]
     if higher_is_better is None:
         higher_is_better = not (metric.endswith("_ms") or "_ms_" in metric or metric.startswith(("ttft", "itl")))
     return MIN_EFFECT_THROUGHPUT if higher_is_better else MIN_EFFECT_LATENCY

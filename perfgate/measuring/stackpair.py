@@ -72,7 +72,8 @@ def values_name(m: Measurement, metric: str) -> str:
 
 def pair_judgements(candidate: Measurement, current: Measurement, *, confidence: float, plan: Sequential,
                     prior_cv: Callable[[str], float],
-                    measured: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Judgement]:
+                    measured: Mapping[str, tuple[float, float]] | None = None,
+                    floors: Mapping[str, float] | None = None) -> dict[str, Judgement]:
     """Each of :data:`PAIR_METRICS` both arms carry for the same starts, judged on its candidate/current start-pair
     ratios at this look of ``plan``, against its own prior (``prior_cv(metric)``: one start's noise) and practical
     floor. Decode tok/s, the sequential rule's target, has the whole false-alarm rate of a look (``1 -
@@ -82,6 +83,9 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     ``measured``: one start's noise and its degrees of freedom measured by earlier paired runs on this machine,
     by the name of the values judged (:func:`values_name`; perfgate.report.pairnoise); where a metric has one, it
     stands in for the prior with those degrees of freedom, said as ``history`` in the judgement.
+
+    ``floors``: the practical floor per metric (the project's ``[tool.perfgate.gate] min_effect``, as ``perfgate gate``
+    judges with it; :func:`perfgate.measuring.judge.default_min_effect` where it names none).
 
     Where TTFT is judged on probes that both arms' servers stamped, each of its legs (perfgate.measuring.ttft_parts
     ``LEG_METRICS``: a change one calm leg carries is seen through the levels another leg carries) is judged too, on
@@ -112,24 +116,26 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     for metric, ratios in series.items():
         conf = (confidence if metric == PRIMARY else 1 - share / 2 if metric == "ttft_ms" and legs else 1 - share)
         spec = METRICS.get(metric) or RECORD_METRICS[metric]
-        out[metric] = judge(metric, ratios, conf, default_min_effect(metric, higher_is_better=spec.higher_is_better),
+        out[metric] = judge(metric, ratios, conf,
+                            default_min_effect(metric, higher_is_better=spec.higher_is_better, floors=floors),
                             spec.higher_is_better)
     ttft = statistics.median(start_values(current, "ttft_ms")) if legs else 0.0
     for name, (a, b) in legs.items():
-        floor = leg_floor(statistics.median(a) / ttft)
+        floor = leg_floor(statistics.median(a) / ttft, floors)
         out[name] = judge(name, [y / x for x, y in zip(a, b)], 1 - share / 2 / len(legs), floor, False)
     return out
 
 
-def leg_floor(share: float) -> float:
-    """The practical floor of a TTFT leg that is ``share`` of TTFT: TTFT's own, expressed in the leg (a leg's change
-    counts when it moves TTFT by TTFT's floor)."""
-    return default_min_effect("ttft_ms", higher_is_better=False) / share
+def leg_floor(share: float, floors: Mapping[str, float] | None = None) -> float:
+    """The practical floor of a TTFT leg that is ``share`` of TTFT: TTFT's own (``floors``' where it names one),
+    expressed in the leg (a leg's change counts when it moves TTFT by TTFT's floor)."""
+    return default_min_effect("ttft_ms", higher_is_better=False, floors=floors) / share
 
 
 def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: str, spec: str, confidence: float,
                        plan: Sequential, prior_cv: Callable[[str], float],
-                       measured: Mapping[str, tuple[float, float]] | None = None) -> Verdict:
+                       measured: Mapping[str, tuple[float, float]] | None = None,
+                       floors: Mapping[str, float] | None = None) -> Verdict:
     """The candidate arm (``spec``: the ``--perfgate-candidate`` SPEC) against the current arm of ``mode``'s config:
     greedy tokens (``token_match``), then every metric of :data:`PAIR_METRICS` (:func:`pair_judgements`).
 
@@ -159,7 +165,8 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
             return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, properties=props,
                            message=f"inconclusive: undecided: stack-pair {mode}: every start pair "
                                    f"({len(left_out)}) was measured disturbed; {RERUN_QUIET}")
-    js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv, measured=measured)
+    js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv, measured=measured,
+                         floors=floors)
     single = [f"{arm} {m.host_state}" for arm, m in (("current", current), ("candidate", candidate))
               if not m.starts and m.host_state not in ("", QUIET)]
     js = {metric: discounted(x, single) for metric, x in js.items()}
@@ -174,6 +181,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         props[pair_of(metric, "ci_high")] = mj.ci[1]
         props[pair_of(metric, "decision")] = str(mj.decision)
         props[pair_of(metric, "noise_source")] = mj.noise_source
+        props[pair_of(metric, "min_effect")] = mj.min_effect  # the practical floor it was decided against
         if len(all_current.starts) >= 2:  # every start's values, disturbed or not: the record's evidence
             props[f"{START_VALUES}.{values_name(all_current, metric)}"] = ",".join(
                 f"{v:.6g}" for v in start_values(all_current, metric))

@@ -92,6 +92,8 @@ def validate_inputs(config: pytest.Config) -> None:
     for wrong in (st.settings.candidate_error, problem(st.settings.co_resident, attached=bool(st.settings.url))):
         if wrong:
             raise pytest.UsageError(f"perfgate: {wrong}")
+    if st.settings.candidate is not None:
+        _ = st.min_effect  # the stack pairs' floors ([tool.perfgate.gate] min_effect): read before any start
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
         from perfgate.sim.variation import env_problem

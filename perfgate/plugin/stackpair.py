@@ -135,7 +135,7 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
     v = stackpair.stack_pair_verdict(candidate, current, mode=case.mode, spec=cand.spec, confidence=w.confidence,
                                      plan=perf.plan(),
                                      prior_cv=lambda metric: prior_cv(metric, level, simulated=simulated, gpu=gpu),
-                                     measured=measured_noise(perf, own.key, str(level)))
+                                     measured=measured_noise(perf, own.key, str(level)), floors=st.min_effect)
     for k, val in v.properties.items():
         perf.record(k, val)
     # recorded at this look; the record concludes without them, so that the pooled starts' values recorded after

@@ -53,6 +53,7 @@ class PerfgateState:
         self.config = config
         self._profile: Profile | None = None
         self._variants: VariantSet | None = None
+        self._min_effect: dict[str, float] | None = None
         self._stack: Stack | None = None
         self._settings: Settings | None = None
         self._fingerprint: Fingerprint | None = None
@@ -171,6 +172,21 @@ class PerfgateState:
             except PerfgateError as e:
                 raise pytest.UsageError(f"perfgate: {e}") from None
         return self._variants
+
+    @property
+    def min_effect(self) -> dict[str, float]:
+        """The practical floor per metric that comparisons across stacks judge with: the project's
+        ``[tool.perfgate.gate] min_effect`` (perfgate.report.policy; the ``pyproject.toml`` found from the rootdir up),
+        the one ``perfgate gate`` reads; empty: the documented floors."""
+        if self._min_effect is None:
+            from perfgate.errors import PerfgateError
+            from perfgate.report.policy import load_policy
+
+            try:
+                self._min_effect = dict(load_policy(start=self.config.rootpath).min_effect)
+            except PerfgateError as e:
+                raise pytest.UsageError(f"perfgate: {e}") from None
+        return self._min_effect
 
     @property
     def stack(self) -> Stack:

@@ -78,11 +78,7 @@ class Judging:
     notes: tuple[str, ...] = ()
 
     def min_effect_for(self, metric: str, higher_is_better: bool) -> float:
-        if metric in self.min_effect:
-            return self.min_effect[metric]
-        if "default" in self.min_effect:
-            return self.min_effect["default"]
-        return default_min_effect(metric, higher_is_better=higher_is_better)
+        return default_min_effect(metric, higher_is_better=higher_is_better, floors=self.min_effect)
 
 
 @dataclass(frozen=True, kw_only=True)
