@@ -194,7 +194,8 @@ def table(replicates: int, seed: int, max_pairs: int, boundary: str = "metric",
         power = {d: cell(rng, max(200, replicates // 4), change=d, noise=noise, **kw) for d in CHANGES}
         smallest = next((d for d in CHANGES if power[d].rate >= 0.95), None)
         prior = prior_cv(metric, level, simulated=engine == "sim", gpu=gpu)
-        name = f"{engine} {metric}" if level == "starts" else f"{engine} {level} {metric}"
+        where = gpu if engine == "real" else engine  # a real row by the GPU whose priors judged it
+        name = f"{where} {metric}" if level == "starts" else f"{where} {level} {metric}"
         if metric in LEG_METRICS:
             name += f" ({share:.1%} of TTFT)"
         out[name] = {"true_noise": noise, "prior": prior, "share": share,
