@@ -3,7 +3,7 @@ two levels (PERFGATE_SIM_TTFT_MODES, factor 2.5) gives probes split into a fast 
 differs between them is ``prefill`` (the simulator's levels are its prefill steps), every probe row carries its parts
 and the CPU of the server's process and the processes that shared a physical core, the machine's core layout is
 written beside them, and a ``pin:auto:1`` phase runs the server on the one CPU ``auto`` chooses. Structure, not
-time."""
+time: a count of probes, not seconds of them (3 s of probes on a loaded runner held too few to see both levels)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_levels_script_names_the_leg_and_the_cpus(tmp_path: Path) -> None:
     env = {**os.environ, "PERFGATE_SIM_TTFT_MODES": "1.0,2.5/6", "PERFGATE_SIM_START_SEED": "3"}
     r = subprocess.run([sys.executable, "ci/device/ttft_levels.py", str(tmp_path), "sim-rtxpro6000-x8/kimi-k2.5",
-                        "--seconds", "3", "--gap-ms", "10", "--phase", "free", "--phase", "pin:auto:1"],
+                        "--probes", "200", "--gap-ms", "10", "--phase", "free", "--phase", "pin:auto:1"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     summary = (tmp_path / "summary.txt").read_text()

@@ -11,8 +11,8 @@ placement is the cause. A scheduler beside a busy hyper-thread sibling launches 
 says which of the server's processes shared a physical core (``shared``), and the machine's core layout is written
 beside the probes.
 
-    python ci/device/ttft_levels.py OUT h200-x1/llama-3.1-8b-dummy [--seconds 120] [--gap-ms 40] [--phase free] \
-        [--phase pin:auto]
+    python ci/device/ttft_levels.py OUT h200-x1/llama-3.1-8b-dummy [--seconds 120 | --probes N] [--gap-ms 40] \
+        [--phase free] [--phase pin:auto]
 
 OUT gets ``probes-<phase>.csv`` (``probes-<phase>.runN.csv`` for the Nth phase of a name; one row a probe: seconds
 since the first, TTFT, each part, each process's CPU),
@@ -69,7 +69,7 @@ def placement(pgid: int) -> dict[str, int]:
 
 
 def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s: float,
-              core_of: dict[int, tuple[int, ...]]) -> list[dict[str, object]]:
+              core_of: dict[int, tuple[int, ...]], probes: int | None = None) -> list[dict[str, object]]:
     # pin:CPUS launches the server as --perfgate-server-cpus does (perfgate.host.affinity): inherited by every
     # process it starts; the client runs where it did
     server = Server(cfg, engine, out / "logs", startup_timeout_s=600,
@@ -82,7 +82,8 @@ def run_phase(phase: str, cfg, engine, prompts, out: Path, seconds: float, gap_s
         assert server.pgid is not None
         t0 = time.monotonic()
         i = 1
-        while time.monotonic() - t0 < seconds:
+        # a count of probes where given (a test's: the same number on a loaded runner as on an idle one), else seconds
+        while len(rows) < probes if probes is not None else time.monotonic() - t0 < seconds:
             outs, _ = run_batch(server.url, [GenRequest(input_ids=prompts[i % len(prompts)], max_new_tokens=1)],
                                 concurrency=1, timeout_s=60)
             o = outs[0]
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("profile", help="HW/MODEL under baselines/ (its baseline mode is served)")
     ap.add_argument("--seconds", type=float, default=120.0, help="how long each phase probes (default 120)")
+    ap.add_argument("--probes", type=int, default=None,
+                    help="probe this many times a phase instead of for --seconds (a count, whatever the host's load)")
     ap.add_argument("--gap-ms", type=float, default=40.0, help="the pause between probes (default 40)")
     ap.add_argument("--phase", action="append", default=None, help="free (default) or pin:CPUS; repeatable")
     args = ap.parse_args(argv)
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: list[str] = []
     seen: dict[str, int] = {}
     for phase in args.phase or ["free"]:
-        rows = run_phase(phase, cfg, engine, prompts, args.out, args.seconds, args.gap_ms / 1000, core_of)
+        rows = run_phase(phase, cfg, engine, prompts, args.out, args.seconds, args.gap_ms / 1000, core_of, args.probes)
         name = phase.replace(":", "-").replace(",", "_")
         seen[name] = seen.get(name, 0) + 1  # a phase named again (another server process) keeps its own file
         name += f".run{seen[name]}" if seen[name] > 1 else ""
