@@ -117,7 +117,8 @@ def test_an_interval_at_the_cap_reads_as_unbounded_in_the_report_not_as_its_numb
     # one pair at the first look of a 4-pair plan: the judge's interval is the cap (the bisect's real first step,
     # 2026-12-05, read "[0.0000, 485165195.4098]"); the report's row and words said "[-100.0, +48516519440.9] %" and
     # "between 100.0 % faster and 48516519440.9 % slower"
-    from perfgate.measuring.judge import Sequential, bounds, change_interval_text, paired
+    from perfgate.measuring.judge import Sequential, paired
+    from perfgate.measuring.notation import bounds, change_interval_text
     from perfgate.report.verdicts import RecordVerdict
 
     j = paired([1.0614], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,

@@ -118,7 +118,8 @@ def test_the_sequential_plan_spends_its_budget_where_the_even_split_did_not():
 def test_an_early_look_writes_an_interval_that_bounds_nothing_as_such_and_its_confidence_below_100():
     # the bisect's real first step (2026-12-05): TTFT at one pair of a 4-pair plan read "[0.0000, 485165195.4098]
     # (100% CI ...)": numbers that are the cap, not a bound, and a confidence that is not 100 %
-    from perfgate.measuring.judge import Decision, confidence_text, paired, ratio_text
+    from perfgate.measuring.judge import Decision, paired
+    from perfgate.measuring.notation import confidence_text, ratio_text
 
     j = paired([0.9386], higher_is_better=False, min_effect=0.1, prior_cv=0.25, prior_df=2,
                plan=Sequential(first_pairs=1, max_pairs=4), metric="ttft_ms")
@@ -140,7 +141,7 @@ def test_an_early_look_writes_an_interval_that_bounds_nothing_as_such_and_its_co
 
 @given(c=st.floats(0.5, 1.0))
 def test_a_confidence_is_never_written_as_100(c):
-    from perfgate.measuring.judge import confidence_text
+    from perfgate.measuring.notation import confidence_text
 
     text = confidence_text(c)
     assert text.endswith("%") and float(text.removeprefix("> ")[:-1]) < 100

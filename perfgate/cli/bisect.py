@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from perfgate.categories import RecordKind
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
-from perfgate.measuring.judge import interval_text
+from perfgate.measuring.notation import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.record import Case, pair_of

@@ -55,7 +55,7 @@ def t_two_sided(confidence: float, df: float) -> float:
     """The quantile of a two-sided ``confidence`` interval of Student's t (``t_quantile(0.5 + confidence / 2,
     df)``). A confidence within double precision of 1 (an early look of a long sequential plan spends ~1e-20 of its
     budget: ``0.5 + confidence / 2`` rounds to 1.0) takes the largest quantile below 1, an interval at the cap
-    (:data:`perfgate.measuring.judge.LOG_CAP`), not an error."""
+    (:data:`perfgate.measuring.notation.LOG_CAP`), not an error."""
     return t_quantile(min(0.5 + confidence / 2, math.nextafter(1.0, 0.0)), df)
 
 

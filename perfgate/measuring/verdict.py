@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from perfgate.categories import Category, Outcome
-from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential, ratio_text
+from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential
 from perfgate.measuring.metrics import (
     MIN_TRIALS,
     Measurement,
@@ -17,6 +17,7 @@ from perfgate.measuring.metrics import (
     bootstrap_ratio_ci,
     trials_to_resolve,
 )
+from perfgate.measuring.notation import ratio_text
 from perfgate.measuring.outcomes import Claim, noise_gate, outcome_of
 from perfgate.profiles import Expectation
 from perfgate.record import metric_spec
@@ -57,7 +58,8 @@ def _refuse_uncategorized_failure(outcome: str, category: Category | None, messa
 
 
 def judged_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
-    """A ratio and its interval as :attr:`Verdict.judged` carries them (:func:`perfgate.measuring.judge.ratio_text`)."""
+    """A ratio and its interval as :attr:`Verdict.judged` carries them
+    (:func:`perfgate.measuring.notation.ratio_text`)."""
     return ratio_text(ratio, ci)
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
 from perfgate.kinds import PROFILE, figure_of, in_matrix
-from perfgate.measuring.judge import interval_text
+from perfgate.measuring.notation import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS, PRIMARY
 from perfgate.measuring.ttft_parts import LEG_METRICS, said
 from perfgate.record import (
@@ -156,7 +156,7 @@ def _ratio(v: float) -> str:
 
 
 def _interval(props: dict[str, str], low: str, high: str, *, ratio: bool) -> str:
-    """A figure's interval, or a ratio's as the verdicts write it (perfgate.measuring.judge.interval_text: an end
+    """A figure's interval, or a ratio's as the verdicts write it (perfgate.measuring.notation.interval_text: an end
     that bounds nothing as such)."""
     lo, hi = _num(props.get(low)), _num(props.get(high))
     if lo is None or hi is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfgate.measuring.judge import change_interval_text
+from perfgate.measuring.notation import change_interval_text
 from perfgate.report.diff import UNCHANGED, Diff, RecordDiff
 from perfgate.report.gate import Finding, GateResult, run_gate
 from perfgate.report.policy import GatePolicy
@@ -95,7 +95,7 @@ class RecordVerdict:
     @property
     def interval(self) -> str:
         """``[+1.2, +4.9] %``, an end that bounds nothing as ``(-100`` or ``+∞)``
-        (:func:`perfgate.measuring.judge.change_interval_text`); "" without an interval."""
+        (:func:`perfgate.measuring.notation.change_interval_text`); "" without an interval."""
         if self.interval_pct is None:
             return ""
         lo, hi = self.interval_pct

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-from perfgate.measuring.judge import bounds, change_interval_text
+from perfgate.measuring.notation import bounds, change_interval_text
 from perfgate.report.diff import UNDECIDED, MetricChange
 
 __all__ = ["MAX_STARTS_ADVICE", "moved", "interval_words", "needs_words", "starts_to_decide", "judged_words"]
