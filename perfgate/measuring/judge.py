@@ -324,7 +324,7 @@ def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: floa
     (:meth:`Sequential.same_level`); None when none would (a ratio on the edge of the band)."""
 
     def decision(lv: float, m: int) -> Decision:
-        half = t_two_sided(lv, max(prior_df + m - 1, 1.0)) * sd / math.sqrt(m)
+        half = min(t_two_sided(lv, max(prior_df + m - 1, 1.0)) * sd / math.sqrt(m), LOG_CAP + abs(mean))
         return decide(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
                       higher_is_better=higher_is_better, min_effect=min_effect)
 
