@@ -210,7 +210,8 @@ def test_the_real_decode_runs_replayed_on_the_shipped_rule() -> None:
     pair judges decode tok/s (its prior, its spending shape): the identical arms (two A/As and a TTFT-only slowdown,
     H200) are never regressed and end same by their second pair; the 0.5.16 -> 0.5.17 upgrade on the H100 is never
     regressed; the real slowdowns (600 and 100 us a CUDA graph replay on an H200, 2026-12-01; 300 us planted in
-    FlashInfer on an H100, the bisect's two steps of 2026-12-05) are never called same or improved. Each run is judged
+    FlashInfer on an H100, the bisect's two steps of 2026-12-05; 300 us a replay on an H100, 2026-12-06) are never
+    called same or improved. Each run is judged
     on its own GPU's prior (perfgate.profiles.noise.GPU_PRIORS): the bisect's steps, regressed after one pair on the
     H200's prior as they were on the H100 then, are undecided after one on the H100's own."""
     from perfgate.measuring.judge import Decision, Sequential, default_min_effect, paired
@@ -248,6 +249,9 @@ def test_the_real_decode_runs_replayed_on_the_shipped_rule() -> None:
         # 0.5 % a first look (one order of the arms) does not decide -3.7 %: such a step takes a second pair
         assert looks(cur, cand, h200, max_pairs=4) == [Decision.REGRESSED], name
         assert looks(cur, cand, gpu, max_pairs=4) == [Decision.UNDECIDED], name
+    # h100-x1/power-2026-12-06/paired-300-3.xml: 300 us a decode step (-4.4 %) on an H100, arms AB, BA: the first
+    # look (one order) does not decide it, the second, the order reversed, does, as the record did
+    assert looks([158.019, 157.989], [151.087, 151.154], h100, max_pairs=3) == [Decision.UNDECIDED, Decision.REGRESSED]
 
 
 def test_an_h100_on_its_own_priors_keeps_false_alarms_under_one_percent() -> None:

@@ -29,11 +29,13 @@ mkdir -p "$OUT"
 alive() { [ -f "$S/pid" ] && kill -0 "$(cat "$S/pid")" 2>/dev/null; }
 if alive; then
   echo "== ATTACHED to the running power session (started $(cat "$S/started"))"
-elif [ -f "$S/rc" ]; then
+elif [ -f "$S/rc" ] && [ "$(cat "$S/delays" 2>/dev/null)" = "$US" ]; then
   echo "== the power session already ended; shipping it"
 else
+  # a session that ended with other delays is kept nowhere but $OUT of the call that shipped it: a new one replaces it
+  [ -f "$S/rc" ] && echo "== the ended session ($(cat "$S/delays" 2>/dev/null)) is replaced by a new one"
   echo "== STARTED the power session ($(date -u +%T)): delays $US us"
-  rm -rf "$S"; mkdir -p "$S/out"; date -u +%T > "$S/started"
+  rm -rf "$S"; mkdir -p "$S/out"; date -u +%T > "$S/started"; echo "$US" > "$S/delays"
   . "$(dirname "$0")/setup.sh"
   mkdir -p "$S/repo" && tar --exclude=./.device-bundle --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$S/repo"
   {
