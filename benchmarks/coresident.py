@@ -91,7 +91,7 @@ def one_run(root: Path, prof: Path, *, co_resident: bool, delay_ms: float, host:
     """One pytest session of the stack-pair record (``extra``: more pytest arguments); its record's properties."""
     xml = root / f"r{n}.xml"
     env = {**os.environ, "PERFGATE_HOST_WATCH": "off", "PERFGATE_SIM_TTFT_MODES": host}
-    cand = f"env.PERFGATE_SIM_PREFILL_DELAY_MS={delay_ms:g}" if delay_ms else "env.PERFGATE_SIM_BENCH_AA=1"
+    cand = f"env.PERFGATE_SIM_PREFILL_DELAY_MS={delay_ms:g}" if delay_ms else "env.PERFGATE_AA=1"
     cmd = [sys.executable, "-m", "pytest", "perftests/test_stack_pair.py", "-k", "baseline",
            f"--perfgate-profile={prof}", "--perfgate-candidate", cand, "--perfgate-starts", "1", f"--junitxml={xml}",
            "-p", "no:cacheprovider",

@@ -21,9 +21,11 @@ from perfgate.sim.trace import TraceRecorder
 from perfgate.sim.variation import (
     MACHINE_SD,
     REFERENCE,
+    SIM_ENV_NAMES,
     START_SD,
     SimSpeed,
     check_machine_name,
+    env_problem,
     machine_factor,
     modelled_calibration,
     parse_scale,
@@ -198,3 +200,31 @@ def test_a_bad_machine_name_is_a_usage_error_of_the_simulator(tmp_path) -> None:
     with SimProcess.start(["--tp-size", "8"], log_path=tmp_path / "sim.log", env=env) as sim:
         assert sim.wait_exit() == 2
     assert "PERFGATE_SIM_MACHINE='no spaces please'" in sim.log()
+
+
+def test_the_simulators_variable_list_holds_every_name_its_sources_read() -> None:
+    """SIM_ENV_NAMES is the list a typo is judged against: every PERFGATE_SIM_* name in perfgate's sources is on it,
+    and every name on it is in the sources beside its definition."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[1] / "perfgate"
+    text = "\n".join(p.read_text() for p in root.rglob("*.py"))
+    named = set(re.findall(r"PERFGATE_SIM_[A-Z_]*[A-Z]", text))
+    assert named == set(SIM_ENV_NAMES)
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"PERFGATE_SIM_SCALLE": "0.97"}, "PERFGATE_SIM_SCALLE is not a variable the simulated server reads: did you mean "
+                                      "PERFGATE_SIM_SCALE?"),
+    ({"PERFGATE_SIM_SLOWDOWN": "1.03"}, "PERFGATE_SIM_SLOWDOWN is not a variable the simulated server reads: it "
+                                        "would measure the same server. fix: one of PERFGATE_SIM_FAULT"),
+    ({"PERFGATE_SIM_SCALE": "fast"}, "PERFGATE_SIM_SCALE"),
+])
+def test_a_variable_the_simulator_does_not_read_or_cannot_parse_is_named_with_the_fix(env, words) -> None:
+    bad = env_problem(env)
+    assert bad is not None and words in bad
+
+
+def test_the_simulators_own_variables_and_others_pass() -> None:
+    assert env_problem({"PERFGATE_SIM_SCALE": "0.97", "PERFGATE_AA": "1", "NCCL_ALGO": "Ring", "PATH": "/bin"}) is None

@@ -51,7 +51,7 @@ def test_a_confidence_within_double_precision_of_one_is_an_interval_at_the_cap_n
     q = t_two_sided(confidence, 1.0)
     assert math.isfinite(q) and q > 1e6
     j = paired([0.99], min_effect=0.005, confidence=confidence, prior_cv=0.5)
-    assert j.ci[0] > 0 and math.isfinite(j.ci[1])
+    assert j.ci is not None and j.ci[0] > 0 and math.isfinite(j.ci[1])
 
 
 @pytest.mark.parametrize("p, df", [(0.0, 3), (1.0, 3), (0.5, 0)])

@@ -102,7 +102,7 @@ def test_perf_compare_on_a_stack_pair_record_without_the_candidate_arm_says_the_
     (pytester.path / "mytests").mkdir()
     (pytester.path / "mytests" / "test_bad.py").write_text(MISUSED)
     r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "-k", "baseline",
-                                      "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1", "-p", "no:cacheprovider")
+                                      "--perfgate-candidate", "env.PERFGATE_AA=1", "-p", "no:cacheprovider")
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*perf_compare(): a stack-pair record compares its config on the candidate stack*"
                             "perf_compare(measure(perf_candidate), measure(perf_server))*"])
@@ -119,7 +119,7 @@ def test_attached_the_stack_pair_records_skip_saying_one_server_has_one_stack(py
         sim.wait_ready()
         r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
                                           f"--perfgate-url=http://127.0.0.1:{sim.port}", "--perfgate-candidate",
-                                          "env.PERFGATE_SIM_NOTHING=1", "--junitxml=r.xml", "-p", "no:cacheprovider")
+                                          "env.PERFGATE_AA=1", "--junitxml=r.xml", "-p", "no:cacheprovider")
     r.assert_outcomes(skipped=2)
     for mode in ("baseline", "eagle3"):
         p = _records(pytester)[f"test_stack_pair[m:{mode}]"]

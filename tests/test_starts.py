@@ -142,7 +142,7 @@ def test_a_stack_pair_without_a_candidate_skips_saying_how(pytester):
 def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pytester):
     prof = _project(pytester)
     r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
-                                      "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
+                                      "--perfgate-starts", "2", "--perfgate-candidate", "env.PERFGATE_AA=1",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     assert r.ret == 0, r.stdout.str()  # passed, or skipped as inconclusive: never failed
     starts = _starts(pytester)
@@ -158,7 +158,7 @@ def test_an_identical_candidate_passes_or_is_undecided_with_interleaved_arms(pyt
     assert p["pair_decision"] in ("same", "improved", "undecided") and p["pair_n"] == str(pairs)
     assert p["pair_decision"] != "undecided" or pairs == 6  # undecided only when the budget ran out
     assert float(p["pair_ci_low"]) <= float(p["pair_ratio"]) <= float(p["pair_ci_high"])
-    assert p["candidate"] == "env.PERFGATE_SIM_NOTHING=1" and float(p["candidate.tok_s"]) > 0
+    assert p["candidate"] == "env.PERFGATE_AA=1" and float(p["candidate.tok_s"]) > 0
     assert p["n_starts"] == str(pairs)
     # both arms' per-start values, for every metric judged, and each metric's own decision
     assert len(p["start_values"].split(",")) == len(p["candidate.start_values"].split(",")) == pairs
@@ -171,7 +171,7 @@ def test_the_stack_pair_stops_at_the_max_starts_budget(pytester):
     prof = _project(pytester)
     r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
                                       "--perfgate-starts", "2", "--perfgate-max-starts", "2",
-                                      "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1",
+                                      "--perfgate-candidate", "env.PERFGATE_AA=1",
                                       "--junitxml=r.xml", "-p", "no:cacheprovider")
     # the budget's structure; the A/A verdict itself is the timing tier's (a loaded runner once had identical arms'
     # ITL p99 x1.21 [1.007, 1.445] regressed after 2 pairs: the in-session judge does not yet discount a busy host)
@@ -282,6 +282,12 @@ def test_a_bad_candidate_or_starts_option_is_a_usage_error(pytester):
                                       "--perfgate-candidate", "colour=blue", "-p", "no:cacheprovider")
     assert r.ret == 4
     r.stderr.fnmatch_lines(["*--perfgate-candidate 'colour=blue': unknown key 'colour'*"])
+    # a variable the simulated server does not read would measure the same server and call it "same"
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-candidate", "env.PERFGATE_SIM_SCALLE=0.97", "-p", "no:cacheprovider")
+    assert r.ret == 4
+    r.stderr.fnmatch_lines(["*PERFGATE_SIM_SCALLE is not a variable the simulated server reads: did you mean "
+                            "PERFGATE_SIM_SCALE?*"])
     r = pytester.runpytest_subprocess("perftests", f"--perfgate-profile={prof}", "--perfgate-starts", "0",
                                       "-p", "no:cacheprovider")
     assert r.ret == 4

@@ -106,7 +106,7 @@ def test_a_paired_run_prints_each_records_ratio_interval_and_decision(pytester):
     (pytester.path / "perftests" / "test_mine.py").write_text(USER_TEST)
     r = pytester.runpytest_subprocess("perftests", "-k", "stack_pair or variant or decode_floor or mine",
                                       f"--perfgate-profile={prof}", "--perfgate-starts", "2", "--perfgate-max-starts",
-                                      "2", "--perfgate-candidate", "env.PERFGATE_SIM_NOTHING=1", "--junitxml=r.xml",
+                                      "2", "--perfgate-candidate", "env.PERFGATE_AA=1", "--junitxml=r.xml",
                                       "-p", "no:cacheprovider")
     assert r.ret in (0, 1), r.stdout.str()  # 1: the stack pair's tail latency on a loaded runner (below)
     assert r.ret == 0 or "stack-pair baseline: the candidate stack" in r.stdout.str(), r.stdout.str()

@@ -196,7 +196,7 @@ def test_an_injected_slowdown_fails_and_perfgate_gate_blocks_it(wheel_env: Wheel
 def test_a_paired_run_judges_the_candidate_on_start_pairs(wheel_env: WheelEnv, project: Path) -> None:
     proj = _copy(wheel_env, project, "paired")
     (proj / "perftests" / "test_pair.py").write_text(PAIR_TEST)
-    r = wheel_env.sh("pytest perftests/ -m stack_pair --perfgate-candidate env.PERFGATE_SIM_NOTHING=1 "
+    r = wheel_env.sh("pytest perftests/ -m stack_pair --perfgate-candidate env.PERFGATE_AA=1 "
                      "--perfgate-starts 1 --junitxml=pair.xml", cwd=proj)
     assert r.rc == 0, _why(r)
     for mode in MODES:  # the terminal's line: the ratio with its interval, and the decision
@@ -205,7 +205,7 @@ def test_a_paired_run_judges_the_candidate_on_start_pairs(wheel_env: WheelEnv, p
     recs = read_junit(proj / "pair.xml")
     assert sorted(recs) == [f"test_stack_pair[mymodel:{m}]" for m in MODES]
     for rec in recs.values():
-        assert rec.props["candidate"] == "env.PERFGATE_SIM_NOTHING=1" and float(rec.props["pair_ratio"]) > 0
+        assert rec.props["candidate"] == "env.PERFGATE_AA=1" and float(rec.props["pair_ratio"]) > 0
         assert int(rec.props["pair_n"]) >= 1 and rec.outcome in ("pass", "inconclusive"), rec.props
 
 

@@ -101,6 +101,10 @@ def validate_inputs(config: pytest.Config) -> None:
         bad = env_problem(os.environ)  # PERFGATE_SIM_MACHINE, PERFGATE_SIM_SCALE, PERFGATE_SIM_STEP_SD
         if bad:
             raise pytest.UsageError(f"perfgate: {bad}")
+        cand = st.settings.candidate
+        bad = env_problem(dict(cand.env)) if cand is not None else None  # the candidate's server's own
+        if bad and cand is not None:
+            raise pytest.UsageError(f"perfgate: --perfgate-candidate {cand.spec!r}: {bad}")
     else:  # a profile for other hardware is refused here, not once per test
         from perfgate.errors import HardwareMismatch
 
