@@ -309,6 +309,21 @@ def test_a_misspelt_nccl_or_sglang_variable_is_an_error_naming_the_real_one(tmp_
     assert "did you mean SGLANG_SIMULATE_ACC_LEN?" in str(e.value)
 
 
+def test_a_simulator_variable_it_does_not_read_is_an_error_even_without_a_close_match(tmp_path):
+    """perfgate's own PERFGATE_SIM_* list is exact (perfgate.envnames.SIM_NAMES): no newer release can read a name
+    that is not on it, so a name off it is an error, never a warning."""
+    p = tmp_path / "variants.toml"
+    for name, words in (("PERFGATE_SIM_SCALLE", "did you mean PERFGATE_SIM_SCALE?"),
+                        ("PERFGATE_SIM_SLOWDOWN", "fix: one of PERFGATE_SIM_FAULT")):
+        p.write_text(f'schema_version = 1\n[variants.slow]\ndescription = "x"\nenv = {{ {name} = "0.97" }}\n')
+        with pytest.raises(ProfileSchemaError) as e:
+            load_variants(p)
+        assert e.value.key == f"variants.slow.env.{name}" and words in str(e.value), str(e.value)
+        assert "variants.toml" in str(e.value)
+    p.write_text('schema_version = 1\n[variants.slow]\ndescription = "x"\nenv = { PERFGATE_SIM_SCALE = "0.97" }\n')
+    assert not load_variants(p).warnings
+
+
 def test_unknown_names_without_a_close_match_warn_and_other_prefixes_pass(tmp_path):
     p = tmp_path / "variants.toml"
     p.write_text('schema_version = 1\n[variants.x]\ndescription = "x"\n'

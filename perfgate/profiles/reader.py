@@ -134,7 +134,7 @@ def env_table(r: TableReader, key: str) -> dict[str, str]:
         out[name] = str(v).lower() if isinstance(v, bool) else str(v)
         bad = envnames.problem(name)
         if bad is not None and bad[0] == "error":
-            raise sub.err(name, "an environment variable NCCL or SGLang reads", name, fix=bad[1])
+            raise sub.err(name, "an environment variable NCCL, SGLang or the simulator reads", name, fix=bad[1])
         if bad is not None:
             sub.warn(name, bad[1])
     return out

@@ -57,6 +57,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from perfgate.envnames import SIM_NAMES, SIM_PREFIX
+from perfgate.envnames import problem as name_problem
+
 __all__ = ["DEFAULT_TTFT_DWELL", "MACHINE_SD", "REFERENCE", "SIM_ENV_NAMES", "START_SD", "SimSpeed", "TtftModes",
            "check_machine_name", "env_problem", "machine_factor", "modelled_calibration", "parse_prefill_delay_ms",
            "parse_scale", "parse_step_sd", "parse_ttft_modes", "prefill_levels", "sim_gpu_uuid", "start_jitter",
@@ -74,13 +77,8 @@ STEP_SD_ENV = "PERFGATE_SIM_STEP_SD"
 START_SEED_ENV = "PERFGATE_SIM_START_SEED"
 TTFT_MODES_ENV = "PERFGATE_SIM_TTFT_MODES"
 PREFILL_DELAY_ENV = "PERFGATE_SIM_PREFILL_DELAY_MS"
-#: every PERFGATE_SIM_* variable the simulated server and perfgate's sim engine read (the stack overrides, the
-#: package costs of perfgate.sim.packages, a planted fault, the client's speed-up): any other such name is read by
-#: nothing, and a candidate set with it measures the same server (tests/test_sim_variation.py holds the list to the
-#: names the sources read)
-SIM_ENV_NAMES = frozenset({MACHINE_ENV, SCALE_ENV, STEP_SD_ENV, START_SEED_ENV, TTFT_MODES_ENV, PREFILL_DELAY_ENV,
-                           "PERFGATE_SIM_STACK", "PERFGATE_SIM_PACKAGE_COST", "PERFGATE_SIM_FAULT",
-                           "PERFGATE_SIM_SPEEDUP"})
+#: every PERFGATE_SIM_* variable the simulator reads (one home: perfgate.envnames, which judges every name)
+SIM_ENV_NAMES = SIM_NAMES
 #: the mean stay at one TTFT level, in prefill steps, when PERFGATE_SIM_TTFT_MODES names none
 DEFAULT_TTFT_DWELL = 20.0
 
@@ -256,13 +254,10 @@ def env_problem(environ: Mapping[str, str]) -> str | None:
     """What is wrong with ``PERFGATE_SIM_MACHINE``, ``PERFGATE_SIM_SCALE``, ``PERFGATE_SIM_STEP_SD``,
     ``PERFGATE_SIM_TTFT_MODES`` or ``PERFGATE_SIM_PREFILL_DELAY_MS`` in ``environ`` (the message names the variable
     and the fix), or None; a ``PERFGATE_SIM_*`` name the simulator does not read (:data:`SIM_ENV_NAMES`) is one."""
-    import difflib
-
-    for key in sorted(k for k in environ if k.startswith("PERFGATE_SIM_") and k not in SIM_ENV_NAMES):
-        close = difflib.get_close_matches(key, SIM_ENV_NAMES, n=1, cutoff=0.8)
-        hint = f"did you mean {close[0]}? " if close else ""
-        return (f"{key} is not a variable the simulated server reads: {hint}it would measure the same server. "
-                f"fix: one of {', '.join(sorted(SIM_ENV_NAMES))} (a slowdown: {SCALE_ENV}=0.97, the speed x0.97)")
+    for key in sorted(k for k in environ if k.startswith(SIM_PREFIX)):
+        wrong = name_problem(key)
+        if wrong is not None:
+            return wrong[1]
     name = environ.get(MACHINE_ENV, "").strip()
     bad = check_machine_name(name) if name else None
     if bad:
