@@ -21,7 +21,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
-           "PAIR_ORDER", "PAIR_DISTURBED", "pair_of",
+           "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_LOOKS", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
            "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN"]
 
@@ -119,6 +119,10 @@ PAIR_ORDER = "pair_order"
 #: the start pairs left out of a paired judgement because either start was measured on a busy host or a throttled
 #: GPU (perfgate.measuring.starts.quiet_pairs), 1-based, comma-separated
 PAIR_DISTURBED = "pair_disturbed"
+#: each look at which the paired judgement asked for one more start pair, ``;``-separated: ``1: undecided ×0.9561
+#: [0.8727, 1.0476]`` (perfgate.plugin.compare.until_decided); written into the JUnit file as it is taken, so a run
+#: killed during the next pair keeps what its pairs so far said
+PAIR_LOOKS = "pair_looks"
 #: a stack-pair record's --perfgate-candidate SPEC; the candidate arm's stack where it differs is
 #: ``candidate.stack.<key>`` (the current arm's is the record's own ``stack.<key>``)
 CANDIDATE = "candidate"
@@ -148,7 +152,7 @@ TTFT_SPREAD_IN = "ttft_spread_in"
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, "host.server_cpus",
+    PAIR_LOOKS, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, "host.server_cpus",
 })
 
 

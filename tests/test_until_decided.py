@@ -120,6 +120,9 @@ def test_each_pair_is_said_before_it_is_added_with_the_figures_it_was_undecided_
     # the arms alternate within pairs (A B, B A, A B) and the record says so, pair by pair
     assert perf.order == ["v", "baseline", "baseline", "v"]
     assert perf.properties["pair_order"] == "AB,BA,AB"
+    # each look that added a pair, in the record as it is taken (the JUnit guard writes it: a kill keeps it)
+    assert perf.properties["pair_looks"] == ("1: undecided ×0.9900 [0.9800, 1.0010]; "
+                                             "2: undecided ×0.9880 [0.9800, 1.0010]")
 
 
 def test_the_budget_ends_it_undecided_saying_so_and_a_decision_ends_it_at_once():
@@ -130,6 +133,7 @@ def test_the_budget_ends_it_undecided_saying_so_and_a_decision_ends_it_at_once()
         "no more: the budget of 2 start pairs (--perfgate-max-starts) is spent")
     v, perf = _run([Decision.SAME], budget=5)
     assert v.decision is Decision.SAME and perf.added == 0 and perf.item.config.tr.lines == []
+    assert "pair_looks" not in perf.properties  # no pair was added
     assert perf.properties["pair_order"] == "AB"  # one pair, the baseline's start first
 
 

@@ -110,10 +110,12 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
     again from the pooled starts, and the order of each pair's starts (``pair_order``: ``AB,BA,...``)."""
     from perfgate.measuring.judge import Decision
     from perfgate.measuring.order import in_pair_order, pair_order
+    from perfgate.plugin.junitguard import checkpoint
     from perfgate.plugin.say import say
-    from perfgate.record import CANDIDATE_PREFIX, PAIR_ORDER
+    from perfgate.record import CANDIDATE_PREFIX, PAIR_LOOKS, PAIR_ORDER
 
     v = judge(m, base)
+    looks: list[str] = []
     while v.decision is Decision.UNDECIDED or v.wants_more:
         n = len(m.starts) or 1
         at = f" at {v.judged}" if v.judged else ""
@@ -125,6 +127,9 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         first, second = in_pair_order([base.config_name, m.config_name], n)  # A B, B A, ...: alternated
         say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; adding pair "
                               f"{n + 1} ({first}, then {second})")
+        looks.append(f"{n}: {what}{' ' + v.judged if v.judged else ''}")
+        perf.record(PAIR_LOOKS, "; ".join(looks))
+        checkpoint(perf.item.config)  # a kill during the next pair keeps what these pairs said
         more = perf.more_starts(base, m)
         if more is None:  # a start failed: the pool has its verdict
             break

@@ -13,6 +13,9 @@ SIGTERM gets there but leaves the test that was running as a nameless ``<testcas
   under ten times what that one cost, except around slow tests (when a test that ran a second
   or more ends, and when the next one starts) and when a perf test starts (a perf test is never
   fast, and one that hangs must be named in the file);
+- rewrites it when a running test asks (:func:`checkpoint`: a paired comparison about to add a start pair,
+  minutes of server starts, writes what its looks so far said), so a kill in the middle of a long test keeps the
+  properties it had recorded (without xdist: a worker's properties reach the controller only with its report);
 - on Ctrl-C / SIGTERM, turns each running test into an ``<error>`` record "interrupted" that
   keeps the properties it had recorded so far (identity, config, log), before pytest writes
   the final file.
@@ -214,6 +217,14 @@ def _is_perf(item: pytest.Item | None) -> bool:
     from perfgate.plugin.state import PERF_FIXTURES
 
     return item is not None and bool(PERF_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def checkpoint(config: pytest.Config) -> None:
+    """Write the JUnit file now, with the running tests' properties as they stand (a no-op without ``--junitxml``,
+    on an xdist worker, or where the guard switched itself off)."""
+    guard = config.pluginmanager.get_plugin("perfgate-junitguard")
+    if isinstance(guard, JUnitGuard):
+        guard._write(force=True)
 
 
 def install(config: pytest.Config) -> None:
