@@ -102,8 +102,7 @@ def validate_inputs(config: pytest.Config) -> None:
         if bad:
             raise pytest.UsageError(f"perfgate: {bad}")
         cand = st.settings.candidate
-        bad = env_problem(dict(cand.env)) if cand is not None else None  # the candidate's server's own
-        if bad and cand is not None:
+        if cand is not None and (bad := env_problem(dict(cand.env))):  # the candidate's server's own, values too
             raise pytest.UsageError(f"perfgate: --perfgate-candidate {cand.spec!r}: {bad}")
     else:  # a profile for other hardware is refused here, not once per test
         from perfgate.errors import HardwareMismatch

@@ -57,10 +57,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from perfgate.envnames import SIM_NAMES, SIM_PREFIX
+from perfgate.envnames import SIM_PREFIX
 from perfgate.envnames import problem as name_problem
 
-__all__ = ["DEFAULT_TTFT_DWELL", "MACHINE_SD", "REFERENCE", "SIM_ENV_NAMES", "START_SD", "SimSpeed", "TtftModes",
+__all__ = ["DEFAULT_TTFT_DWELL", "MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "TtftModes",
            "check_machine_name", "env_problem", "machine_factor", "modelled_calibration", "parse_prefill_delay_ms",
            "parse_scale", "parse_step_sd", "parse_ttft_modes", "prefill_levels", "sim_gpu_uuid", "start_jitter",
            "step_noise"]
@@ -77,8 +77,6 @@ STEP_SD_ENV = "PERFGATE_SIM_STEP_SD"
 START_SEED_ENV = "PERFGATE_SIM_START_SEED"
 TTFT_MODES_ENV = "PERFGATE_SIM_TTFT_MODES"
 PREFILL_DELAY_ENV = "PERFGATE_SIM_PREFILL_DELAY_MS"
-#: every PERFGATE_SIM_* variable the simulator reads (one home: perfgate.envnames, which judges every name)
-SIM_ENV_NAMES = SIM_NAMES
 #: the mean stay at one TTFT level, in prefill steps, when PERFGATE_SIM_TTFT_MODES names none
 DEFAULT_TTFT_DWELL = 20.0
 
@@ -253,7 +251,8 @@ class SimSpeed:
 def env_problem(environ: Mapping[str, str]) -> str | None:
     """What is wrong with ``PERFGATE_SIM_MACHINE``, ``PERFGATE_SIM_SCALE``, ``PERFGATE_SIM_STEP_SD``,
     ``PERFGATE_SIM_TTFT_MODES`` or ``PERFGATE_SIM_PREFILL_DELAY_MS`` in ``environ`` (the message names the variable
-    and the fix), or None; a ``PERFGATE_SIM_*`` name the simulator does not read (:data:`SIM_ENV_NAMES`) is one."""
+    and the fix), or None; a ``PERFGATE_SIM_*`` name the simulator does not read (:data:`perfgate.envnames.SIM_NAMES`)
+    is one."""
     for key in sorted(k for k in environ if k.startswith(SIM_PREFIX)):
         wrong = name_problem(key)
         if wrong is not None:
