@@ -25,7 +25,8 @@ SIM_PREFIX = "PERFGATE_SIM_"
 #: perfgate.sim.packages; a planted fault; the client's speed-up): any other such name is read by nothing, and a
 #: candidate set with it measures the same server (tests/test_sim_variation.py holds the list to perfgate's sources)
 SIM_NAMES = frozenset({"PERFGATE_SIM_MACHINE", "PERFGATE_SIM_SCALE", "PERFGATE_SIM_STEP_SD", "PERFGATE_SIM_START_SEED",
-                       "PERFGATE_SIM_TTFT_MODES", "PERFGATE_SIM_PREFILL_DELAY_MS", "PERFGATE_SIM_STACK",
+                       "PERFGATE_SIM_TTFT_MODES", "PERFGATE_SIM_PREFILL_DELAY_MS", "PERFGATE_SIM_PREFILL_GPU_MS",
+                       "PERFGATE_SIM_PREFILL_HOST_MS", "PERFGATE_SIM_STACK",
                        "PERFGATE_SIM_PACKAGE_COST", "PERFGATE_SIM_FAULT", "PERFGATE_SIM_SPEEDUP"})
 
 

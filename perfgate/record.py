@@ -23,7 +23,8 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
            "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_LOOKS", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
-           "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN"]
+           "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN", "PREFILL_TRACES",
+           "PREFILL_TRACE_NOTE"]
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,17 @@ ITL_MULTIMODAL = "itl_multimodal"
 #: ``ttft_spread_in``, the part whose spread is widest (where the levels live)
 TTFT_PART_PREFIX = "ttft_part."
 TTFT_SPREAD_IN = "ttft_spread_in"
+#: the prefills each start traced with SGLang's profiler (every start's together), whose GPU time splits the prefill
+#: leg into ``ttft_part.prefill_gpu_ms`` and ``ttft_part.prefill_host_ms`` (perfgate.measuring.prefill_gpu)
+PREFILL_TRACES = "prefill_traces"
+#: why a start's prefills were not traced (the server refused /start_profile, no trace came in time, ...)
+PREFILL_TRACE_NOTE = "prefill_trace_note"
 
 #: properties that are text even when they look like numbers (``config`` is a hash)
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    PAIR_LOOKS, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, "host.server_cpus",
+    PAIR_LOOKS, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE, "host.server_cpus",
 })
 
 

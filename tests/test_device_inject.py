@@ -78,3 +78,73 @@ def test_real_scheduler_has_the_method(version: str) -> None:
         pytest.skip(f"SGLang {version}'s source is not installed (PERFGATE_SGLANG_PARSERS; ci/install-sglang-parsers.sh)")
     text = src.read_text(encoding="utf-8")
     assert "\nclass Scheduler(" in text and "    def handle_generate_request(\n" in text
+
+
+_EXTEND_PROBE = """
+import json, time
+slept, spun = [], []
+time.sleep = slept.append
+import torch
+torch.cuda._sleep = spun.append
+from sglang.srt.model_executor import model_runner
+class Mode:
+    def __init__(self, name): self.name = name
+class Batch:
+    def __init__(self, name): self.forward_mode = Mode(name)
+r = model_runner.ModelRunner()
+outs = [r._forward_raw(Batch(name), None) for name in ("EXTEND", "DECODE", "TARGET_VERIFY", "EXTEND")]
+print(json.dumps({"outs": outs, "slept": slept, "spun": spun,
+                  "inject": getattr(model_runner.ModelRunner._forward_raw, "perfgate_inject", None)}))
+"""
+
+
+def _fake_runner(root: Path) -> Path:
+    pkg = root / "sglang" / "srt" / "model_executor"
+    pkg.mkdir(parents=True)
+    for d in (root / "sglang", root / "sglang" / "srt", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "model_runner.py").write_text(
+        "class ModelRunner:\n    def _forward_raw(self, forward_batch, pp_proxy_tensors):\n"
+        "        return 'ran ' + forward_batch.forward_mode.name\n")
+    (root / "torch").mkdir()
+    (root / "torch" / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def _sleep(cycles):\n        pass\n")
+    return root
+
+
+def _run_extend(site: Path, **env: str) -> dict[str, object]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PERFGATE_INJECT")}
+    e.update(env, PYTHONPATH=f"{INJECT}{os.pathsep}{site}")
+    r = subprocess.run([sys.executable, "-c", _EXTEND_PROBE], env=e, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_extend_gpu_spin_runs_before_each_prefill_forward_only(tmp_path: Path) -> None:
+    """(a) of issue 53: a spin of N us (N x 1980 cycles) before every EXTEND forward, none before a decode step or a
+    verify pass, and no host sleep."""
+    got = _run_extend(_fake_runner(tmp_path), PERFGATE_INJECT_EXTEND_GPU_US="3000")
+    assert got["outs"] == ["ran EXTEND", "ran DECODE", "ran TARGET_VERIFY", "ran EXTEND"]
+    assert got["spun"] == [3000 * 1980, 3000 * 1980] and got["slept"] == []
+    assert got["inject"] == [3000.0, 0.0]
+
+
+def test_extend_host_sleep_runs_before_each_prefill_forward_only(tmp_path: Path) -> None:
+    """(b) of issue 53: a host sleep before every EXTEND forward, no kernel."""
+    got = _run_extend(_fake_runner(tmp_path), PERFGATE_INJECT_EXTEND_HOST_MS="3.5")
+    assert got["slept"] == [0.0035, 0.0035] and got["spun"] == []
+
+
+def test_extend_untouched_unset(tmp_path: Path) -> None:
+    got = _run_extend(_fake_runner(tmp_path))
+    assert got["slept"] == [] and got["spun"] == [] and got["inject"] is None
+
+
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.17"])
+def test_real_model_runner_has_forward_raw(version: str) -> None:
+    """The patched method exists where the inject expects it, taking the ForwardBatch first."""
+    parsers = os.environ.get("PERFGATE_SGLANG_PARSERS", "")
+    src = Path(parsers) / f"sglang-{version}" / "sglang" / "srt" / "model_executor" / "model_runner.py"
+    if not parsers or not src.is_file():
+        pytest.skip(f"SGLang {version}'s source is not installed (PERFGATE_SGLANG_PARSERS; ci/install-sglang-parsers.sh)")
+    text = src.read_text(encoding="utf-8")
+    assert "    def _forward_raw(\n        self,\n        forward_batch: ForwardBatch," in text

@@ -120,7 +120,7 @@ def test_side_by_side_pairs_are_judged_at_their_own_level(client: FakeClient) ->
             if ("side-by-side", engine) not in table:
                 metric = {"throughput": "tok_s", "output": "output_tok_s", "step": "itl_ms", "first-token": "ttft_ms",
                           "tail": "itl_ms_p99", "goodput": "goodput_rps", "acceptance": "accept_len",
-                          "ttft-leg": "ttft_part.to_forward_ms"}[cls.value]
+                          "ttft-leg": "ttft_part.to_forward_ms", "prefill-gpu": "ttft_part.prefill_gpu_ms"}[cls.value]
                 gpu = "NVIDIA H200"  # the kind the real column was measured on (an H100 takes its own starts)
                 assert prior_cv(metric, "side-by-side", simulated=engine == "sim", gpu=gpu) == table[("starts", engine)]
     j = paired([1.10, 1.101, 1.099], higher_is_better=False, min_effect=0.05, prior_cv=0.01, level=Level.SIDE_BY_SIDE,

@@ -209,3 +209,34 @@ def test_the_projects_gate_floors_decide_its_stack_pairs(pytester):
                                         "--perfgate-starts", "2", "--perfgate-candidate", "sim-stack=torch=2.10.0",
                                         "-p", "no:cacheprovider")
     assert bad.ret == 4 and "gate.min_effect.tok_s must be a fraction in [0, 1)" in bad.stderr.str() + bad.stdout.str()
+
+
+@pytest.mark.parametrize("planted, lands, spared", [
+    ("PERFGATE_SIM_PREFILL_GPU_MS=30", "prefill_gpu", "prefill_host"),
+    ("PERFGATE_SIM_PREFILL_HOST_MS=30", "prefill_host", "prefill_gpu"),
+])
+def test_a_slower_prefill_lands_in_its_own_part(pytester, planted, lands, spared):
+    """Issue 53 on the simulator: each start traces its prefills (SGLang's profiler by stage), which splits the prefill
+    leg into its GPU time and its host time; a candidate whose every prefill takes 30 ms more on the GPU (a kernel in
+    the trace) fails on the GPU part, one whose host waits 30 ms inside the prefill (no kernel) on the host part, and
+    neither moves the other part; both arms carry each start's parts and how many prefills were traced."""
+    from tests.simproject import make_project as make
+    from tests.test_starts import CONFTEST, PROFILE, VARIANTS
+
+    prof = make(pytester.path, PROFILE.replace("TRIALS", "3").replace("random-seed = 1", "random-seed = 1\nenable-metrics = true"),
+                variants_text=VARIANTS)
+    (pytester.path / "conftest.py").write_text(CONFTEST)
+    r = pytester.runpytest_subprocess("perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts",
+                                      "3", "--perfgate-max-starts", "3", "--perfgate-candidate", f"env.{planted}",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret == 1, r.stdout.str()
+    rec = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert rec[f"pair.ttft_part.{lands}_ms.decision"] == "regressed", rec
+    assert rec[f"pair.ttft_part.{spared}_ms.decision"] != "regressed", rec
+    assert rec["pair.tok_s.decision"] != "regressed"
+    n = int(rec["pair_n"])
+    for arm in ("", "candidate."):
+        assert len(rec[f"{arm}start_values.ttft_part.{lands}_ms"].split(",")) == n
+        assert int(rec[f"{arm}prefill_traces"]) == 8 * n and f"{arm}prefill_trace_note" not in rec
+    said = "prefill GPU time" if lands == "prefill_gpu" else "prefill host time"
+    assert f"TTFT's {said} by +" in rec["reason"], rec["reason"]

@@ -9,6 +9,10 @@
 #   DELAY: N   a GPU-side delay of N microseconds per decode step (PERFGATE_INJECT_GPU_US); 0 = A/A
 #          pMS a host-side delay of MS milliseconds before each request's prefill (PERFGATE_INJECT_PREFILL_MS):
 #              a TTFT-only slowdown (issue 40: p2.8 is ~10 % of an H200's ~28 ms batch-1 TTFT probe)
+#          gUS a GPU-side prefill slowdown: a spin of US microseconds before every prefill forward, inside its step span
+#              (PERFGATE_INJECT_EXTEND_GPU_US; issue 53 (a): lands in ttft_part.prefill_gpu_ms)
+#          hMS a host-side prefill slowdown: a sleep of MS milliseconds at the start of every prefill forward
+#              (PERFGATE_INJECT_EXTEND_HOST_MS; issue 53 (b): lands in ttft_part.prefill_host_ms)
 #   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
 #   DELAY:N    at most N start pairs for this session (else MAX_STARTS, default 6)
 #   DELAY:N:fix   N start pairs however early it is decided (--perfgate-starts N): an A/A that measures the box's noise
@@ -45,7 +49,12 @@ else
       IFS=: read -r us max co <<< "$tok"; case $max in co) co=co; max= ;; esac
       fixed=; [ "$co" = fix ] && { fixed=$max; co=; }
       tag=${tok//:/-}; cores=${CO_RESIDENT:-}; [ "$co" = co ] && cores=${CO_RESIDENT:-0.4}
-      case $us in p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;; *) var=PERFGATE_INJECT_GPU_US; val=$us ;; esac
+      case $us in
+        p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;;
+        g*) var=PERFGATE_INJECT_EXTEND_GPU_US; val=${us#g} ;;
+        h*) var=PERFGATE_INJECT_EXTEND_HOST_MS; val=${us#h} ;;
+        *) var=PERFGATE_INJECT_GPU_US; val=$us ;;
+      esac
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
       echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts ${fixed:-1} \
 --perfgate-max-starts ${max:-${MAX_STARTS:-6}} --perfgate-max-time ${MAX_TIME:-600} --perfgate-candidate '$cand' \

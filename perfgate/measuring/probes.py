@@ -26,6 +26,7 @@ from perfgate.measuring.ttft_parts import part_properties
 from perfgate.record import (
     ITL_MODES,
     ITL_MULTIMODAL,
+    PREFILL_TRACE_NOTE,
     TTFT_MODES,
     TTFT_MULTIMODAL,
     TTFT_PROBE_FAILURES,
@@ -66,6 +67,10 @@ class Probes:
     per_start: tuple[float, ...] = field(default=())
     #: the probes' TTFTs in parts (perfgate.measuring.ttft_parts.parts_ms), for those whose response was stamped
     parts: tuple[dict[str, float], ...] = field(default=())
+    #: the GPU time of each prefill the start traced with SGLang's profiler after its probes (perfgate.procedure
+    #: .prefill, perfgate.measuring.prefill_gpu); empty where none was traced, and why in ``prefill_trace_note``
+    prefill_gpu_ms: tuple[float, ...] = field(default=())
+    prefill_trace_note: str = ""
 
     @property
     def n(self) -> int:
@@ -104,7 +109,10 @@ def pool(per_start: Sequence[Probes | None]) -> Probes | None:
         return ps[0]
     ests = tuple(e for p in ps if (e := p.estimate) is not None)
     return Probes(ttft_ms=tuple(x for p in ps for x in p.ttft_ms), blocks=sum(p.blocks for p in ps),
-                  failures=sum(p.failures for p in ps), per_start=ests, parts=tuple(x for p in ps for x in p.parts))
+                  failures=sum(p.failures for p in ps), per_start=ests, parts=tuple(x for p in ps for x in p.parts),
+                  prefill_gpu_ms=tuple(x for p in ps for x in p.prefill_gpu_ms) if all(p.prefill_gpu_ms for p in ps)
+                  else (), prefill_trace_note="; ".join(dict.fromkeys(p.prefill_trace_note for p in ps
+                                                                      if p.prefill_trace_note)))
 
 
 def itl_sample(itls_ms: Sequence[float]) -> tuple[float, ...]:
@@ -131,7 +139,9 @@ def mode_properties(m: Probed) -> dict[str, object]:
         if p.modes.judged:
             out[TTFT_MODES] = p.modes.text("ms")
             out[TTFT_MULTIMODAL] = p.modes.multimodal
-        out.update(part_properties(p.parts))
+        out.update(part_properties(p.parts, p.prefill_gpu_ms))
+        if p.prefill_trace_note:
+            out[PREFILL_TRACE_NOTE] = p.prefill_trace_note
     if m.itl_sample:
         im = find_modes(m.itl_sample)
         if im.judged:

@@ -121,8 +121,10 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
 
 def part_values(m: Measurement) -> dict[str, list[float]]:
     """Per TTFT part, each start's median over its probes (perfgate.measuring.ttft_parts.start_medians); empty unless
-    every start's probes were stamped."""
-    return start_medians([s.probes.parts if s.probes else () for s in m.starts or (m,)])
+    every start's probes were stamped; the prefill leg's split where every start also traced its prefills."""
+    starts = m.starts or (m,)
+    return start_medians([s.probes.parts if s.probes else () for s in starts],
+                         [s.probes.prefill_gpu_ms if s.probes else () for s in starts])
 
 
 def _joined(values: Sequence[float]) -> str:

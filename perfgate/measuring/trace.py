@@ -32,7 +32,7 @@ from pathlib import Path
 
 from perfgate.categories import Backend
 
-__all__ = ["GROUPS", "TraceError", "RankSteps", "StepProfile", "kernel_group", "read_trace", "summarize",
+__all__ = ["GROUPS", "EXTEND_STEP", "TraceError", "busy_within", "RankSteps", "StepProfile", "kernel_group", "read_trace", "summarize",
            "analyze"]
 
 #: the groups a kernel's time is booked to, in the order a stacked bar shows them
@@ -62,6 +62,8 @@ _TABLE: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
                           r"BatchPrefill|BatchMLA|decode_kernel|prefill_kernel|paged_?kv"),
     ))
 _STEP = re.compile(r"^step\[(DECODE|TARGET_VERIFY)\b")
+#: a prefill's span (``step[EXTEND bs=<n> toks=<t>]``): perfgate.measuring.prefill_gpu reads the prefills' GPU time
+EXTEND_STEP = re.compile(r"^step\[EXTEND\b")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
 
@@ -105,8 +107,9 @@ class RankSteps:
     kernels: list[_Kernel]  # sorted by start
 
 
-def read_trace(path: str | Path) -> RankSteps:
-    """One rank's Chrome trace (``.json`` or ``.json.gz``), as written by torch's profiler for SGLang."""
+def read_trace(path: str | Path, *, step: re.Pattern[str] = _STEP) -> RankSteps:
+    """One rank's Chrome trace (``.json`` or ``.json.gz``), as written by torch's profiler for SGLang; its steps are
+    the GPU spans whose name ``step`` matches (the decode steps and verify passes, or :data:`EXTEND_STEP`)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -133,8 +136,11 @@ def read_trace(path: str | Path) -> RankSteps:
         if cat in _GPU_CATS:
             group, family = kernel_group(name) if cat == "kernel" else ("other", "")
             kernels.append(_Kernel(name, ts, dur, group, family))
-        elif cat == "gpu_user_annotation" and _STEP.match(name):
+        elif cat == "gpu_user_annotation" and step.match(name):
             steps.append(_Span(name, ts, dur))
+    if not steps and step is EXTEND_STEP:
+        raise TraceError(f"{p}: no step[EXTEND ...] GPU span: not a prefill-stage trace of SGLang (profile with "
+                         f"profile_by_stage while prefills run)")
     if not steps:
         raise TraceError(f"{p}: no step[DECODE ...] or step[TARGET_VERIFY ...] GPU span: not a decode-stage trace "
                          f"of SGLang (profile with profile_by_stage, and a request decoding while it records)")
@@ -167,6 +173,11 @@ def _within(ks: Sequence[_Kernel], starts: Sequence[float], lo: float, hi: float
     import bisect
 
     return list(ks[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, hi)])
+
+
+def busy_within(t: RankSteps, span: _Span) -> float:
+    """GPU-busy microseconds of the kernels of ``t`` that start inside ``span`` (one of its steps)."""
+    return _busy(_within(t.kernels, [k.ts for k in t.kernels], span.ts, span.ts + span.dur))
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,26 @@ Between the trials go the TTFT probes (perfgate.measuring.probes): ``w.ttft_prob
 out) sent one at a time, in a block before each trial and one after the last, so that the start's TTFT samples the
 whole start, not five moments of it; their prompts come after the sweep's, unseen like the others.
 
+After the last block, ``w.prefill_traces`` more prefill-only requests run under SGLang's profiler
+(perfgate.procedure.prefill): the GPU time of each, which splits the probes' prefill leg into its GPU and host parts.
+
 Co-resident arms (two servers up at once on one machine) run side by side (:func:`run_side_by_side`): the same
 steps, the arms taking turns probe by probe and trial by trial, so both meet the host's state at the same moments.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate.measuring.metrics import Measurement, SweepPoint, Trial, compute_trial, summarize, sweep_point
 from perfgate.measuring.probes import Probes, block_sizes, itl_sample
 from perfgate.measuring.ttft_parts import parts_ms
 from perfgate.measuring.workload import load_prompts, requests_for
+from perfgate.procedure.prefill import PrefillTrace, trace_prefills
 
 if TYPE_CHECKING:
     from perfgate.profiles import Workload
@@ -96,6 +102,8 @@ def run_side_by_side(arms: Sequence[Arm], w: Workload, *, offset: int = 0) -> li
             if not r.failed:
                 r.trial(t)
     probes(sizes[-1])
+    for r in runs:  # after the last block, where it disturbs nothing measured (perfgate.procedure.prefill)
+        r.trace_prefills()
     return [r.finish() for r in runs]
 
 
@@ -126,6 +134,13 @@ class _Trials:
     def probe(self, k: int, *, new_block: bool = True) -> None:
         if not self.failed:
             self._prober(k, new_block=new_block)
+
+    def trace_prefills(self) -> None:
+        """``w.prefill_traces`` prefill-only requests traced with SGLang's profiler (perfgate.procedure.prefill), on a
+        server perfgate launched (its traces land beside its log) whose probes ran; else nothing."""
+        n, log = self.w.prefill_traces, self.arm.log_path
+        if n > 0 and log and self.w.ttft_probes > 0 and not self.failed and not self._prober.failures:
+            self._prober.trace(n, Path(log).with_name(Path(log).stem + "-prefill-trace"))
 
     def trial(self, t: int) -> None:
         from perfgate.client import flush_cache, run_batch
@@ -163,6 +178,7 @@ class _Prober:
         self.parts: list[dict[str, float]] = []
         self.failures = 0
         self.blocks = 0
+        self.traced = PrefillTrace()
 
     def __call__(self, k: int, *, new_block: bool = True) -> None:
         from perfgate.client import run_batch
@@ -181,8 +197,16 @@ class _Prober:
             else:
                 self.failures += 1
 
+    def trace(self, n: int, out_dir: Path) -> None:
+        """Trace ``n`` more prefill-only requests' GPU time (unseen prompts after the probes')."""
+        reqs = requests_for(self.w, self.prompts, n, offset=self.at)
+        self.at += n
+        self.traced = trace_prefills(self.url, reqs, out_dir, profile_id=f"perfgate-prefill-{time.time_ns()}",
+                                     timeout_s=min(self.w.request_timeout_s, 120.0))
+
     def probes(self) -> Probes:
-        return Probes(ttft_ms=tuple(self.ttft_ms), blocks=self.blocks, failures=self.failures, parts=tuple(self.parts))
+        return Probes(ttft_ms=tuple(self.ttft_ms), blocks=self.blocks, failures=self.failures, parts=tuple(self.parts),
+                      prefill_gpu_ms=self.traced.gpu_ms, prefill_trace_note=self.traced.note)
 
 
 def run_sweep(url: str, w: Workload, *, offset: int = 0) -> tuple[SweepPoint, ...]:

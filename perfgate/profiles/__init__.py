@@ -98,6 +98,8 @@ class Mode:
 #: start's probe TTFT moves about 1 % on one level (benchmarks/ttft_modes.py) and that two levels are found with their
 #: locations (perfgate.measuring.modes needs 20 values; a level of 10 % is 4 probes)
 DEFAULT_TTFT_PROBES = 36
+#: prefills each server start traces with SGLang's profiler after its probes (perfgate.procedure.prefill)
+DEFAULT_PREFILL_TRACES = 8
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +131,10 @@ class Workload:
     #: blocks before each trial and after the last (perfgate.procedure.closed); the start's TTFT comes from them
     #: (perfgate.measuring.probes; 0: none, the trials' TTFT as before). docs/measurement.md "TTFT probes and modes"
     ttft_probes: int = DEFAULT_TTFT_PROBES
+    #: prefill-only requests per server start traced with SGLang's own profiler after the probes
+    #: (perfgate.procedure.prefill): each one's GPU time splits the probes' prefill leg into ``prefill_gpu`` and
+    #: ``prefill_host`` (perfgate.measuring.prefill_gpu); 0: none. Only on a server perfgate launched, with probes
+    prefill_traces: int = DEFAULT_PREFILL_TRACES
 
     @property
     def per_trial(self) -> int:

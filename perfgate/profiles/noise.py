@@ -20,7 +20,9 @@ output         output_tok_s (completion tokens over the wall time: prefill in)  
 step           itl_ms, tpot_ms (medians: one decode step)                       0.1 %     1 %       1.6 %
 first-token    ttft_ms and its tails (ttft_ms_p90, ttft_ms_p99), e2e            16 %      3 %       16 %
 ttft-leg       a TTFT probe's legs (ttft_part.<leg>_ms, perfgate.measuring      25 %      3 %       25 %
-               .ttft_parts)
+               .ttft_parts), the prefill's host time (prefill_host)
+prefill-gpu    the prefill's GPU time (ttft_part.prefill_gpu_ms, perfgate       5 %       1 %       5 %
+               .measuring.prefill_gpu)
 tail           any other ``*_p90`` / ``*_p99`` latency (itl_ms_p99, ...)        8 %       5 %       10 %
 goodput        goodput_rps, crossover                                           10 %      5 %       10 %
 acceptance     accept_len                                                       1 %       1 %       1 %
@@ -48,6 +50,10 @@ project's simulated seed box on a 2-core shared runner):
   prefill 25.0 % (the leg the levels live in: a start's prefill median 18-34 ms): 25 %, the widest. Judged on the
   first-token prior, the prefill leg of identical arms was called regressed in 3 % of simulated runs. Sim: the
   first-token prior.
+- prefill-gpu: the GPU's busy time of a prefill's kernels (SGLang's own trace of a start's prefills) does not depend
+  on where the host's threads run. No real pair had measured it when it was written: 5 %, a fifth of the leg it
+  splits (ttft-leg), until a real paired A/A measures it. Sim: the kernels are the cost model's at the start's speed
+  (0.05 % a start): 1 %.
 - tail, real: ITL p99 of two starts of one config read 5.12 / 5.20, 5.22 / 5.28, 5.11 / 5.20 and 5.25 /
   5.47 ms (the same runs): sd 0.6-2.9 %; then the paired A/A and TTFT runs of 2026-12-05 (7 alternated pairs, one
   H200, evidence/h200-x1/latency-paired-2026-12-05/): one quiet start read 7.08 ms among 5.15-5.41, a start's sd
@@ -84,6 +90,9 @@ from dataclasses import dataclass
 from perfgate.categories import Word
 from perfgate.record import TTFT_PART_PREFIX
 
+#: the prefill's GPU time (perfgate.measuring.prefill_gpu), the one TTFT part with a class of its own
+PREFILL_GPU_METRIC = f"{TTFT_PART_PREFIX}prefill_gpu_ms"
+
 __all__ = ["MetricClass", "Noise", "metric_class", "prior_cv", "noise_for", "limit_tolerance", "spending_shape",
            "gpu_kind", "priors_said", "PRIORS", "GPU_PRIORS", "REAL_MEASURED_ON", "PRIOR_DF", "SPENDING",
            "LIMIT_PASS_PROBABILITY"]
@@ -97,6 +106,7 @@ class MetricClass(Word):
     STEP = "step"
     FIRST_TOKEN = "first-token"
     TTFT_LEG = "ttft-leg"
+    PREFILL_GPU = "prefill-gpu"
     TAIL = "tail"
     GOODPUT = "goodput"
     ACCEPTANCE = "acceptance"
@@ -115,6 +125,8 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
                               ("machines", "real"): 0.16, ("machines", "sim"): 0.03},
     MetricClass.TTFT_LEG: {("starts", "real"): 0.25, ("starts", "sim"): 0.03, ("side-by-side", "sim"): 0.01,
                            ("machines", "real"): 0.25, ("machines", "sim"): 0.03},
+    MetricClass.PREFILL_GPU: {("starts", "real"): 0.05, ("starts", "sim"): 0.01,
+                              ("machines", "real"): 0.05, ("machines", "sim"): 0.016},
     MetricClass.TAIL: {("starts", "real"): 0.08, ("starts", "sim"): 0.05,
                        ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
     MetricClass.GOODPUT: {("starts", "real"): 0.10, ("starts", "sim"): 0.05,
@@ -166,6 +178,8 @@ def metric_class(metric: str) -> MetricClass:
         return MetricClass.ACCEPTANCE
     if m.startswith(("goodput", "crossover")):
         return MetricClass.GOODPUT
+    if m == PREFILL_GPU_METRIC:
+        return MetricClass.PREFILL_GPU
     if m.startswith(TTFT_PART_PREFIX):
         return MetricClass.TTFT_LEG
     if m.startswith("ttft") or m.startswith("e2e"):

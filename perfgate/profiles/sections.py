@@ -11,6 +11,7 @@ from pathlib import Path
 from perfgate.categories import Category, Outcome
 from perfgate.profiles import (
     CATEGORIES,
+    DEFAULT_PREFILL_TRACES,
     DEFAULT_TTFT_PROBES,
     ENGINES,
     EXPECTS,
@@ -156,7 +157,7 @@ def workload(r: TableReader, root: Path) -> Workload:
     w = r.sub("workload", required=True)
     w.only({"prompts", "max_new_tokens", "concurrency", "requests_per_trial", "warmup", "trials",
             "request_timeout_s", "max_cv", "token_match_min", "concurrency_sweep", "confidence", "min_effect",
-            "starts", "max_starts", "max_time_s", "ttft_probes"})
+            "starts", "max_starts", "max_time_s", "ttft_probes", "prefill_traces"})
     prompts = resolve_path(root, w.req("prompts", str, "a prompt-set path (fixtures/prompts/*.jsonl)"))
     if not prompts.is_file():
         raise w.err("prompts", "an existing prompt file", str(prompts),
@@ -183,6 +184,8 @@ def workload(r: TableReader, root: Path) -> Workload:
         max_time_s=float(w.num("max_time_s", "seconds > 0", None, lo=0.001) or 0.0),
         ttft_probes=w.int_("ttft_probes", "an integer >= 0 (TTFT probes per server start; 0: none)",
                            DEFAULT_TTFT_PROBES, lo=0, hi=10_000),
+        prefill_traces=w.int_("prefill_traces", "an integer >= 0 (prefills per server start traced with SGLang's "
+                                                "profiler; 0: none)", DEFAULT_PREFILL_TRACES, lo=0, hi=1000),
     )
 
 

@@ -31,6 +31,8 @@ from perfgate.sim.startup import RESET, YELLOW, Startup, die_sigkill, main_proce
 from perfgate.sim.variation import (
     MACHINE_ENV,
     PREFILL_DELAY_ENV,
+    PREFILL_GPU_ENV,
+    PREFILL_HOST_ENV,
     REFERENCE,
     SCALE_ENV,
     START_SEED_ENV,
@@ -39,6 +41,8 @@ from perfgate.sim.variation import (
     SimSpeed,
     check_machine_name,
     parse_prefill_delay_ms,
+    parse_prefill_gpu_ms,
+    parse_prefill_host_ms,
     parse_scale,
     parse_step_sd,
     parse_ttft_modes,
@@ -111,13 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     numbers: dict[str, Any] = {}
     for dest, env_name, parse in (("sim_scale", SCALE_ENV, parse_scale), ("sim_step_sd", STEP_SD_ENV, parse_step_sd),
                                   ("sim_ttft_modes", TTFT_MODES_ENV, parse_ttft_modes),
-                                  ("sim_prefill_delay_ms", PREFILL_DELAY_ENV, parse_prefill_delay_ms)):
+                                  ("sim_prefill_delay_ms", PREFILL_DELAY_ENV, parse_prefill_delay_ms),
+                                  ("sim_prefill_gpu_ms", PREFILL_GPU_ENV, parse_prefill_gpu_ms),
+                                  ("sim_prefill_host_ms", PREFILL_HOST_ENV, parse_prefill_host_ms)):
         try:
             numbers[dest] = parse(parsed.sim.get(dest) or env.get(env_name))
         except ValueError as e:
             return _usage_error(version, f"argument --{dest.replace('_', '-')}: {e}")
     scale, step_sd = numbers["sim_scale"], numbers["sim_step_sd"]
     ttft_modes, prefill_delay_ms = numbers["sim_ttft_modes"], numbers["sim_prefill_delay_ms"]
+    prefill_gpu_ms, prefill_host_ms = numbers["sim_prefill_gpu_ms"], numbers["sim_prefill_host_ms"]
     try:  # a cost planted in a package's version, or packages that do not import together (perfgate.sim.packages)
         effects = parse_package_costs(parsed.sim.get("sim_package_cost") or env.get(PACKAGE_COST_ENV))
     except ValueError as e:
@@ -148,7 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
              + (f", prefill levels x{'/'.join(f'{x:g}' for x in ttft_modes.levels)} "
                 + (f"(the host's, a level per {ttft_modes.dwell:g} s)" if ttft_modes.clock
                    else f"(mean stay {ttft_modes.dwell:g} prefills)") if ttft_modes else "")
-             + (f", prefill delay {prefill_delay_ms:g} ms" if prefill_delay_ms else "") + ")"
+             + (f", prefill delay {prefill_delay_ms:g} ms" if prefill_delay_ms else "")
+             + (f", prefill GPU +{prefill_gpu_ms:g} ms" if prefill_gpu_ms else "")
+             + (f", prefill host +{prefill_host_ms:g} ms" if prefill_host_ms else "") + ")"
              + (f"; injected fault: {fault}" if fault else "") + " ***")
 
     plan = plan_from_args(hardware, parsed, env)
@@ -198,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   prefill_factor=prefill_levels(ttft_modes, start_seed, machine,
                                                                 speedup=float(parsed.sim.get("sim_speedup") or 1.0)),
                                   prefill_delay_s=prefill_delay_ms / 1000.0,
+                                  prefill_gpu_s=prefill_gpu_ms / 1000.0, prefill_host_s=prefill_host_ms / 1000.0,
                                   fault_after=state.fault_after, on_crash=crash)
         state.engine.start()
 

@@ -195,7 +195,7 @@ FLAGS: tuple[Flag, ...] = (
 # Options of the simulator itself (never passed to a real SGLang).
 SIM_DESTS = ("sim_hardware", "sim_startup_s", "sim_stack", "sim_fault", "sim_fault_after", "sim_speedup",
              "sim_machine", "sim_scale", "sim_start_seed", "sim_step_sd", "sim_package_cost",
-             "sim_ttft_modes", "sim_prefill_delay_ms")
+             "sim_ttft_modes", "sim_prefill_delay_ms", "sim_prefill_gpu_ms", "sim_prefill_host_ms")
 SIM_FAULTS = (
     "crash-at-start", "crash-mid-stream", "hang-before-ready", "hang-mid-stream", "slow-start",
     "http-500", "malformed-sse", "health-no-generate", "wrong-output", "flush-refused",
@@ -318,6 +318,12 @@ def build_parser(version: str, *, sim_options: bool = True) -> argparse.Argument
         g.add_argument("--sim-prefill-delay-ms", dest="sim_prefill_delay_ms", default=None,
                        help="milliseconds added to every prefill step, host-side: a TTFT-only slowdown "
                             "(env PERFGATE_SIM_PREFILL_DELAY_MS; default 0)")
+        g.add_argument("--sim-prefill-gpu-ms", dest="sim_prefill_gpu_ms", default=None,
+                       help="milliseconds of GPU time added inside every prefill step: a GPU-side prefill slowdown "
+                            "(env PERFGATE_SIM_PREFILL_GPU_MS; default 0)")
+        g.add_argument("--sim-prefill-host-ms", dest="sim_prefill_host_ms", default=None,
+                       help="milliseconds of host time added inside every prefill step: a host-side prefill slowdown "
+                            "(env PERFGATE_SIM_PREFILL_HOST_MS; default 0)")
         g.add_argument("--sim-package-cost", dest="sim_package_cost", default=None,
                        help="KEY=VER[+KEY=VER]:FACTOR|incompatible[;...]: a slowdown planted in a package's version, "
                             "or packages that do not import together (env PERFGATE_SIM_PACKAGE_COST; "

@@ -109,6 +109,7 @@ class EngineLoop:
                  speedup: float = 1.0, speed: float = 1.0, fault: str | None = None, fault_after: int = 3,
                  noise: Callable[[], float] | None = None,
                  prefill_factor: Callable[[], float] | None = None, prefill_delay_s: float = 0.0,
+                 prefill_gpu_s: float = 0.0, prefill_host_s: float = 0.0,
                  on_crash: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -129,6 +130,10 @@ class EngineLoop:
         # runs' injected scheduler sleep lands), the levels inside it (their prefill leg)
         self._prefill_factor = prefill_factor or (lambda: 1.0)
         self.prefill_delay_s = max(0.0, prefill_delay_s)
+        # inside the prefill step (its prefill leg): a GPU-side delay (a kernel in its trace, PERFGATE_SIM_PREFILL_GPU_MS)
+        # and a host-side one (a gap, PERFGATE_SIM_PREFILL_HOST_MS), neither scaled by the machine's speed
+        self.prefill_gpu_s = max(0.0, prefill_gpu_s)
+        self.prefill_host_s = max(0.0, prefill_host_s)
         self.fault = fault
         self.fault_after = max(0, fault_after)
         self.on_crash = on_crash
@@ -159,7 +164,7 @@ class EngineLoop:
         self._window_ahead = 0.0
         self.prompt_tokens_total = self.generation_tokens_total = self.requests_total = 0
         # /start_profile: told of every step this loop runs (perfgate.sim.trace.TraceRecorder)
-        self.on_step: Callable[[str, int, int], None] | None = None
+        self.on_step: Callable[..., None] | None = None
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -286,7 +291,8 @@ class EngineLoop:
         level = self._prefill_factor()
         if self.prefill_delay_s:  # the host's wait before the batch runs: SGLang's to_forward leg, not its prefill
             self._step(self.prefill_delay_s / self.speedup)
-        dur = self.plan.prefill_ms(compute) * level / 1000.0 / self.speed / self.speedup
+        step_s = self.plan.prefill_ms(compute) * level / 1000.0 / self.speed + self.prefill_gpu_s + self.prefill_host_s
+        dur = step_s / self.speedup
         entry, entry_ahead = self._clock(), self._lead[0]
         for r in new:
             r.forward_entry_at, r.forward_entry_ahead = entry, entry_ahead
@@ -296,7 +302,7 @@ class EngineLoop:
                   f"#pending-token: 0, cuda graph: False, input throughput (token/s): "
                   f"{compute / max(dur * self.speedup, 1e-9):.2f}")
         if self.on_step is not None:
-            self.on_step("prefill", len(new), compute)
+            self.on_step("prefill", len(new), compute, step_us=step_s * 1e6, spin_us=self.prefill_gpu_s * 1e6)
         now = self._clock()
         keep: list[SimRequest] = []
         for r in new:

@@ -58,6 +58,12 @@ ALLREDUCE = {
 NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_{algo}_{proto}(ncclDevKernelArgsStorage<4096ul>)"
 NCCL_ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 STEP_GAP_US = 40.0  # the host's turn between two steps (a real H200 decode step: ~45 us)
+#: the share of an eager prefill's modelled time the host spends launching its kernels (gaps on the GPU's timeline,
+#: no kernel): a prefill's GPU time is the rest (perfgate.measuring.prefill_gpu); the host's TTFT levels
+#: (PERFGATE_SIM_TTFT_MODES) and PERFGATE_SIM_PREFILL_HOST_MS add to the gaps, PERFGATE_SIM_PREFILL_GPU_MS a kernel
+PREFILL_HOST_SHARE = 0.4
+#: the kernel torch.cuda._sleep launches (ci/device/inject's GPU-side slowdowns)
+SPIN = "spin_kernel(long)"
 
 Kernel = tuple[str, float]  # (name, microseconds)
 
@@ -212,8 +218,10 @@ class TraceRecorder:
             self._cfg = None
             return None
 
-    def on_step(self, stage: str, batch: int, tokens: int = 0) -> None:
-        """Called by the engine after each step (``prefill`` or ``decode``) it ran."""
+    def on_step(self, stage: str, batch: int, tokens: int = 0, *, step_us: float | None = None,
+                spin_us: float = 0.0) -> None:
+        """Called by the engine after each step (``prefill`` or ``decode``) it ran; for a prefill, ``step_us`` is the
+        step's time at this start's speed (host included) and ``spin_us`` a GPU-side delay in it."""
         if self._cfg is None:
             return
         with self._lock:
@@ -231,7 +239,7 @@ class TraceRecorder:
                     self._begin(want)
                 elif self._stage != want:  # a prefill while decoding is profiled: not part of the decode trace
                     return
-            self._record(stage, batch, tokens)
+            self._record(stage, batch, tokens, step_us=step_us, spin_us=spin_us)
             if n is not None and self._count >= n:
                 stage_was = self._stage
                 self._flush()
@@ -247,15 +255,24 @@ class TraceRecorder:
         self._log(f"Profiling starts{f' for {stage}' if stage else ''}. Traces will be saved to: "
                   f"{self._cfg['output_dir']} (with profile id: {self._cfg['id']})")
 
-    def _record(self, stage: str, batch: int, tokens: int) -> None:
+    def _record(self, stage: str, batch: int, tokens: int, *, step_us: float | None = None,
+                spin_us: float = 0.0) -> None:
         t0 = self._t
         for rank in range(self.tp):
             ev = self._events[rank]
             t = t0
             for span, kernels in step_kernels(self.plan, stage, batch, tokens, rank=rank):
                 start = t
+                gap = 0.0
+                if stage == "prefill" and step_us is not None:  # the host's part: gaps before each kernel
+                    kernels = [(k, d * (1.0 - PREFILL_HOST_SHARE)) for k, d in kernels] + [(SPIN, spin_us * self.speed)]
+                    busy = sum(d for _, d in kernels) / self.speed
+                    gap = max(0.0, step_us - busy) / len(kernels)
                 for name, model_us in kernels:
+                    t += gap
                     us = model_us / self.speed
+                    if name == SPIN and us <= 0:
+                        continue
                     if name:
                         ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": rank, "tid": 7, "ts": t,
                                    "dur": us, "args": {"device": rank, "stream": 7}})

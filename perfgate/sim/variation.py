@@ -39,6 +39,12 @@ every server start draws a jitter with sd :data:`START_SD` = 0.05 %, the wider o
   is about 10 % of a 28 ms TTFT), decode untouched. It lands before the step's ``forward_entry_time``, in the
   requests' ``to_forward`` leg (perfgate.measuring.ttft_parts), as the H200 runs' scheduler sleep
   (``ci/device/inject``) does; the levels above land in the ``prefill`` leg.
+- ``PERFGATE_SIM_PREFILL_GPU_MS`` and ``PERFGATE_SIM_PREFILL_HOST_MS`` (:func:`parse_prefill_gpu_ms`,
+  :func:`parse_prefill_host_ms`, default 0): milliseconds added inside every prefill step (its ``prefill`` leg), the
+  first as GPU time (a kernel in the step's trace, as ``ci/device/inject``'s spin before each prefill forward), the
+  second as host time (a gap between its kernels, as the inject's sleep): the two halves of the prefill leg that
+  perfgate.measuring.prefill_gpu tells apart. The prefill's own host share is the trace's
+  (perfgate.sim.trace.PREFILL_HOST_SHARE); the levels above add to it.
 
 :class:`SimSpeed` is a start's product of the three; the engine divides every step's modelled duration by
 it (:mod:`perfgate.sim.engine_loop`), and so does the trace. The simulated box's calibration (the machine
@@ -62,6 +68,7 @@ from perfgate.envnames import problem as name_problem
 
 __all__ = ["DEFAULT_TTFT_DWELL", "MACHINE_SD", "REFERENCE", "START_SD", "SimSpeed", "TtftModes",
            "check_machine_name", "env_problem", "machine_factor", "modelled_calibration", "parse_prefill_delay_ms",
+           "parse_prefill_gpu_ms", "parse_prefill_host_ms",
            "parse_scale", "parse_step_sd", "parse_ttft_modes", "prefill_levels", "sim_gpu_uuid", "start_jitter",
            "step_noise"]
 
@@ -77,6 +84,8 @@ STEP_SD_ENV = "PERFGATE_SIM_STEP_SD"
 START_SEED_ENV = "PERFGATE_SIM_START_SEED"
 TTFT_MODES_ENV = "PERFGATE_SIM_TTFT_MODES"
 PREFILL_DELAY_ENV = "PERFGATE_SIM_PREFILL_DELAY_MS"
+PREFILL_GPU_ENV = "PERFGATE_SIM_PREFILL_GPU_MS"
+PREFILL_HOST_ENV = "PERFGATE_SIM_PREFILL_HOST_MS"
 #: the mean stay at one TTFT level, in prefill steps, when PERFGATE_SIM_TTFT_MODES names none
 DEFAULT_TTFT_DWELL = 20.0
 
@@ -199,6 +208,20 @@ def parse_prefill_delay_ms(text: str | None) -> float:
                    "milliseconds >= 0 added to every prefill step", "2.8 for a TTFT about 10 % longer at 28 ms")
 
 
+def parse_prefill_gpu_ms(text: str | None) -> float:
+    """``PERFGATE_SIM_PREFILL_GPU_MS`` as milliseconds >= 0 (empty: 0): a GPU-side delay in every prefill step (a
+    kernel in its trace: the prefill's GPU time); raises ValueError naming the variable and the fix."""
+    return _number(PREFILL_GPU_ENV, text, 0.0, lambda x: 0.0 <= x < math.inf,
+                   "milliseconds >= 0 of GPU time added to every prefill step", "3 for a GPU-side prefill slowdown")
+
+
+def parse_prefill_host_ms(text: str | None) -> float:
+    """``PERFGATE_SIM_PREFILL_HOST_MS`` as milliseconds >= 0 (empty: 0): a host-side delay inside every prefill step
+    (no kernel: the prefill's host time); raises ValueError naming the variable and the fix."""
+    return _number(PREFILL_HOST_ENV, text, 0.0, lambda x: 0.0 <= x < math.inf,
+                   "milliseconds >= 0 of host time added inside every prefill step", "3 for a host-side slowdown")
+
+
 def prefill_levels(modes: TtftModes | None, seed: int | str | None, machine: str = REFERENCE, *,
                    speedup: float = 1.0, now: Callable[[], float] = time.time) -> Callable[[], float]:
     """A source of prefill step factors, one per prefill step: the current level's factor, then a move to another
@@ -266,6 +289,8 @@ def env_problem(environ: Mapping[str, str]) -> str | None:
         parse_step_sd(environ.get(STEP_SD_ENV))
         parse_ttft_modes(environ.get(TTFT_MODES_ENV))
         parse_prefill_delay_ms(environ.get(PREFILL_DELAY_ENV))
+        parse_prefill_gpu_ms(environ.get(PREFILL_GPU_ENV))
+        parse_prefill_host_ms(environ.get(PREFILL_HOST_ENV))
     except ValueError as e:
         return str(e)
     return None
