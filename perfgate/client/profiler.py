@@ -19,7 +19,7 @@ from typing import Any
 
 import requests
 
-__all__ = ["start_body", "start_profile", "trace_files", "trace_complete"]
+__all__ = ["start_body", "manual_body", "start_profile", "stop_profile", "trace_files", "trace_complete"]
 
 
 def start_body(output_dir: str | Path, profile_id: str, num_steps: int) -> dict[str, Any]:
@@ -35,6 +35,27 @@ def start_body(output_dir: str | Path, profile_id: str, num_steps: int) -> dict[
     }
 
 
+def manual_body(output_dir: str | Path, profile_id: str) -> dict[str, Any]:
+    """The body of a ``/start_profile`` that records every step until ``/stop_profile`` (no step count, not by
+    stage): one file, ``<id>-TP-<rank>.trace.json.gz``."""
+    body = start_body(output_dir, profile_id, 1)
+    del body["num_steps"]
+    body["profile_by_stage"] = False
+    return body
+
+
+def stop_profile(url: str, *, timeout_s: float = 120.0) -> str | None:
+    """``POST {url}/stop_profile`` (SGLang writes the trace before it answers); None when it did, else what it
+    answered."""
+    try:
+        r = requests.post(f"{url}/stop_profile", timeout=timeout_s)
+    except requests.RequestException as e:
+        return f"POST {url}/stop_profile failed: {type(e).__name__}: {e}"
+    if r.status_code != 200:
+        return f"POST {url}/stop_profile answered HTTP {r.status_code}: {r.text[:300].strip()}"
+    return None
+
+
 def start_profile(url: str, body: dict[str, Any], *, timeout_s: float = 60.0) -> str | None:
     """``POST {url}/start_profile`` with ``body``; None when the server took it, else what it answered."""
     try:
@@ -47,8 +68,9 @@ def start_profile(url: str, body: dict[str, Any], *, timeout_s: float = 60.0) ->
 
 
 def trace_files(output_dir: str | Path, profile_id: str, stage: str, tp: int) -> list[Path]:
-    """Where SGLang writes rank ``r``'s trace of ``stage`` (``DECODE`` or ``EXTEND``), for r < tp."""
-    return [Path(output_dir) / f"{profile_id}-TP-{r}-{stage}.trace.json.gz" for r in range(tp)]
+    """Where SGLang writes rank ``r``'s trace of ``stage`` (``DECODE`` or ``EXTEND``; ``""``: a profile not by stage),
+    for r < tp."""
+    return [Path(output_dir) / f"{profile_id}-TP-{r}{f'-{stage}' if stage else ''}.trace.json.gz" for r in range(tp)]
 
 
 def trace_complete(path: Path) -> bool:
