@@ -139,3 +139,25 @@ def test_a_server_that_refuses_the_profile_gives_the_reason(tmp_path):
     got = trace_prefills("http://127.0.0.1:9", [GenRequest(input_ids=(1, 2, 3), max_new_tokens=1)], tmp_path,
                          profile_id="x")
     assert got.gpu_ms == () and "start_profile failed" in got.note
+
+
+# ----------------------------------------------------------------------------- real traces (H100, SGLang 0.5.17)
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "h100-x1"
+
+
+def test_real_prefills_gpu_time_and_a_planted_spin():
+    """Two server processes of one H100 (GPU-466713a9, 2026-12-07, Llama-3.1-8B dummy, Triton attention, prefill
+    without CUDA graphs), three 128-token prefills each, traced by SGLang 0.5.17's own profiler: the GPU was busy
+    7.03-7.04 ms per prefill in the current arm's process, and 3.04 ms more in the candidate's, whose every prefill
+    forward began with a 3000 us spin (ci/device/inject PERFGATE_INJECT_EXTEND_GPU_US=3000); the spans around them
+    (first kernel to last, the host's launch gaps in) were 34-48 ms. The overlap scheduler's decode step between two
+    prefills is nobody's prefill."""
+    cur = prefill_busy_ms(REAL / "prefill-current-TP-0.trace.json.gz")
+    spun = prefill_busy_ms(REAL / "prefill-spin3000-TP-0.trace.json.gz")
+    assert len(cur) == len(spun) == 3
+    assert all(7.0 < x < 7.1 for x in cur) and max(cur) - min(cur) < 0.01
+    assert all(3.0 < s - c < 3.1 for s, c in zip(spun, cur))
+    with gzip.open(REAL / "prefill-spin3000-TP-0.trace.json.gz", "rt") as f:
+        kernels = [e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    assert sum("spin" in k for k in kernels) == 3, {k for k in kernels if "sleep" in k or "spin" in k}
