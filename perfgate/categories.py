@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Backend", "Category", "Outcome", "RecordKind", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
+__all__ = ["Backend", "Category", "Outcome", "RecordKind", "Why", "WHY_SAID", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
 
 
 class Word(str, Enum):
@@ -66,6 +66,29 @@ class Outcome(Word):
     INCONCLUSIVE = "inconclusive"
     SKIP = "skip"
     ERROR = "error"
+
+
+class Why(Word):
+    """Why a comparison is undecided (or a check inconclusive): the one vocabulary every view says it in (the record's
+    ``why_undecided``, the terminal's line, ``perfgate gate``, the Markdown, JSON and HTML views, bisect, history)."""
+
+    HOST_BUSY = "host-busy"  # an unpaired change or miss measured on a busy host or a throttled GPU: re-run quiet
+    ONE_SIDED = "one-sided-pair"  # start pairs with one arm disturbed and the other quiet, left out
+    PRIOR_BOUND = "prior-bound"  # the pairs agree more closely than the prior allows: the prior keeps it open
+    BUDGET_SPENT = "budget-spent"  # more start pairs would decide it; the budget (starts or time) ran out
+    MIN_EFFECT_EDGE = "min-effect-edge"  # the change sits on the practical floor: no number of pairs decides it
+    NO_HISTORY = "no-history"  # the reports compared carry no noise to judge against, and the prior cannot decide
+
+
+#: each reason as a person reads it
+WHY_SAID: dict[str, str] = {
+    Why.HOST_BUSY: "measured on a busy host or a throttled GPU (re-run quiet, or pair the arms)",
+    Why.ONE_SIDED: "start pairs with one arm on a busy host and the other quiet were left out",
+    Why.PRIOR_BOUND: "the noise prior is wider than the pairs show; more pairs, or this box's measured noise, decide",
+    Why.BUDGET_SPENT: "more start pairs would decide it; the budget ran out (--perfgate-max-starts / --perfgate-max-time)",
+    Why.MIN_EFFECT_EDGE: "the change sits on the practical floor (min effect): no number of pairs decides it",
+    Why.NO_HISTORY: "no measured noise to judge against, and the prior cannot decide",
+}
 
 
 class RecordKind(Word):

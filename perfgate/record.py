@@ -21,7 +21,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
-           "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_LOOKS", "pair_of",
+           "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_SHARED_LOAD", "WHY_UNDECIDED", "PAIR_LOOKS", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
            "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN", "PREFILL_TRACES",
            "PREFILL_TRACE_NOTE"]
@@ -117,9 +117,15 @@ def pair_of(metric: str, field: str) -> str:
 #: the order of each pair's starts, comma-separated in pair order: ``AB`` the current (baseline) arm first, ``BA``
 #: the candidate (variant) first; alternated, AB, BA, AB ... (perfgate.measuring.order)
 PAIR_ORDER = "pair_order"
-#: the start pairs left out of a paired judgement because either start was measured on a busy host or a throttled
-#: GPU (perfgate.measuring.starts.quiet_pairs), 1-based, comma-separated
+#: the start pairs left out of a paired judgement because one start was measured on a busy host or a throttled GPU
+#: and the other quiet (perfgate.measuring.starts.trusted_pairs), 1-based, comma-separated
 PAIR_DISTURBED = "pair_disturbed"
+#: the start pairs kept although both starts were measured on a busy host: a load both arms shared, which cancels in
+#: their ratio (perfgate.host.conditions.pair_kind), 1-based, comma-separated
+PAIR_SHARED_LOAD = "pair_shared_load"
+#: why the record is undecided or inconclusive, one word of perfgate.categories.Why (``host-busy``, ``one-sided-pair``,
+#: ``prior-bound``, ``budget-spent``, ``min-effect-edge``, ``no-history``); absent when it decided
+WHY_UNDECIDED = "why_undecided"
 #: each look at which the paired judgement asked for one more start pair, ``;``-separated: ``1: undecided ×0.9561
 #: [0.8727, 1.0476]`` (perfgate.plugin.compare.until_decided); written into the JUnit file as it is taken, so a run
 #: killed during the next pair keeps what its pairs so far said
@@ -158,7 +164,7 @@ PREFILL_TRACE_NOTE = "prefill_trace_note"
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    PAIR_LOOKS, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE, "host.server_cpus",
+    PAIR_LOOKS, PAIR_SHARED_LOAD, WHY_UNDECIDED, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE, "host.server_cpus",
 })
 
 

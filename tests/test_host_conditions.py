@@ -19,13 +19,18 @@ from perfgate.host.conditions import (
     Conditions,
     CpuSample,
     GpuSample,
+    PairKind,
     Watch,
     combine,
     conditions,
     cpu_window,
     disturbances,
     gpu_summary,
+    one_sided,
+    others_limit,
+    pair_kind,
     throttle_names,
+    unpaired_miss,
 )
 from perfgate.report.terminal import record_detail
 from tests.report_factory import perf_case, write_report
@@ -67,9 +72,31 @@ def test_others_cpu_is_never_negative_and_more_of_ours_never_raises_it(busy: flo
 def test_the_documented_limits_decide_busy() -> None:
     assert disturbances(others_cpu=OTHERS_CPU_LIMIT, steal=STEAL_LIMIT, reasons=0) == ()
     busy = disturbances(others_cpu=1.3, steal=0.071, reasons=None)
-    assert busy == ("host busy: other processes used 1.30 CPU cores (limit 0.5)",
+    assert busy == ("host busy: other processes used 1.30 CPU cores (limit 0.5 of ?)",
                     "host busy: CPU steal 7.1% (limit 5%)")
     assert disturbances(others_cpu=None, steal=None, reasons=None) == ()  # nothing measured: nothing claimed
+
+
+def test_the_others_limit_scales_with_the_cores_ours_left_free() -> None:
+    """Half of the cores our processes left free, never below half a core: on a 2-core runner whose server and client
+    use one core, a busy loop beside them disturbs; on a 128-core GPU box, other jobs on 40 cores do not (they hold
+    other GPUs and their CPUs: the shared box of issue 52), on 70 they do."""
+    assert others_limit(2, 1.0) == OTHERS_CPU_LIMIT and others_limit(2, 1.9) == OTHERS_CPU_LIMIT
+    assert others_limit(None, 1.0) == others_limit(8, None) == OTHERS_CPU_LIMIT
+    assert others_limit(128, 4.0) == 62.0
+    assert disturbances(others_cpu=1.0, steal=0.0, reasons=0, cpus=2, ours_cpu=1.0) != ()
+    assert disturbances(others_cpu=40.0, steal=0.0, reasons=0, cpus=128, ours_cpu=4.0) == ()
+    assert disturbances(others_cpu=70.0, steal=0.0, reasons=0, cpus=128, ours_cpu=4.0) == (
+        "host busy: other processes used 70.00 CPU cores (limit 62 of 128)",)
+
+
+def test_a_pair_is_left_out_only_when_one_arm_alone_was_disturbed() -> None:
+    busy = "disturbed: host busy: other processes used 1.30 CPU cores (limit 0.5 of 2)"
+    assert pair_kind(QUIET, "") is PairKind.QUIET and pair_kind(busy, busy) is PairKind.SHARED
+    assert pair_kind(QUIET, busy) is PairKind.ONE_SIDED and pair_kind(busy, "") is PairKind.ONE_SIDED
+    assert one_sided([(QUIET, QUIET), (busy, QUIET), (busy, busy), ("", busy)]) == (2, 4)
+    assert unpaired_miss(QUIET) == "" and unpaired_miss("") == ""
+    assert unpaired_miss(busy).startswith(f"measured {busy}; re-run quiet")
 
 
 def test_only_throttling_reasons_disturb_a_start() -> None:
@@ -111,7 +138,8 @@ def test_a_record_is_the_worst_of_its_starts() -> None:
     assert c is not None and c.starts == 3 and c.disturbed_starts == 1
     assert c.others_cpu == 1.2 and c.sm_clock_mhz == 1800 and c.temp_c == 45 and c.reasons == 0x1
     props = c.properties()
-    assert props[STATE] == "disturbed (1 of 3 starts): host busy: other processes used up to 1.20 CPU cores (limit 0.5)"
+    assert props[STATE] == ("disturbed (1 of 3 starts): host busy: other processes used up to 1.20 CPU cores "
+                            "(limit 0.5 of 2)")
     assert props["host.gpu_throttle"] == "none" and props["host.disturbed_starts"] == 1
     assert combine([]) is None
 

@@ -224,19 +224,29 @@ def _starts(per_start, name, states=None):
 BUSY = "disturbed: CPU steal 12 %"
 
 
-def test_a_variant_over_starts_is_judged_on_its_quiet_pairs():
+def test_a_variant_over_starts_is_judged_on_its_trusted_pairs():
+    """A pair with one arm on a busy host and the other quiet is left out; a pair both of whose arms were busy is kept
+    (the load both saw cancels in their ratio); where every pair was one-sided, nothing decides, and it says why."""
     from perfgate.measuring.judge import Sequential
 
     plan = Sequential(first_pairs=2, max_pairs=6)
     base = _starts([100.0, 100.2, 99.9, 100.1], "baseline")
-    # start pair 3 ran on a busy host: the variant 30 % slower there only
+    # start pair 3: the variant's start alone ran on a busy host, 30 % slower there only
     variant = _starts([110.0, 110.2, 70.0, 110.1], "v", states={2: BUSY})
     v = compare_verdict(variant, base, confidence=0.95, max_cv=0.05, what="v", min_effect=0.02, plan=plan)
     assert v.outcome == "pass" and v.properties["pair_disturbed"] == "3" and v.properties["pair_n"] == 3
-    assert v.message.endswith("(start pair(s) 3 left out: measured disturbed)")
+    assert v.message.endswith("(pair 3 of 4 left out: one arm measured on a busy host or a throttled GPU, the other "
+                              "quiet)")
+    # both arms of pair 2 on the busy host: kept, and said
+    shared_b = _starts([100.0, 100.2, 99.9, 100.1], "baseline", states={1: BUSY})
+    w = compare_verdict(_starts([110.0, 110.2, 109.9, 110.1], "v", states={1: BUSY}), shared_b, confidence=0.95,
+                        max_cv=0.05, what="v", min_effect=0.02, plan=plan)
+    assert w.outcome == "pass" and w.properties["pair_n"] == 4 and w.properties["pair_shared_load"] == "2"
+    assert "pair 2 kept: both arms measured on a busy host" in w.message and "pair_disturbed" not in w.properties
     every = _starts([70.0, 70.1], "v", states={0: BUSY, 1: BUSY})
     u = compare_verdict(every, _starts([100.0, 100.1], "baseline"), confidence=0.95, max_cv=0.05, what="v", plan=plan)
     assert u.outcome == "inconclusive" and u.decision == "undecided" and "re-run quiet" in u.message
+    assert u.why == "one-sided-pair"
 
 
 def test_one_start_on_a_busy_host_decides_nothing():
@@ -244,8 +254,12 @@ def test_one_start_on_a_busy_host_decides_nothing():
 
     slow = replace(meas([38.0, 38.1, 37.9, 38.0, 38.05]), host_state=BUSY)
     v = compare_verdict(slow, BASE, confidence=0.95, max_cv=0.05, what="v", min_effect=0.02)
-    assert v.outcome == "inconclusive" and v.category is None
-    assert f"would be slower, but x {BUSY}" in v.message and "re-run quiet" in v.message
+    assert v.outcome == "inconclusive" and v.category is None and v.why == "one-sided-pair"
+    assert f"would be slower, but x {BUSY} (the other arm quiet)" in v.message and "re-run quiet" in v.message
+    # both on the busy host: a load they shared; the change stands
+    both = compare_verdict(slow, replace(BASE, host_state=BUSY), confidence=0.95, max_cv=0.05, what="v",
+                           min_effect=0.02)
+    assert both.outcome == "fail" and both.category == "slower-than-baseline"
 
 
 def test_a_variant_over_starts_is_judged_on_its_gpus_prior():

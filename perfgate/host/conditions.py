@@ -11,12 +11,20 @@ memory on the GPUs CUDA sees here with their parent's tree (an attached server);
 
 A start is **disturbed** (:func:`disturbances`) when, over its window,
 
-- other processes used more than :data:`OTHERS_CPU_LIMIT` cores (half of one core) on average,
+- other processes used more than half of the cores ours left free (:func:`others_limit`: half of ``cpus - ours``,
+  never below :data:`OTHERS_CPU_LIMIT`, half of one core): on a 2-core runner whose server and client use one core,
+  a busy loop beside them disturbs; on a 128-core GPU box, other jobs on 40 cores do not,
 - the hypervisor stole more than :data:`STEAL_LIMIT` (5 %) of the host's CPU time, or
 - a GPU reported a throttling clock-event reason (:data:`THROTTLING`: software power cap, hardware slowdown,
   software or hardware thermal slowdown, power brake) in any sample.
 
 The load average is recorded but never decides alone: perfgate's own server threads raise it.
+
+What a disturbed start means for a verdict is decided here too, once (:func:`pair_kind`, :func:`one_sided`): in an
+alternated paired run, load that both arms of a pair saw cancels in their ratio and widens the pairs' spread, which
+the judge measures, so such a pair is kept (``shared``); only a pair with one arm disturbed and the other quiet
+(``one-sided``) is left out and replaced within the budget. An unpaired check (a limit, two reports, a history)
+cannot cancel the load: a miss measured disturbed is inconclusive, never a failure (:func:`unpaired_miss`).
 The pure parts (:func:`cpu_window`, :func:`gpu_summary`, :func:`disturbances`, :func:`combine`) take samples
 and are unit-tested; :class:`Watch` only gathers them.
 """
@@ -32,13 +40,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfgate.categories import Word
+
 __all__ = ["WATCH_ENV", "watch_enabled", "CpuSample", "GpuSample", "Conditions", "Watch", "cpu_window", "gpu_summary",
            "disturbances",
-           "combine", "throttle_names", "OTHERS_CPU_LIMIT", "STEAL_LIMIT", "SAMPLE_S", "THROTTLING", "PREFIX",
-           "STATE", "SERVER_CPUS", "QUIET"]
+           "combine", "throttle_names", "OTHERS_CPU_LIMIT", "FREE_SHARE", "STEAL_LIMIT", "SAMPLE_S", "THROTTLING",
+           "PREFIX", "STATE", "SERVER_CPUS", "QUIET", "others_limit", "is_quiet", "PairKind", "pair_kind",
+           "one_sided", "unpaired_miss", "RERUN_QUIET"]
 
-#: other processes' CPU above this many cores (averaged over the window) make a start disturbed
+#: other processes' CPU above this many cores (averaged over the window) make a start disturbed, at the least
 OTHERS_CPU_LIMIT = 0.5
+#: ... and above this share of the cores our processes left free
+FREE_SHARE = 0.5
 #: CPU steal above this fraction of the host's CPU time makes a start disturbed
 STEAL_LIMIT = 0.05
 #: seconds between GPU samples
@@ -98,6 +111,7 @@ class Conditions:
     load_1m: float | None = None
     steal: float | None = None  # fraction of the host's CPU time
     others_cpu: float | None = None  # cores
+    ours_cpu: float | None = None  # cores: perfgate's processes and its servers
     sm_clock_mhz: float | None = None  # the median sample of the slowest GPU
     sm_clock_min_mhz: float | None = None
     power_w: float | None = None  # the median sample of the hungriest GPU
@@ -124,6 +138,7 @@ class Conditions:
         out: dict[str, object] = {STATE: self.state(), PREFIX + "starts": self.starts,
                                   PREFIX + "disturbed_starts": self.disturbed_starts}
         for name, value in (("cpus", self.cpus), ("load_1m", self.load_1m), ("others_cpu", self.others_cpu),
+                            ("ours_cpu", self.ours_cpu),
                             ("gpu_sm_clock_mhz", self.sm_clock_mhz), ("gpu_sm_clock_min_mhz", self.sm_clock_min_mhz),
                             ("gpu_power_w", self.power_w), ("gpu_temp_c", self.temp_c)):
             if value is not None:
@@ -135,6 +150,44 @@ class Conditions:
         if self.server_cpus:
             out[SERVER_CPUS] = self.server_cpus
         return out
+
+
+#: what a measurement on a busy host or a throttled GPU needs to decide an unpaired check
+RERUN_QUIET = ("re-run quiet: measure again on a quiet host with an unthrottled GPU (the record's host.* properties "
+               "say what disturbed it), or compare in alternated pairs (--perfgate-candidate), where a load both arms "
+               "share cancels")
+
+
+def is_quiet(state: str) -> bool:
+    """Whether a start's ``host_state`` (or a record's ``host.state``) is quiet; "" (not watched) counts as quiet."""
+    return state in ("", QUIET)
+
+
+class PairKind(Word):
+    """How one start pair's two arms were measured (:func:`pair_kind`)."""
+
+    QUIET = "quiet"  # both arms quiet: kept
+    SHARED = "shared"  # both arms disturbed: the load both saw cancels in their ratio; kept
+    ONE_SIDED = "one-sided"  # one arm disturbed, the other quiet: left out and replaced
+
+
+def pair_kind(a: str, b: str) -> PairKind:
+    """The kind of a start pair from its two starts' ``host_state``."""
+    qa, qb = is_quiet(a), is_quiet(b)
+    if qa and qb:
+        return PairKind.QUIET
+    return PairKind.SHARED if not qa and not qb else PairKind.ONE_SIDED
+
+
+def one_sided(pairs: Sequence[tuple[str, str]]) -> tuple[int, ...]:
+    """The pairs (1-based) that a paired judge leaves out: one arm disturbed, the other quiet."""
+    return tuple(i + 1 for i, (a, b) in enumerate(pairs) if pair_kind(a, b) is PairKind.ONE_SIDED)
+
+
+def unpaired_miss(state: str) -> str:
+    """Why a miss of an unpaired check (a limit, two reports) measured in ``state`` decides nothing ("" when the
+    measurement was quiet: the miss stands)."""
+    return "" if is_quiet(state) else f"measured {state}; {RERUN_QUIET}"
 
 
 def throttle_names(reasons: int, *, only_throttling: bool = False) -> list[str]:
@@ -181,14 +234,26 @@ def gpu_summary(samples: Sequence[GpuSample]) -> dict[str, float | int | None]:
             "reasons": ored if reasons else None}
 
 
+def others_limit(cpus: int | None, ours_cpu: float | None) -> float:
+    """The most CPU (cores) other processes may use over a start's window before it is disturbed: half of the cores
+    ours left free (:data:`FREE_SHARE` of ``cpus - ours_cpu``), never below :data:`OTHERS_CPU_LIMIT`; that floor alone
+    where the host's size or our use is unknown."""
+    if not cpus or ours_cpu is None:
+        return OTHERS_CPU_LIMIT
+    return max(OTHERS_CPU_LIMIT, FREE_SHARE * (cpus - ours_cpu))
+
+
 def disturbances(*, others_cpu: float | None, steal: float | None, reasons: int | None,
-                 worst: bool = False) -> tuple[str, ...]:
-    """Why a start was not measured quietly (empty: it was); see the module for the limits. ``worst``: the figures
-    are the worst of several starts ("up to")."""
+                 worst: bool = False, cpus: int | None = None, ours_cpu: float | None = None) -> tuple[str, ...]:
+    """Why a start was not measured quietly (empty: it was); see the module for the limits (``cpus``, ``ours_cpu``:
+    the host's CPUs and our processes' use, which scale the others' limit: :func:`others_limit`). ``worst``: the
+    figures are the worst of several starts ("up to")."""
     out = []
     up = "up to " if worst else ""
-    if others_cpu is not None and others_cpu > OTHERS_CPU_LIMIT:
-        out.append(f"host busy: other processes used {up}{others_cpu:.2f} CPU cores (limit {OTHERS_CPU_LIMIT:g})")
+    limit = others_limit(cpus, ours_cpu)
+    if others_cpu is not None and others_cpu > limit:
+        out.append(f"host busy: other processes used {up}{others_cpu:.2f} CPU cores (limit {limit:.2g} of "
+                   f"{cpus or '?'})")
     if steal is not None and steal > STEAL_LIMIT:
         out.append(f"host busy: CPU steal {up}{steal:.1%} (limit {STEAL_LIMIT:.0%})")
     if reasons:
@@ -198,14 +263,24 @@ def disturbances(*, others_cpu: float | None, steal: float | None, reasons: int 
     return tuple(out)
 
 
+def ours_window(start: CpuSample, end: CpuSample) -> float | None:
+    """Our processes' CPU in cores between two samples (None for an empty window)."""
+    wall = end.t - start.t
+    if wall <= 0:
+        return None
+    return sum(max(0.0, t - start.ours.get(pid, 0.0)) for pid, t in end.ours.items()) / wall
+
+
 def conditions(start: CpuSample | None, end: CpuSample | None, gpu: Sequence[GpuSample], *, cpus: int | None,
                load_1m: float | None) -> Conditions:
     """One start's :class:`Conditions` from its window's samples."""
     others, steal = cpu_window(start, end) if start is not None and end is not None else (None, None)
+    ours = ours_window(start, end) if start is not None and end is not None else None
     g = gpu_summary(gpu)
     reasons = g["reasons"]
-    why = disturbances(others_cpu=others, steal=steal, reasons=int(reasons) if reasons is not None else None)
-    return Conditions(cpus=cpus, load_1m=load_1m, steal=steal, others_cpu=others,
+    why = disturbances(others_cpu=others, steal=steal, reasons=int(reasons) if reasons is not None else None,
+                       cpus=cpus, ours_cpu=ours)
+    return Conditions(cpus=cpus, load_1m=load_1m, steal=steal, others_cpu=others, ours_cpu=ours,
                       sm_clock_mhz=_f(g["sm_clock_mhz"]), sm_clock_min_mhz=_f(g["sm_clock_min_mhz"]),
                       power_w=_f(g["power_w"]), temp_c=_f(g["temp_c"]),
                       reasons=int(reasons) if reasons is not None else None, disturbed=why,
@@ -232,13 +307,15 @@ def combine(parts: Sequence[Conditions]) -> Conditions | None:
     for r in reasons:
         ored |= r
     steal, others = worst(c.steal for c in parts), worst(c.others_cpu for c in parts)
+    ours = worst((c.ours_cpu for c in parts), min)
+    cpus = next((c.cpus for c in parts if c.cpus), None)
     disturbed_starts = sum(c.disturbed_starts for c in parts)
     # the reasons again from the worst figures (each is some start's), or as the starts said them
-    why = disturbances(others_cpu=others, steal=steal, reasons=ored if reasons else None, worst=True) \
-        if disturbed_starts else ()
+    why = disturbances(others_cpu=others, steal=steal, reasons=ored if reasons else None, worst=True, cpus=cpus,
+                       ours_cpu=ours) if disturbed_starts else ()
     return Conditions(
-        starts=sum(c.starts for c in parts), cpus=next((c.cpus for c in parts if c.cpus), None),
-        load_1m=worst(c.load_1m for c in parts), steal=steal, others_cpu=others,
+        starts=sum(c.starts for c in parts), cpus=cpus,
+        load_1m=worst(c.load_1m for c in parts), steal=steal, others_cpu=others, ours_cpu=ours,
         sm_clock_mhz=worst((c.sm_clock_mhz for c in parts), min),
         sm_clock_min_mhz=worst((c.sm_clock_min_mhz for c in parts), min), power_w=worst(c.power_w for c in parts),
         temp_c=worst(c.temp_c for c in parts), reasons=ored if reasons else None,

@@ -32,7 +32,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from perfgate.categories import Word
+from perfgate.categories import Why, Word
+from perfgate.host.conditions import RERUN_QUIET
 from perfgate.measuring.notation import LOG_CAP, confidence_text, ratio_text
 from perfgate.measuring.special import chi2_quantile, t_two_sided
 from perfgate.profiles.noise import PRIORS, MetricClass
@@ -96,6 +97,7 @@ class Judgement:
     detail: str  # one line: the numbers, the interval, the level and where its noise came from
     needs: str = ""  # what would decide an undecided comparison
     pairs_needed: int | None = None  # an undecided paired comparison: the pairs in all that would decide it
+    why: Why | None = None  # why it is undecided, in the record's vocabulary (perfgate.categories.Why)
 
     @property
     def blocks(self) -> bool:
@@ -242,20 +244,27 @@ class Sequential:
 ONE_LOOK = Sequential(first_pairs=1, max_pairs=1)
 
 
+#: the lower chi-square quantile below which the pairs' own variance rejects the prior (:func:`pair_spread`)
+PRIOR_REJECT_LOW = 0.005
+
+
 def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tuple[float, float, str]:
     """(sd of one pair's log ratio, its degrees of freedom, its source) from the pairs and the prior of one start.
 
     The prior (``prior_cv`` of one start, so ``sqrt(2) x`` that for a ratio of two) is pooled with the pairs'
     own spread as ``prior_df`` degrees of freedom (a scaled inverse chi-square prior), and the result is never
-    narrower than the pairs' own sd. Where the pairs reject the prior (their variance above its 99 % chi-square
-    bound), the prior is dropped and the pairs' own t-interval decides (``starts``).
+    narrower than the pairs' own sd. Where the pairs reject the prior, the prior is dropped and the pairs' own
+    t-interval decides (``starts``): their variance above its 99 % chi-square bound (the prior too calm), or below
+    its :data:`PRIOR_REJECT_LOW` bound (pairs that agree far more closely than the prior says they can: a prior never
+    outweighs such pairs; on identical arms with the prior right this happens in that share of looks, and the
+    pairs' own t-interval still holds its level there: benchmarks/sequential_power.py).
     """
     n = len(logs)
     s0 = prior_cv * math.sqrt(2)
     if n < 2:
         return s0, prior_df, "prior"
     s = statistics.stdev(logs)
-    if s0 <= 0 or (n - 1) * s * s / (s0 * s0) > chi2_quantile(0.99, n - 1):
+    if s0 <= 0 or not chi2_quantile(PRIOR_REJECT_LOW, n - 1) <= (n - 1) * s * s / (s0 * s0) <= chi2_quantile(0.99, n - 1):
         return s, float(n - 1), "starts"
     df = prior_df + n - 1
     pooled = math.sqrt((prior_df * s0 * s0 + (n - 1) * s * s) / df) if math.isfinite(prior_df) else s0
@@ -306,13 +315,24 @@ def paired(ratios: Sequence[float], *, higher_is_better: bool = True, min_effect
         budget = plan.max_pairs
         j = replace(j, pairs_needed=need)
         if need is None:
-            j = _with_needs(j, "the two arms are indistinguishable at this min effect")
+            j = replace(_with_needs(j, _edge_text(j)), why=Why.MIN_EFFECT_EDGE)
         elif need <= budget or plan is ONE_LOOK:
             j = _with_needs(j, f"about {need} interleaved start pairs in all would decide it")
+            if "prior" in source and n >= 2 and statistics.stdev(logs) < noise * math.sqrt(2) / 2:
+                j = replace(j, why=Why.PRIOR_BOUND)  # the pairs agree; the prior's spread keeps it open
         else:
-            j = _with_needs(j, f"about {need} interleaved start pairs in all would decide it, more than the budget "
-                               f"of {budget} (--perfgate-max-starts)")
+            j = replace(_with_needs(j, f"about {need} interleaved start pairs in all would decide it, more than the "
+                                       f"budget of {budget} (--perfgate-max-starts)"), why=Why.BUDGET_SPENT)
     return j
+
+
+def _edge_text(j: Judgement) -> str:
+    """Why no number of pairs decides: the arms are indistinguishable (the interval holds 1), or the change sits on
+    the practical floor (an interval that excludes 1 but straddles the min effect)."""
+    if j.ci is not None and j.ci[0] <= 1.0 <= j.ci[1]:
+        return "the two arms are indistinguishable at this min effect"
+    return (f"a change of about the min effect ({j.min_effect:.1%}), on its edge: no number of pairs decides whether "
+            f"it is beyond it")
 
 
 def pairs_needed(mean: float, sd: float, n: int, *, prior_df: float, level: float | Callable[[int], float],
@@ -398,11 +418,6 @@ def _with_needs(j: Judgement, needs: str) -> Judgement:
     return replace(j, needs=needs)
 
 
-#: what a change measured on a busy host asks for (perfgate.host.conditions)
-RERUN_QUIET = ("re-run quiet: measure again on a quiet host with an unthrottled GPU (the record's host.* properties "
-               "say what disturbed it)")
-
-
 def discounted(j: Judgement, disturbed: Sequence[str]) -> Judgement:
     """A change measured on a disturbed host or a throttled GPU (``disturbed``: what disturbed it, one text per
     side; empty: quiet) is undecided, never regressed or improved: a quiet re-run decides it. The one rule, for the
@@ -410,4 +425,4 @@ def discounted(j: Judgement, disturbed: Sequence[str]) -> Judgement:
     if j.decision not in (Decision.REGRESSED, Decision.IMPROVED) or not disturbed:
         return j
     return replace(j, decision=Decision.UNDECIDED, detail=f"{j.detail}; would be {j.decision.value}, but "
-                   f"{'; '.join(disturbed)}", needs=RERUN_QUIET)
+                   f"{'; '.join(disturbed)}", needs=RERUN_QUIET, why=Why.HOST_BUSY)

@@ -209,8 +209,14 @@ def note_update(state: Session, mode: str, key: str, old: object, m: Measurement
     noise = stat if stat is not None else m.tok_s
     limit_cv = max_cv if max_cv is not None else st.profile.workload.max_cv
     why = ""
+    from perfgate.measuring.verdict import disturbed_state
+
+    busy = disturbed_state(m)
     if m.failures:
         why = f"{m.failures} request(s) failed"
+    elif busy:  # a limit and its tolerance written from a busy host would fail the next quiet run, or pass anything
+        why = (f"measured {busy}; a limit is written only from a quiet measurement: re-run with "
+               f"--perfgate-update-baselines when the host is quiet")
     elif new is None:
         why = "nothing was measured"
     elif v.category == "noisy" or v.outcome == "inconclusive":

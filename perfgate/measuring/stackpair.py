@@ -11,8 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from perfgate.categories import Category, Outcome
-from perfgate.host.conditions import QUIET
+from perfgate.categories import Category, Outcome, Why
 from perfgate.measuring.judge import (
     RERUN_QUIET,
     Decision,
@@ -24,7 +23,7 @@ from perfgate.measuring.judge import (
 )
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement, token_match
 from perfgate.measuring.outcomes import Claim, outcome_of
-from perfgate.measuring.starts import pairs_level, part_values, quiet_pairs
+from perfgate.measuring.starts import one_sided_single, pairs_level, part_values, trusted_pairs
 from perfgate.measuring.ttft_parts import LEG_METRICS, part_of, said
 from perfgate.measuring.verdict import Verdict, judged_text, pct
 from perfgate.record import (
@@ -34,6 +33,7 @@ from perfgate.record import (
     PAIR_DECISION,
     PAIR_DISTURBED,
     PAIR_N,
+    PAIR_SHARED_LOAD,
     PAIR_RATIO,
     START_VALUES,
     TTFT_PROBE_MS,
@@ -154,21 +154,26 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     tm = token_match(candidate.outputs, current.outputs)
     if tm is not None:
         props["token_match"] = tm
-    # a busy host or a throttled GPU fakes changes (and hides them): the pairs it touched are left out, and a single
-    # start pair measured disturbed decides nothing (perfgate.measuring.judge.discounted)
+    # a load on one arm of a pair fakes changes (and hides them): such pairs are left out; a load both arms saw
+    # cancels in their ratio and stays (perfgate.host.conditions.pair_kind); a single start pair with one arm
+    # disturbed decides nothing (perfgate.measuring.judge.discounted)
     all_current, all_candidate = current, candidate
-    current, candidate, left_out = quiet_pairs(all_current, all_candidate)
+    trusted = trusted_pairs(all_current, all_candidate)
+    current, candidate, left_out = trusted.a, trusted.b, trusted.left_out
     assert current.tok_s is not None and candidate.tok_s is not None  # the pooled figures stay
     if left_out:
         props[PAIR_DISTURBED] = ",".join(map(str, left_out))
         if not current.starts:
             return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, properties=props,
+                           why=Why.ONE_SIDED,
                            message=f"inconclusive: undecided: stack-pair {mode}: every start pair "
-                                   f"({len(left_out)}) was measured disturbed; {RERUN_QUIET}")
+                                   f"({len(left_out)}) had one arm measured on a busy host and the other quiet; "
+                                   f"{RERUN_QUIET}")
+    if trusted.shared:
+        props[PAIR_SHARED_LOAD] = ",".join(map(str, trusted.shared))
     js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv, measured=measured,
                          floors=floors)
-    single = [f"{arm} {m.host_state}" for arm, m in (("current", current), ("candidate", candidate))
-              if not m.starts and m.host_state not in ("", QUIET)]
+    single = one_sided_single(current, candidate)
     js = {metric: discounted(x, single) for metric, x in js.items()}
     j = js[PRIMARY]
     assert j.ratio is not None and j.ci is not None
@@ -189,9 +194,8 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
                 f"{v:.6g}" for v in start_values(all_candidate, metric))
     desc = (f"stack-pair {mode}: candidate ({spec}) {candidate.tok_s.median:.1f} vs current "
             f"{current.tok_s.median:.1f} tok/s, paired {j.detail}")
-    if left_out:
-        desc += (f" (pair{'s' if len(left_out) > 1 else ''} {', '.join(map(str, left_out))} of "
-                 f"{len(all_current.starts)} left out: measured disturbed)")
+    if trusted.said(len(all_current.starts)):
+        desc += f" ({trusted.said(len(all_current.starts))})"
     others = "; ".join(f"{said(m)} {judged_text(x.ratio, x.ci)} {x.decision}"
                        for m, x in js.items() if m != PRIMARY and x.ratio is not None and x.ci is not None)
     tail = f"; {others}" if others else ""
@@ -211,7 +215,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
                        judged=judged_text(j.ratio, j.ci), wants_more=wants, properties=props)
     more = "" if j.n >= 2 else " (one start per arm: the spread is the judge's prior; use --perfgate-starts 2)"
     return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
-                   wants_more=wants, properties=props,
+                   wants_more=wants, properties=props, why=j.why,
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from perfgate.host.conditions import QUIET
+from perfgate.host.conditions import PairKind, is_quiet, one_sided, pair_kind
 from perfgate.measuring.metrics import METRICS, Measurement, Stat, summarize
 from perfgate.measuring.probes import PROBED_METRIC, pool
 from perfgate.measuring.ttft_parts import leg_metric, start_medians
@@ -28,7 +28,7 @@ from perfgate.record import (
 if TYPE_CHECKING:
     from perfgate.measuring.judge import Level
 
-__all__ = ["combine", "quiet_pairs", "pairs_level", "start_stats", "start_properties", "part_values"]
+__all__ = ["combine", "Trusted", "trusted_pairs", "one_sided_single", "pairs_level", "start_stats", "start_properties", "part_values"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -54,20 +54,54 @@ def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Me
     return replace(pooled, starts=tuple(per_start), **over)  # type: ignore[arg-type]  # (see above)
 
 
-def quiet_pairs(a: Measurement, b: Measurement) -> tuple[Measurement, Measurement, tuple[int, ...]]:
-    """Two measurements of interleaved starts without the start pairs measured on a busy host or a throttled GPU
-    (either start's :attr:`Measurement.host_state` disturbed): ``a`` and ``b`` with those pairs' starts left out,
-    and the pairs left out (1-based). A paired comparison is judged on its quiet pairs only, so that a busy
-    host neither fakes a change nor hides one; where every pair was disturbed, no start is left."""
+@dataclass(frozen=True)
+class Trusted:
+    """Two arms' interleaved starts as a paired judge takes them (:func:`trusted_pairs`)."""
+
+    a: Measurement
+    b: Measurement
+    #: the pairs left out (1-based): one arm measured disturbed, the other quiet
+    left_out: tuple[int, ...] = ()
+    #: the pairs kept though both arms were measured disturbed: a load both saw, which cancels in their ratio
+    shared: tuple[int, ...] = ()
+
+    def said(self, total: int) -> str:
+        """The pairs left out and kept on a shared load, in words ("" when every pair was quiet)."""
+        out = []
+        if self.left_out:
+            out.append(f"pair{'s' if len(self.left_out) > 1 else ''} {', '.join(map(str, self.left_out))} of {total} "
+                       f"left out: one arm measured on a busy host or a throttled GPU, the other quiet")
+        if self.shared:
+            out.append(f"pair{'s' if len(self.shared) > 1 else ''} {', '.join(map(str, self.shared))} kept: both arms "
+                       f"measured on a busy host, a load they shared")
+        return "; ".join(out)
+
+
+def trusted_pairs(a: Measurement, b: Measurement) -> Trusted:
+    """Two measurements of interleaved starts without the start pairs a paired judge cannot trust
+    (:func:`perfgate.host.conditions.pair_kind`): a pair with one arm disturbed and the other quiet is left out (the
+    load landed on one arm only); a pair both of whose arms were disturbed is kept (the load both saw cancels in
+    their ratio, and the pairs' spread, which the judge measures, widens honestly). Where every pair was left out, no
+    start is left. One start per arm: never left out (:func:`one_sided_single` says whether it is trusted)."""
     if len(a.starts) < 2 or len(b.starts) < 2:
-        return a, b, ()
+        return Trusted(a, b)
     pairs = list(zip(a.starts, b.starts))
-    bad = tuple(i + 1 for i, (x, y) in enumerate(pairs) if x.host_state not in ("", QUIET)
-                or y.host_state not in ("", QUIET))
+    states = [(x.host_state, y.host_state) for x, y in pairs]
+    bad = one_sided(states)
+    shared = tuple(i + 1 for i, (x, y) in enumerate(states) if pair_kind(x, y) is PairKind.SHARED)
     if not bad:
-        return a, b, ()
+        return Trusted(a, b, shared=shared)
     keep = [p for i, p in enumerate(pairs) if i + 1 not in bad]
-    return replace(a, starts=tuple(x for x, _ in keep)), replace(b, starts=tuple(y for _, y in keep)), bad
+    return Trusted(replace(a, starts=tuple(x for x, _ in keep)), replace(b, starts=tuple(y for _, y in keep)),
+                   left_out=bad, shared=shared)
+
+
+def one_sided_single(a: Measurement, b: Measurement) -> list[str]:
+    """For one start per arm: what disturbed the one arm measured disturbed while the other was quiet (the judge's
+    change is then undecided: perfgate.measuring.judge.discounted); empty when both were quiet or both disturbed."""
+    if a.starts or b.starts or pair_kind(a.host_state, b.host_state) is not PairKind.ONE_SIDED:
+        return []
+    return [f"{m.config_name} {m.host_state}" for m in (a, b) if not is_quiet(m.host_state)]
 
 
 def pairs_level(a: Measurement, b: Measurement) -> Level:

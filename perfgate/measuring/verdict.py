@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from perfgate.categories import Category, Outcome
+from perfgate.categories import Category, Outcome, Why
 from perfgate.measuring.judge import ONE_LOOK, Decision, Sequential
 from perfgate.measuring.metrics import (
     MIN_TRIALS,
@@ -43,6 +43,9 @@ class Verdict:
     # metrics still undecided that more start pairs would decide within the budget (comma-separated; empty: none):
     # the comparison is concluded on its primary metric, but perfgate.plugin.compare collects those pairs
     wants_more: str = ""
+    # why it is undecided or inconclusive, in the record's vocabulary (perfgate.categories.Why; the record's
+    # ``why_undecided``); None: decided, or a reason the category already says (noisy, not-exercised, ...)
+    why: Why | None = None
 
     def __post_init__(self) -> None:
         _refuse_uncategorized_failure(self.outcome, self.category, self.message)
@@ -71,6 +74,7 @@ class Final:
     category: Category | None
     message: str
     expected: str  # "pass" | "xfail:<category>"
+    why: Why | None = None  # the verdict's (Verdict.why), where the final outcome is still undecided
 
     def __post_init__(self) -> None:
         _refuse_uncategorized_failure(self.outcome, self.category, self.message)
@@ -108,8 +112,31 @@ def limit_verdict(m: Measurement, metric: str, limit: float | None, tolerance: f
     if st is None:
         return Verdict(outcome=Outcome.FAIL, category=Category.CRASH,
                        message=f"no {metric} measured ({m.failures} request(s) failed: {_errs(m)})")
-    return judge_limit(metric, st.median, limit, tolerance, noise=st, max_cv=max_cv, where=where,
-                       update_hint=update_hint, of=m.config_name, at=f" measured at concurrency {m.concurrency}")
+    v = judge_limit(metric, st.median, limit, tolerance, noise=st, max_cv=max_cv, where=where,
+                    update_hint=update_hint, of=m.config_name, at=f" measured at concurrency {m.concurrency}")
+    return busy_miss(v, m)
+
+
+def busy_miss(v: Verdict, m: Measurement) -> Verdict:
+    """A limit missed by a measurement made on a busy host or a throttled GPU decides nothing: an unpaired check
+    cannot cancel the load (perfgate.host.conditions.unpaired_miss), so the miss is inconclusive with the reason and
+    what would decide it, never a failure; a pass stands (the load slowed it and it still held)."""
+    from perfgate.host.conditions import unpaired_miss
+
+    if v.outcome != Outcome.FAIL or v.category != Category.SLOWER_THAN_BASELINE:
+        return v
+    why = unpaired_miss(disturbed_state(m))
+    if not why:
+        return v
+    return Verdict(outcome=Outcome.INCONCLUSIVE, why=Why.HOST_BUSY, properties=v.properties,
+                   message=f"inconclusive: would miss its limit, but {why}: {v.message}")
+
+
+def disturbed_state(m: Measurement) -> str:
+    """The ``host_state`` of a measurement, or of the first of its starts measured disturbed ("" for none)."""
+    from perfgate.host.conditions import is_quiet
+
+    return next((x.host_state for x in (m, *m.starts) if not is_quiet(x.host_state)), "")
 
 
 def judge_limit(metric: str, got: float, limit: float | None, tolerance: float, *, noise: Stat | None,
@@ -196,19 +223,20 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
                        message=f"{what}: no successful request ({candidate.failures} failed: {_errs(candidate)})")
     if baseline.tok_s is None:
         return Verdict(outcome=Outcome.INCONCLUSIVE, message=f"{what}: the baseline has no measurement to compare with")
-    from perfgate.host.conditions import QUIET
-    from perfgate.measuring.judge import RERUN_QUIET
+    from perfgate.host.conditions import RERUN_QUIET
     from perfgate.measuring.metrics import paired_ratios
-    from perfgate.measuring.starts import quiet_pairs
-    from perfgate.record import PAIR_DISTURBED
+    from perfgate.measuring.starts import one_sided_single, trusted_pairs
+    from perfgate.record import PAIR_DISTURBED, PAIR_SHARED_LOAD
 
-    # the start pairs measured on a busy host or a throttled GPU are left out (perfgate.measuring.starts.quiet_pairs)
-    quiet_c, quiet_b, left_out = quiet_pairs(candidate, baseline)
+    # pairs with one arm on a busy host and the other quiet are left out; a load both arms saw stays
+    # (perfgate.measuring.starts.trusted_pairs)
+    trusted = trusted_pairs(candidate, baseline)
+    quiet_c, quiet_b, left_out = trusted.a, trusted.b, trusted.left_out
     if left_out and not quiet_c.starts:
-        return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, indistinct=True,
+        return Verdict(outcome=Outcome.INCONCLUSIVE, decision=Decision.UNDECIDED, indistinct=True, why=Why.ONE_SIDED,
                        properties={PAIR_DISTURBED: ",".join(map(str, left_out))},
-                       message=f"{what}: undecided: every start pair ({len(left_out)}) was measured disturbed; "
-                               f"{RERUN_QUIET}")
+                       message=f"{what}: undecided: every start pair ({len(left_out)}) had one arm measured on a "
+                               f"busy host and the other quiet; {RERUN_QUIET}")
     # the noise gate: on the pooled trials, or where busy pairs were left out on each quiet start's own trials (the
     # pooled trials' spread would be the busy starts')
     for m in (candidate, baseline) if not left_out else (*quiet_c.starts, *quiet_b.starts):
@@ -220,13 +248,14 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     if pairs is not None:  # --perfgate-starts N >= 2: the start is the unit, judged on the interleaved pairs
         v = paired_verdict(quiet_c, quiet_b, pairs, confidence=confidence, what=what, min_effect=min_effect,
                            plan=plan, prior_cv=prior_cv)
-        if not left_out:
+        said = trusted.said(len(candidate.starts))
+        if not said:
             return v
-        return replace(v, properties={**v.properties, PAIR_DISTURBED: ",".join(map(str, left_out))},
-                       message=f"{v.message} (start pair(s) {', '.join(map(str, left_out))} left out: measured "
-                               f"disturbed)")
-    busy = [f"{m.config_name} {m.host_state}" for m in (candidate, baseline)
-            if not m.starts and m.host_state not in ("", QUIET)]
+        extra = {PAIR_DISTURBED: ",".join(map(str, left_out))} if left_out else {}
+        if trusted.shared:
+            extra[PAIR_SHARED_LOAD] = ",".join(map(str, trusted.shared))
+        return replace(v, properties={**v.properties, **extra}, message=f"{v.message} ({said})")
+    busy = one_sided_single(candidate, baseline)
     from perfgate.measuring.judge import decide
 
     ratio = candidate.tok_s.median / baseline.tok_s.median
@@ -237,8 +266,8 @@ def compare_verdict(candidate: Measurement, baseline: Measurement, *, confidence
     outcome = outcome_of(decide(ratio, (lo, hi), higher_is_better=True, min_effect=min_effect), Claim.FASTER)
     if busy and outcome in (Outcome.PASS, Outcome.FAIL):  # a change on a busy host decides nothing
         would = "faster" if outcome is Outcome.PASS else "slower"
-        return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True,
-                       message=f"{desc}: would be {would}, but {'; '.join(busy)}; {RERUN_QUIET}")
+        return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, why=Why.ONE_SIDED,
+                       message=f"{desc}: would be {would}, but {'; '.join(busy)} (the other arm quiet); {RERUN_QUIET}")
     if outcome is Outcome.PASS:
         return Verdict(outcome=Outcome.PASS, message=desc + ": faster", properties=props)
     if outcome is Outcome.FAIL:
@@ -282,7 +311,7 @@ def paired_verdict(candidate: Measurement, baseline: Measurement, ratios: list[f
                        judged=judged_text(j.ratio, j.ci),
                        message=desc + f": the same within the profile's min_effect {pct(min_effect)}")
     return Verdict(outcome=Outcome.INCONCLUSIVE, properties=props, indistinct=True, decision=j.decision,
-                   judged=judged_text(j.ratio, j.ci), message=desc + f": undecided; {j.needs}")
+                   judged=judged_text(j.ratio, j.ci), message=desc + f": undecided; {j.needs}", why=j.why)
 
 
 def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
@@ -381,5 +410,7 @@ def final_verdict(v: Verdict, *, measurement: Measurement | None, expectation: E
     final = apply_expectation(v, expectation, profile_path=profile_path)
     if final.outcome == Outcome.SKIP and final.category == Category.MISSING_DEPENDENCY and not optional:
         return replace(final, outcome=Outcome.FAIL, message=f"[missing-dependency] {v.message}")
+    if final.outcome == Outcome.INCONCLUSIVE and v.why is not None:
+        return replace(final, why=v.why)
     return final
 

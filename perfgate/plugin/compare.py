@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
 
-__all__ = ["BaselineServer", "PerfCompare", "baseline_of", "until_decided"]
+__all__ = ["BaselineServer", "PerfCompare", "baseline_of", "until_decided", "nothing_decides"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,20 @@ class PerfCompare:
         perf.conclude(case, v)
 
 
+def nothing_decides(v: Verdict, n: int) -> str:
+    """Why no further start pair can decide a paired comparison ("" when one can): from two pairs on, every pair so
+    far had one arm measured on a busy host and the other quiet (the host's load changes faster than a start pair),
+    so the next pairs would most likely be left out too."""
+    from perfgate.record import PAIR_DISTURBED
+
+    left = str(v.properties.get(PAIR_DISTURBED, "")).split(",")
+    if n >= 2 and len([x for x in left if x]) >= n:
+        return (f"every start pair so far ({n}) had one arm measured on a busy host and the other quiet: the host's "
+                f"load changes faster than a start pair; re-run when it is steady (a load both arms share is kept) "
+                f"or quiet")
+    return ""
+
+
 def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Verdict], m: Measurement,
                   base: Measurement, *, candidate: bool = False) -> Verdict:
     """``judge(m, base)``, and while the judge says *undecided* (:attr:`Verdict.decision`), or names metrics
@@ -108,6 +122,9 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
     says each look before its pair, and why it stops where it stops undecided. The false-alarm rate
     holds under these repeated looks (perfgate.measuring.judge.Sequential). The record's numbers are recorded
     again from the pooled starts, and the order of each pair's starts (``pair_order``: ``AB,BA,...``)."""
+    from dataclasses import replace
+
+    from perfgate.categories import Why
     from perfgate.measuring.judge import Decision
     from perfgate.measuring.order import in_pair_order, pair_order
     from perfgate.plugin.junitguard import checkpoint
@@ -120,13 +137,16 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
         n = len(m.starts) or 1
         at = f" at {v.judged}" if v.judged else ""
         what = "undecided" if v.decision is Decision.UNDECIDED else f"{v.decision}, {v.wants_more} undecided"
-        why = perf.no_more_starts(base, m)
+        why = perf.no_more_starts(base, m) or nothing_decides(v, n)
         if why:
             say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; no more: {why}")
+            if v.decision is Decision.UNDECIDED and v.why is None:
+                v = replace(v, why=Why.BUDGET_SPENT)
             break
         first, second = in_pair_order([base.config_name, m.config_name], n)  # A B, B A, ...: alternated
+        arms = f"{first}, then {second}" if first != second else f"{first} on both arms"
         say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; adding pair "
-                              f"{n + 1} ({first}, then {second})")
+                              f"{n + 1} ({arms})")
         looks.append(f"{n}: {what}{' ' + v.judged if v.judged else ''}")
         perf.record(PAIR_LOOKS, "; ".join(looks))
         checkpoint(perf.item.config)  # a kill during the next pair keeps what these pairs said

@@ -429,6 +429,10 @@ class PerfRun(Checks):
         self.record("category", final.category or "")
         self.record("expected", final.expected)
         self.record("reason", final.message[:300])
+        if final.why is not None:
+            from perfgate.record import WHY_UNDECIDED
+
+            self.record(WHY_UNDECIDED, str(final.why))
         if final.outcome == "pass":
             return
         if final.outcome in ("fail", "xpass"):
