@@ -382,6 +382,27 @@ def history_notes(rows: list[RecordDiff]) -> list[str]:
     return out
 
 
+def unused_history_notes(rows: list[RecordDiff], judging: Judging | None) -> list[str]:
+    """What the history given did not judge, and why: the records whose runs in it were all left out (measured on a
+    busy host, before a step, outliers), so their prior judged them; one line per reason."""
+    if judging is None or not judging.bands:
+        return []
+    unused: dict[str, list[str]] = {}
+    for r in rows:
+        rec = r.new or r.old
+        band = judging.bands.get(rec.id) if rec is not None else None
+        tp = r.throughput
+        if band is None or tp is None or tp.band is not None or tp.judgement is None:
+            continue
+        if tp.judgement.noise_source not in ("prior", "starts+prior"):
+            continue
+        why = (f"all {len(band.disturbed)} of their run(s) in it measured on a busy host or a throttled GPU "
+               f"(host.state), left out" if band.disturbed and not band.used else band.provenance())
+        unused.setdefault(why, []).append(r.key)
+    return [f"history not used for {len(keys)} record(s) ({keys[0]}{', ...' if len(keys) > 1 else ''}): {why}; "
+            f"their noise prior judged them" for why, keys in unused.items()]
+
+
 def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
     """Compare two reports record by record (matched by record key), numbers judged by ``judging``."""
     keys = sorted(set(old.by_key) | set(new.by_key))
@@ -395,6 +416,7 @@ def diff(old: Report, new: Report, judging: Judging | None = None) -> Diff:
         rows.append(RecordDiff(key=k, old=o, new=n, transition=transition, throughput=tp))
     notes = list(old.notes) + list(new.notes) + list(judging.notes if judging else ())
     notes += history_notes(rows)
+    notes += unused_history_notes(rows, judging)
     if old.engine and new.engine and old.engine != new.engine:
         notes.append(f"the reports come from different engines: {old.engine} → {new.engine}")
     os_, ns = old.stack, new.stack

@@ -23,7 +23,9 @@ from perfgate.report.diff import diff, stack_changes
 from perfgate.report.history import History, build_history, order_reports
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
 from perfgate.report.policy import GatePolicy
-from perfgate.report.records import Report
+from perfgate.categories import WHY_SAID
+from perfgate.record import WHY_UNDECIDED
+from perfgate.report.records import Record, Report
 from perfgate.report.render import SECTION_TITLES, fmt_num
 from perfgate.report.steps import StepRow, step_rows, steps_table
 from perfgate.report.verdicts import RecordVerdict, Verdicts, verdict_of_reports, verdicts
@@ -147,7 +149,15 @@ def _verdict_row(v: RecordVerdict) -> str:
             f'<td class="metric"><code>{escape(v.metric)}</code> {"↑" if v.higher_is_better else "↓"}</td>'
             f'<td class="num">{escape(old)}</td><td class="num">{escape(new)}</td><td class="num">{escape(delta)}</td>'
             f'<td class="num">{escape(v.interval or "—")}</td><td>{decision}</td><td>{escape(noise)}</td>'
-            f'<td class="why">{escape(v.why)}</td></tr>')
+            f'<td class="why">{_why_cell(v)}</td></tr>')
+
+
+def _why_cell(v: RecordVerdict) -> str:
+    """The why column: an undecided record's reason first (perfgate.categories.Why, in words), then the figures."""
+    code = v.why_undecided
+    if code and code in WHY_SAID and WHY_SAID[code] not in v.why:
+        return f"<b>undecided ({escape(code)})</b>: {escape(WHY_SAID[code])}; {escape(v.why)}"
+    return escape(v.why)
 
 
 _VERDICT_HEAD = ("<tr><th>record</th><th>outcome</th><th>metric</th><th>old</th><th>new</th><th>Δ</th>"
@@ -195,7 +205,7 @@ def _verdict_panel(vs: Verdicts | None, why_not: str, ordered: Sequence[Report])
     stack = "; ".join(f"{c.key.removeprefix('stack.')} {c.old} → {c.new}" for c in changes) or "unchanged"
     return (f'<p class="verdict {cls}" id="verdict"><b>{escape(line)}</b></p>\n'
             f'<p><small>{escape(ordered[-2].label)} → {escape(ordered[-1].label)}'
-            f'{" (older reports: noise history)" if len(ordered) > 2 else ""}. {counts or "no change"}. '
+            f'{escape(_history_said(vs, ordered))}. {counts or "no change"}. '
             f'<a href="#stack">Stack</a>: {escape(stack)}.</small></p>')
 
 
@@ -214,9 +224,27 @@ def _own_verdicts(latest: Report) -> str:
         color = OUTCOME_COLORS.get(r.outcome, "#ffffff")
         out.append(f'<tr><td class="key"><code>{escape(r.key)}</code></td>'
                    f'<td style="background:{color}">{escape(r.outcome_label)}</td>'
-                   f'<td class="why">{escape(r.reason)}</td></tr>')
+                   f'<td class="why">{_own_why(r)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
+
+
+def _own_why(r: Record) -> str:
+    code = r.prop(WHY_UNDECIDED)
+    lead = f"<b>undecided ({escape(code)})</b>: {escape(WHY_SAID[code])}; " if code in WHY_SAID else ""
+    return lead + escape(r.reason)
+
+
+def _history_said(vs: Verdicts, ordered: Sequence[Report]) -> str:
+    """What the older reports did: the noise history of the records judged on it, or why none was."""
+    if len(ordered) <= 2:
+        return ""
+    used = sum(1 for v in vs.records if v.noise_source == "history")
+    if used:
+        return f" (older reports: the noise history of {used} record(s))"
+    unused = next((n for n in vs.notes if n.startswith("history not used")), "")
+    return (f" (older reports: {len(ordered) - 2}, no record judged on their noise"
+            + (f": {unused.split(': ', 1)[1]}" if unused else "") + ")")
 
 
 def _changes(vs: Verdicts | None, latest: Report) -> str:

@@ -245,6 +245,9 @@ def render_diff_md(d: Diff, gate: GateResult | None = None) -> str:
             continue
         out += ["", f"#### {SECTION_TITLES[name]} ({len(recs)})", ""]
         out.append(md_table(RECORD_HEADERS, _rows(d, recs, gate)))
+        judged = _judged_lines(recs)
+        if judged:  # what the judge saw, and why an undecided one is undecided
+            out += [""] + [f"- {_md_escape(line.strip())}" for line in judged]
     if gate is not None and (gate.blocking or gate.expectation_updates):
         out += ["", "#### Gate findings", ""]
         rows = [list(row) for row in by_record(gate.blocking + gate.expectation_updates)]
@@ -280,7 +283,7 @@ def verdict_json(v: RecordVerdict) -> dict[str, object]:
             "delta_pct": v.delta_pct, "interval_pct": list(v.interval_pct) if v.interval_pct else None,
             "decision": v.decision, "noise_level": v.noise_level, "noise_source": v.noise_source,
             "noise_cv": v.noise_cv, "min_effect": v.min_effect, "blocks": list(v.blocks), "updates": v.updates,
-            "why": v.why}
+            "why": v.why, "why_undecided": v.why_undecided}
 
 
 def diff_to_json(d: Diff, gate: GateResult | None = None) -> dict[str, object]:

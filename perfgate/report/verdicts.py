@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perfgate.measuring.notation import change_interval_text
+from perfgate.record import WHY_UNDECIDED
 from perfgate.report.diff import UNCHANGED, Diff, RecordDiff
 from perfgate.report.gate import Finding, GateResult, run_gate
 from perfgate.report.policy import GatePolicy
@@ -76,6 +77,9 @@ class RecordVerdict:
     blocks: tuple[str, ...]  # the gate's rules it blocks by (newly-broken, regressed, ...), () when it does not
     updates: bool  # unblocked while the profile still expects a failure (gate exit 3)
     why: str  # the gate's detail where it blocks, else the judged change in words
+    #: why it is undecided (perfgate.categories.Why): the judge's between the reports, else the NEW record's own
+    #: (``why_undecided``, a stack pair's judged inside its run); "" when decided
+    why_undecided: str = ""
 
     @property
     def blocking(self) -> bool:
@@ -179,7 +183,9 @@ def _record_verdict(r: RecordDiff, sections: tuple[str, ...], blocking: Sequence
         interval_pct=None if j is None or j.ci is None else ((j.ci[0] - 1) * 100, (j.ci[1] - 1) * 100),
         decision=tp.verdict if tp else "", noise_level=level, noise_source=j.noise_source if j else "",
         noise_cv=j.noise_cv if j else None, min_effect=j.min_effect if j else None,
-        blocks=tuple(dict.fromkeys(f.rule for f in mine)), updates=any(f.key == r.key for f in updates), why=why)
+        blocks=tuple(dict.fromkeys(f.rule for f in mine)), updates=any(f.key == r.key for f in updates), why=why,
+        why_undecided=str(j.why) if j is not None and j.why is not None and tp is not None and tp.verdict == UNDECIDED
+        else (r.new.prop(WHY_UNDECIDED) if r.new else ""))
 
 
 def verdicts(d: Diff, gate: GateResult | None = None) -> Verdicts:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 
+from perfgate.categories import WHY_SAID
 from perfgate.measuring.notation import bounds, change_interval_text
 from perfgate.report.diff import UNDECIDED, MetricChange
 
@@ -109,6 +110,8 @@ def starts_to_decide(tp: MetricChange) -> int | None:
 def judged_words(tp: MetricChange) -> str:
     """One line for a judged change: the judge's figures, the interval in words (undecided), what would decide it."""
     parts = [tp.why] if tp.why else []
+    if tp.verdict == UNDECIDED and tp.judgement is not None and tp.judgement.why is not None:
+        parts.insert(0, f"undecided ({tp.judgement.why}): {WHY_SAID[tp.judgement.why]}")
     if tp.verdict == UNDECIDED:
         words = interval_words(tp)
         if words:
