@@ -27,6 +27,7 @@ from perfgate.profiles.noise import (
 H100_RUN = Path(__file__).parents[1] / "evidence/h100-x1/upgrade-bisect-2026-12-05/paired-baseline/junit.xml"
 METRIC_OF = {MetricClass.THROUGHPUT: "tok_s", MetricClass.OUTPUT: "output_tok_s", MetricClass.STEP: "itl_ms",
              MetricClass.FIRST_TOKEN: "ttft_ms", MetricClass.TTFT_LEG: "ttft_part.prefill_ms",
+             MetricClass.PREFILL_GPU: "ttft_part.prefill_gpu_ms",
              MetricClass.TAIL: "itl_ms_p99", MetricClass.GOODPUT: "goodput_rps", MetricClass.ACCEPTANCE: "accept_len"}
 LEVELS = ("starts", "side-by-side", "machines")
 

@@ -78,14 +78,16 @@ def test_only_records_like_the_one_judged_count_and_disturbed_pairs_are_left_out
 
 def test_a_calm_box_measured_decides_a_ttft_change_the_prior_cannot():
     """A box whose TTFT moves 2 % a start (pinned servers, say), measured by one A/A record of 9 pairs: +10 % TTFT is
-    regressed within 4 pairs in most runs on the measured noise (the benchmark's grid, docs/gate.md: 88 %), and in
-    none on the 16 % prior."""
+    regressed within 4 pairs in most runs on the measured noise (the benchmark's grid, docs/gate.md: 88 %). On the
+    16 % prior alone it is decided far less often: only where the pairs agree closely enough by the fourth to reject
+    the prior from below (perfgate.measuring.judge.pair_spread, issue 52: a prior never outweighs pairs that agree),
+    about a fifth of runs; before that rule, in none."""
     rng = random.Random(5)
     runs = 200
     measured = sum(run(rng, change=0.10, noise=0.02, measured=history(rng, 0.02, 9))[0] is Decision.REGRESSED
                    for _ in range(runs))
     prior = sum(run(rng, change=0.10, noise=0.02, measured=None)[0] is Decision.REGRESSED for _ in range(runs))
-    assert measured / runs >= 0.8 and prior == 0, (measured, prior)
+    assert measured / runs >= 0.8 and prior / runs <= 0.3 and prior < measured, (measured, prior)
 
 
 @pytest.mark.parametrize(("run_noise", "limit"), [(0.03, 0.01), (0.09, 0.03)])

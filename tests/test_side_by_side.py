@@ -113,7 +113,8 @@ def test_side_by_side_pairs_are_judged_at_their_own_level(client: FakeClient) ->
     assert pairs_level(combine([a1, a1]), combine([b1, b1])) is Level.SIDE_BY_SIDE
     assert pairs_level(combine([a1, ra]), combine([b1, rb])) is Level.STARTS  # one pair measured apart
     assert pairs_level(ra, rb) is Level.STARTS
-    assert prior_cv("ttft_ms", "side-by-side", simulated=True) == 0.01 < prior_cv("ttft_ms", "starts", simulated=True)
+    # the simulator's: side by side 0.03-0.1 % measured, apart 0.1 % quiet and 0.8 % loaded (2026-12-07): 1 % both
+    assert prior_cv("ttft_ms", "side-by-side", simulated=True) == 0.01 == prior_cv("ttft_ms", "starts", simulated=True)
     assert prior_cv("ttft_ms", "side-by-side") == 0.20 > prior_cv("ttft_ms", "starts")
     for cls, table in PRIORS.items():
         for engine in ("real", "sim"):

@@ -17,19 +17,29 @@ class          metrics                                                         s
 ============== =============================================================== ========= ========= =========
 throughput     tok_s (decode)                                                   0.1 %     0.1 %     1.6 %
 output         output_tok_s (completion tokens over the wall time: prefill in)  0.5 %     0.5 %     1.6 %
-step           itl_ms, tpot_ms (medians: one decode step)                       0.1 %     1 %       1.6 %
-first-token    ttft_ms and its tails (ttft_ms_p90, ttft_ms_p99), e2e            16 %      3 %       16 %
-ttft-leg       a TTFT probe's legs (ttft_part.<leg>_ms, perfgate.measuring      25 %      3 %       25 %
+step           itl_ms, tpot_ms (medians: one decode step)                       0.1 %     0.2 %     1.6 %
+first-token    ttft_ms and its tails (ttft_ms_p90, ttft_ms_p99), e2e            16 %      1 %       16 %
+ttft-leg       a TTFT probe's legs (ttft_part.<leg>_ms, perfgate.measuring      25 %      10 %      25 %
                .ttft_parts), the prefill's host time (prefill_host)
 prefill-gpu    the prefill's GPU time (ttft_part.prefill_gpu_ms, perfgate       5 %       1 %       5 %
                .measuring.prefill_gpu)
-tail           any other ``*_p90`` / ``*_p99`` latency (itl_ms_p99, ...)        8 %       5 %       10 %
+tail           any other ``*_p90`` / ``*_p99`` latency (itl_ms_p99, ...)        8 %       20 %      10 %
 goodput        goodput_rps, crossover                                           10 %      5 %       10 %
 acceptance     accept_len                                                       1 %       1 %       1 %
 ============== =============================================================== ========= ========= =========
 
 Where they come from (real: SGLang 0.5.17 on H200s, Llama-3.1-8B dummy weights, docs/gate.md; sim: this
-project's simulated seed box on a 2-core shared runner):
+project's simulated seed box on a 2-core shared runner, measured 2026-12-07 by two paired A/A runs of 6 alternated
+start pairs (``pytest perftests/ -m stack_pair -k baseline --perfgate-candidate env.PERFGATE_AA=1 --perfgate-starts
+6``), one quiet, one beside other work using up to 1.78 of the 2 cores; each sim prior is the wider of the two, rounded
+up (benchmarks/shared_box.py prints the table; evidence/sim-rtxpro6000-x8/shared-box-2026-12-07/): one start's sd
+quiet / loaded: tok/s 0.05 / 0.14 %, output tok/s 0.06 / 0.34 %, ITL 0.08 / 0.06 %, TTFT from the probes 0.10 /
+0.79 % (the trials' TTFT 0.12 / 1.51 %), ITL p99 0.66 / 16.8 %, the to_forward and rest legs 9.5 % and 6.1 % quiet
+(a fraction of a millisecond: the runner's wake-up), the prefill leg and its GPU and host parts 0.04-0.08 %. The
+first-token prior was 3 %, and a TTFT +4.8 % that read the same in five pairs stayed undecided on it (issue 52);
+the tail prior was 5 %, a third of ITL p99's loaded spread. Decode tok/s keeps 0.1 %: its loaded 0.14 % is one
+run of six pairs beside the suite's own tests, and a prior of 0.15 % already cost the unpaired same-machine gate its
+"same" in 23 % of A/A runs (tests/test_gate_power.py); a wider spread the pairs measure wins over the prior anyway):
 
 - throughput, real: between-start sd 0.011 % (machine A, 5 starts) and 0.047 % (B, 3 starts); 0.1 % is
   twice the wider. Machines: the four H200s' means, 1.6 %. Sim: the simulator's start jitter is 0.05 %
@@ -118,17 +128,17 @@ PRIORS: dict[MetricClass, dict[tuple[str, str], float]] = {
                              ("machines", "real"): 0.016, ("machines", "sim"): 0.016},
     MetricClass.OUTPUT: {("starts", "real"): 0.005, ("starts", "sim"): 0.005,
                          ("machines", "real"): 0.016, ("machines", "sim"): 0.016},
-    MetricClass.STEP: {("starts", "real"): 0.001, ("starts", "sim"): 0.01,
+    MetricClass.STEP: {("starts", "real"): 0.001, ("starts", "sim"): 0.002,
                        ("machines", "real"): 0.016, ("machines", "sim"): 0.016},
-    MetricClass.FIRST_TOKEN: {("starts", "real"): 0.16, ("starts", "sim"): 0.03, ("side-by-side", "sim"): 0.01,
+    MetricClass.FIRST_TOKEN: {("starts", "real"): 0.16, ("starts", "sim"): 0.01, ("side-by-side", "sim"): 0.01,
                               ("side-by-side", "real"): 0.20,
                               ("machines", "real"): 0.16, ("machines", "sim"): 0.03},
-    MetricClass.TTFT_LEG: {("starts", "real"): 0.25, ("starts", "sim"): 0.03, ("side-by-side", "sim"): 0.01,
-                           ("machines", "real"): 0.25, ("machines", "sim"): 0.03},
+    MetricClass.TTFT_LEG: {("starts", "real"): 0.25, ("starts", "sim"): 0.10, ("side-by-side", "sim"): 0.10,
+                           ("machines", "real"): 0.25, ("machines", "sim"): 0.10},
     MetricClass.PREFILL_GPU: {("starts", "real"): 0.05, ("starts", "sim"): 0.01,
                               ("machines", "real"): 0.05, ("machines", "sim"): 0.016},
-    MetricClass.TAIL: {("starts", "real"): 0.08, ("starts", "sim"): 0.05,
-                       ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
+    MetricClass.TAIL: {("starts", "real"): 0.08, ("starts", "sim"): 0.20,
+                       ("machines", "real"): 0.10, ("machines", "sim"): 0.20},
     MetricClass.GOODPUT: {("starts", "real"): 0.10, ("starts", "sim"): 0.05,
                           ("machines", "real"): 0.10, ("machines", "sim"): 0.05},
     MetricClass.ACCEPTANCE: {("starts", "real"): 0.01, ("starts", "sim"): 0.01,
