@@ -269,3 +269,52 @@ def test_gpus_read_through_nvml_and_a_throttled_one_disturbs(monkeypatch: pytest
     assert props["host.gpu_temp_c"] == 88.0 and props["host.gpu_throttle"] == "hw-thermal"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # only the GPUs CUDA sees count
     assert [s.index for s in gpu_samples()] == [0]
+
+
+@pytest.mark.parametrize("fmt", ["md", "text", "json"])
+def test_a_disturbed_gate_says_why_it_is_undecided_in_every_view(tmp_path: Path, fmt: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 52: a -3.4 % decode drop between two reports both measured on a busy host is undecided, and the gate's
+    Markdown, text and JSON say why (host-busy, in words), not just "undecided"; so does the HTML page."""
+    busy = "disturbed: host busy: other processes used 1.00 CPU cores (limit 0.82 of 2)"
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+
+    def rep(name: str, tok: float, day: int) -> Path:
+        return write_report(tmp_path / f"{name}.xml", [perf_case(
+            "baseline", tok_s=tok, spread=tok * 0.0004, n=5, extra={"machine.id": "a", STATE: busy},
+            **FLOOR)], started_at=f"2026-01-{day:02d}T10:00:00+00:00")  # type: ignore[arg-type]
+
+    old, new = rep("old", 89.5, 1), rep("new", 89.5 * 0.966, 2)
+    code = main(["gate", str(old), str(new), "--format", fmt, "--pyproject", str(tmp_path / "pyproject.toml")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    if fmt == "json":
+        import json
+
+        got = json.loads(out)
+        assert [v["why_undecided"] for v in got["verdicts"] if v["decision"] == "undecided"] == ["host-busy"], got
+    else:
+        assert "undecided (host-busy): measured on a busy host or a throttled GPU" in out, out
+    html = tmp_path / "r.html"
+    assert main(["report", str(old), str(new), "-o", str(html)]) == 0
+    page = html.read_text()
+    assert "undecided (host-busy): measured on a busy host" in page
+
+
+def test_a_history_all_disturbed_says_it_was_not_used(tmp_path: Path) -> None:
+    """``perfgate gate --history`` whose every run was measured disturbed judges on the prior and says so."""
+    from perfgate.report.gate import GatePolicy, run_gate
+    from perfgate.report.junit_read import read_report
+
+    busy = "disturbed: host busy: other processes used 1.40 CPU cores (limit 0.5 of 2)"
+
+    def rep(name: str, tok: float, day: int, state: str) -> Path:
+        return write_report(tmp_path / f"{name}.xml", [perf_case(
+            "baseline", tok_s=tok, spread=tok * 0.0004, n=5, extra={"machine.id": "a", STATE: state},
+            **FLOOR)], started_at=f"2026-01-{day:02d}T10:00:00+00:00")  # type: ignore[arg-type]
+
+    hist = [read_report(rep(f"h{i}", 89.5 + 0.01 * i, i + 1, busy)) for i in range(4)]
+    d, _ = run_gate(read_report(rep("old", 89.5, 10, QUIET)), read_report(rep("new", 89.4, 11, QUIET)), GatePolicy(),
+                    hist)
+    assert any(n.startswith("history not used for 1 record(s)") and "all 4 of their run(s) in it measured on a busy"
+               in n for n in d.notes), d.notes

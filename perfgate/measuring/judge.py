@@ -255,16 +255,17 @@ def pair_spread(logs: Sequence[float], prior_cv: float, prior_df: float) -> tupl
     own spread as ``prior_df`` degrees of freedom (a scaled inverse chi-square prior), and the result is never
     narrower than the pairs' own sd. Where the pairs reject the prior, the prior is dropped and the pairs' own
     t-interval decides (``starts``): their variance above its 99 % chi-square bound (the prior too calm), or below
-    its :data:`PRIOR_REJECT_LOW` bound (pairs that agree far more closely than the prior says they can: a prior never
-    outweighs such pairs; on identical arms with the prior right this happens in that share of looks, and the
-    pairs' own t-interval still holds its level there: benchmarks/sequential_power.py).
+    its :data:`PRIOR_REJECT_LOW` bound from three pairs on (pairs that agree far more closely than the prior says they
+    can: a prior never outweighs such pairs; on identical arms with the prior right this happens in that share of
+    looks; with two pairs the pairs' own interval, on one degree of freedom, would decide less than the prior).
     """
     n = len(logs)
     s0 = prior_cv * math.sqrt(2)
     if n < 2:
         return s0, prior_df, "prior"
     s = statistics.stdev(logs)
-    if s0 <= 0 or not chi2_quantile(PRIOR_REJECT_LOW, n - 1) <= (n - 1) * s * s / (s0 * s0) <= chi2_quantile(0.99, n - 1):
+    ratio = (n - 1) * s * s / (s0 * s0) if s0 > 0 else math.inf
+    if ratio > chi2_quantile(0.99, n - 1) or (n >= 3 and ratio < chi2_quantile(PRIOR_REJECT_LOW, n - 1)):
         return s, float(n - 1), "starts"
     df = prior_df + n - 1
     pooled = math.sqrt((prior_df * s0 * s0 + (n - 1) * s * s) / df) if math.isfinite(prior_df) else s0

@@ -205,8 +205,11 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     worse = [m for m, x in js.items() if outcome_of(x.decision, Claim.NOT_SLOWER) is Outcome.FAIL]
     if worse:
         what = ", ".join(_worse_text(m, r, current) for m in worse if (r := js[m].ratio) is not None)
+        # the record fails; where TTFT's parts moved, the budget's pairs still go to the first-token metrics they
+        # would decide (a leg regressed: did TTFT itself?), and to nothing else (a bisect step is decided)
+        kin = ",".join(m for m in wants.split(",") if m and _first_token(m) and any(_first_token(w) for w in worse))
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
-                       judged=judged_text(j.ratio, j.ci), properties=props,
+                       judged=judged_text(j.ratio, j.ci), properties=props, wants_more=kin,
                        # what is worse first: a record's reason keeps the message's first 300 characters
                        message=f"stack-pair {mode}: the candidate stack ({spec}) is worse on {what}; "
                                f"{desc.removeprefix(f'stack-pair {mode}: ')}{tail}")
@@ -217,6 +220,11 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
     return Verdict(outcome=Outcome.INCONCLUSIVE, decision=j.decision, judged=judged_text(j.ratio, j.ci),
                    wants_more=wants, properties=props, why=j.why,
                    message=f"inconclusive: undecided: {desc}; {j.needs}{more}{tail}")
+
+
+def _first_token(metric: str) -> bool:
+    """TTFT, its tails and its parts: one family, where a change one of them shows is worth deciding in the others."""
+    return metric.startswith("ttft")
 
 
 def _worse_text(metric: str, ratio: float, current: Measurement) -> str:

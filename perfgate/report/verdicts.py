@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.notation import change_interval_text
 from perfgate.record import WHY_UNDECIDED
-from perfgate.report.diff import UNCHANGED, Diff, RecordDiff
+from perfgate.report.diff import UNCHANGED, UNDECIDED, Diff, RecordDiff
 from perfgate.report.gate import Finding, GateResult, run_gate
 from perfgate.report.policy import GatePolicy
 from perfgate.report.records import Record, Report
