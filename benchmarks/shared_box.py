@@ -193,8 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 got: object = run_limits(out, a.limit_runs, n)
             else:
                 with load(n):
-                    got = {"bisect": lambda: run_bisect(out), "paired": lambda: run_paired(out),
-                           "aa": lambda: run_aa(out, a.aa_runs), "gate": lambda: run_gate(out)}[sc]()
+                    got = (run_bisect(out) if sc == "bisect" else run_paired(out) if sc == "paired"
+                           else run_aa(out, a.aa_runs) if sc == "aa" else run_gate(out))
             table[cond][sc] = got
             print(f"[{cond}, {n} busy loop(s)] {sc} ({time.monotonic() - t0:.0f} s): {json.dumps(got)}", flush=True)
     if a.json:

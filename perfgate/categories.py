@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Backend", "Category", "Outcome", "RecordKind", "Why", "WHY_SAID", "EXPECTABLE", "FROM_LOG", "TRACE_FAMILIES"]
+__all__ = ["Backend", "Category", "Outcome", "RecordKind", "Why", "WHY_SAID", "EXPECTABLE", "FROM_LOG",
+           "TRACE_FAMILIES"]
 
 
 class Word(str, Enum):
@@ -85,7 +86,8 @@ WHY_SAID: dict[str, str] = {
     Why.HOST_BUSY: "measured on a busy host or a throttled GPU (re-run quiet, or pair the arms)",
     Why.ONE_SIDED: "start pairs with one arm on a busy host and the other quiet were left out",
     Why.PRIOR_BOUND: "the noise prior is wider than the pairs show; more pairs, or this box's measured noise, decide",
-    Why.BUDGET_SPENT: "more start pairs would decide it; the budget ran out (--perfgate-max-starts / --perfgate-max-time)",
+    Why.BUDGET_SPENT: "more start pairs would decide it; the budget ran out (--perfgate-max-starts, "
+                      "--perfgate-max-time)",
     Why.MIN_EFFECT_EDGE: "the change sits on the practical floor (min effect): no number of pairs decides it",
     Why.NO_HISTORY: "no measured noise to judge against, and the prior cannot decide",
 }

@@ -22,7 +22,23 @@ callers never parse messages.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every ``perfgate`` command, in one table (pytest's own are pytest's: a session's failures are
+    1, a usage error 4, no test run 5)."""
+
+    OK = 0
+    #: ``gate``: a change blocks; ``check-flags``: a flag was rejected; ``floors``: a floor was flagged
+    BLOCKED = 1
+    #: a usage error: a bad option, a missing or unreadable file; the message names the fix
+    USAGE = 2
+    #: ``gate``: a strict xfail passed (a backend unblocked): update the expectation
+    UNBLOCKED = 3
+    #: ``bisect``: it stopped before it decided (its budget, a step that could not decide); what finished is kept
+    STOPPED = 3
 
 
 class PerfgateError(Exception):

@@ -164,7 +164,8 @@ PREFILL_TRACE_NOTE = "prefill_trace_note"
 TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
-    PAIR_LOOKS, PAIR_SHARED_LOAD, WHY_UNDECIDED, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE, "host.server_cpus",
+    PAIR_LOOKS, PAIR_SHARED_LOAD, WHY_UNDECIDED, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE,
+    "host.server_cpus",
 })
 
 

@@ -75,8 +75,8 @@ def test_the_prediction_counts_only_the_requests_a_server_runs_at_once():
 
 
 def test_max_running_is_read_from_the_server_log(tmp_path):
+    from perfgate.measuring.loadrecord import max_running
     from perfgate.measuring.metrics import summarize
-    from perfgate.plugin.loadcheck import max_running
 
     log = tmp_path / "s.log"
     log.write_text("server_args=ServerArgs(max_running_requests=None)\nmax_total_num_tokens=741945, "

@@ -116,7 +116,8 @@ def _run_extend(site: Path, **env: str) -> dict[str, object]:
     e.update(env, PYTHONPATH=f"{INJECT}{os.pathsep}{site}")
     r = subprocess.run([sys.executable, "-c", _EXTEND_PROBE], env=e, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    got: dict[str, object] = json.loads(r.stdout)
+    return got
 
 
 def test_extend_gpu_spin_runs_before_each_prefill_forward_only(tmp_path: Path) -> None:

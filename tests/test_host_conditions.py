@@ -303,8 +303,9 @@ def test_a_disturbed_gate_says_why_it_is_undecided_in_every_view(tmp_path: Path,
 
 def test_a_history_all_disturbed_says_it_was_not_used(tmp_path: Path) -> None:
     """``perfgate gate --history`` whose every run was measured disturbed judges on the prior and says so."""
-    from perfgate.report.gate import GatePolicy, run_gate
+    from perfgate.report.gate import run_gate
     from perfgate.report.junit_read import read_report
+    from perfgate.report.policy import GatePolicy
 
     busy = "disturbed: host busy: other processes used 1.40 CPU cores (limit 0.5 of 2)"
 

@@ -24,17 +24,17 @@ from perfgate.sim.behavior import simulate_launch
 from perfgate.sim.trace import PREFILL_HOST_SHARE, SPIN, TraceRecorder
 
 
-def _write(path: Path, events: list[dict]) -> Path:
+def _write(path: Path, events: list[dict[str, object]]) -> Path:
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": events}, f)
     return path
 
 
-def _span(name: str, ts: float, dur: float) -> dict:
+def _span(name: str, ts: float, dur: float) -> dict[str, object]:
     return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "ts": ts, "dur": dur}
 
 
-def _kernel(ts: float, dur: float, name: str = "nvjet_sm90_tst") -> dict:
+def _kernel(ts: float, dur: float, name: str = "nvjet_sm90_tst") -> dict[str, object]:
     return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}
 
 
@@ -78,7 +78,7 @@ def test_parts_and_record_names():
     legs = [{"dispatch": 0.5, "to_forward": 1.0, "prefill": 20.0, "rest": 3.0}] * 5
     props = part_properties(legs, (6.0, 6.2, 5.9))
     assert props["ttft_part.prefill_gpu_ms"] == 6.0 and props["ttft_part.prefill_host_ms"] == 14.0
-    assert props["prefill_traces"] == 3 and props["ttft_part.prefill_gpu_spread_ms"] > 0
+    assert props["prefill_traces"] == 3 and float(props["ttft_part.prefill_gpu_spread_ms"]) > 0  # type: ignore[arg-type]
     assert props["ttft_spread_in"] in ("dispatch", "to_forward", "prefill", "rest")  # a probe leg, never the split
     assert "ttft_part.prefill_gpu_ms" not in part_properties(legs)
     per = start_medians([legs, legs], [(6.0,), (7.0,)])

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
-from perfgate.errors import ConfigError
-from perfgate.report.gate import ExitCode
+from perfgate.errors import ConfigError, ExitCode
 from perfgate.report.junit_read import read_report
 from perfgate.report.policy import DEFAULT_BLOCK_ON, GatePolicy, load_policy
 from tests.report_factory import DEFAULT_STACK, Case, perf_case, seed_cases, write_report

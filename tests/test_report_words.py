@@ -4,9 +4,10 @@ a run can follow it."""
 
 from __future__ import annotations
 
+from perfgate.errors import ExitCode
 from perfgate.measuring.judge import Decision, Judgement, Level
 from perfgate.report.diff import MetricChange
-from perfgate.report.gate import ExitCode, Finding, GateResult
+from perfgate.report.gate import Finding, GateResult
 from perfgate.report.policy import GatePolicy
 from perfgate.report.render import by_record
 from perfgate.report.words import MAX_STARTS_ADVICE, interval_words, judged_words, moved, needs_words

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from perfgate.categories import RecordKind
 from perfgate.cli.bisect_arms import Arms, lock_arms, sim_arms, site_arms
 from perfgate.cli.registry import EXIT_OK, emit, subcommand, usage_error
+from perfgate.errors import ExitCode
 from perfgate.measuring.notation import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
@@ -47,7 +48,7 @@ __all__ = ["EXIT_STOPPED", "Arms", "sim_arms", "site_arms", "lock_arms", "step_r
            "render", "write_junit", "planned_cost"]
 
 #: the search stopped before it completed (budget, undecided, the current stack does not start)
-EXIT_STOPPED = 3
+EXIT_STOPPED = ExitCode.STOPPED  # the table: perfgate.errors.ExitCode
 #: the metrics a step can be decided on besides the record's own verdict: those the stack pair judges, TTFT's legs too
 #: (perfgate.measuring.stackpair)
 METRICS = (*PAIR_METRICS, *LEG_METRICS)

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfgate.errors import PerfgateError
+from perfgate.errors import ExitCode, PerfgateError
 
-EXIT_OK = 0
-EXIT_USAGE = 2
+EXIT_OK = ExitCode.OK  # the table: perfgate.errors.ExitCode
+EXIT_USAGE = ExitCode.USAGE
 
 
 @dataclass(frozen=True, kw_only=True)

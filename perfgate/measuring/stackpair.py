@@ -12,8 +12,8 @@ import statistics
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome, Why
+from perfgate.host.conditions import RERUN_QUIET
 from perfgate.measuring.judge import (
-    RERUN_QUIET,
     Decision,
     Judgement,
     Sequential,
@@ -33,8 +33,8 @@ from perfgate.record import (
     PAIR_DECISION,
     PAIR_DISTURBED,
     PAIR_N,
-    PAIR_SHARED_LOAD,
     PAIR_RATIO,
+    PAIR_SHARED_LOAD,
     START_VALUES,
     TTFT_PROBE_MS,
     pair_of,

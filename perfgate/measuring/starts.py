@@ -28,7 +28,8 @@ from perfgate.record import (
 if TYPE_CHECKING:
     from perfgate.measuring.judge import Level
 
-__all__ = ["combine", "Trusted", "trusted_pairs", "one_sided_single", "pairs_level", "start_stats", "start_properties", "part_values"]
+__all__ = ["combine", "Trusted", "trusted_pairs", "one_sided_single", "pairs_level", "start_stats", "start_properties",
+           "part_values"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from perfgate.categories import Backend
 
-__all__ = ["GROUPS", "EXTEND_STEP", "TraceError", "busy_within", "RankSteps", "StepProfile", "kernel_group", "read_trace", "summarize",
-           "analyze"]
+__all__ = ["GROUPS", "EXTEND_STEP", "TraceError", "busy_within", "RankSteps", "StepProfile", "kernel_group",
+           "read_trace", "summarize", "analyze"]
 
 #: the groups a kernel's time is booked to, in the order a stacked bar shows them
 GROUPS = ("gemm", "attention", "allreduce", "allgather", "other")

@@ -34,7 +34,8 @@ from typing import Any
 from perfgate.measuring.prefill_gpu import SPLIT, split_medians
 from perfgate.record import PREFILL_TRACES, TTFT_PART_PREFIX, TTFT_SPREAD_IN
 
-__all__ = ["PARTS", "SPLIT", "ALL_PARTS", "LEG_METRICS", "STAMPS", "leg_metric", "part_of", "said", "parts_ms", "part_properties",
+__all__ = ["PARTS", "SPLIT", "ALL_PARTS", "LEG_METRICS", "STAMPS", "leg_metric", "part_of", "said", "parts_ms",
+           "part_properties",
            "start_medians", "spread"]
 
 #: the legs of a probe's TTFT, in the request's order

@@ -297,14 +297,6 @@ class Profile:
             return floor.max_cv
         return self.workload_for(mode).max_cv
 
-    def limit_of(self, mode: str, metric: str) -> tuple[float | None, float]:
-        """``[floors.<mode>] <metric>`` (None: not set) and its tolerance: goodput's own
-        (:meth:`Floor.tolerance_for`, never the decode floor's), else the mode's, else DEFAULT_TOLERANCE."""
-        fl = self.floors.get(mode)
-        if fl is None:
-            return None, DEFAULT_TOLERANCE
-        return fl.limit(metric), fl.tolerance_for(metric) if metric == "goodput_rps" else fl.tolerance
-
     def load_tokens(self) -> int:
         """Tokens per request under load, the same in every mode (comparable): the baseline's ``[slo]
         max_new_tokens``, else the most any mode's workload asks."""

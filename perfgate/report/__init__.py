@@ -9,8 +9,9 @@ builds the variants × modes grid; ``plot`` (matplotlib, lazy) and ``html`` draw
 several boxes.
 """
 
+from perfgate.errors import ExitCode
 from perfgate.report.diff import Diff, Judging, MetricChange, RecordDiff, StackChange, diff
-from perfgate.report.gate import ExitCode, GateResult, evaluate, run_gate
+from perfgate.report.gate import GateResult, evaluate, run_gate
 from perfgate.report.history import History, build_history, detect_steps
 from perfgate.report.junit_read import read_report, read_reports
 from perfgate.report.machines import MachineMatch, compare_machines

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
-from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
+from perfgate.host.conditions import is_quiet
 from perfgate.measuring.judge import Decision, Judgement, Level, default_min_effect, discounted, unpaired
 from perfgate.measuring.metrics import METRICS
 from perfgate.profiles.noise import prior_cv
@@ -182,7 +182,7 @@ def unquiet(j: Judgement, old: Record, new: Record) -> Judgement:
     :mod:`perfgate.host.conditions`) is undecided, never regressed or improved
     (:func:`perfgate.measuring.judge.discounted`)."""
     return discounted(j, [f"{side} {r.prop(HOST_STATE)}" for side, r in (("OLD", old), ("NEW", new))
-                          if r.prop(HOST_STATE) and r.prop(HOST_STATE) != QUIET])
+                          if not is_quiet(r.prop(HOST_STATE))])
 
 
 def classify_transition(old: str | None, new: str | None) -> str:

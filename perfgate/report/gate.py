@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 
-from perfgate.errors import ConfigError, ReportError
+from perfgate.errors import ConfigError, ExitCode, ReportError
 from perfgate.report.diff import REGRESSED, UNDECIDED, Diff, Judging, RecordDiff, diff
 from perfgate.report.noise import bands_from_reports, without_judged
 from perfgate.report.policy import GatePolicy
@@ -36,15 +35,6 @@ from perfgate.report.records import Report
 
 #: the hardware fingerprint: reports that differ in any of these measured different machines
 HARDWARE_KEYS: tuple[str, ...] = ("stack.gpu", "stack.gpu_count", "stack.sm", "stack.interconnect")
-
-
-class ExitCode(IntEnum):
-    """Exit codes of ``perfgate gate`` (and of the other report subcommands: 0 and 2)."""
-
-    OK = 0
-    BLOCKED = 1
-    USAGE = 2
-    UNBLOCKED = 3
 
 
 @dataclass(frozen=True, kw_only=True)

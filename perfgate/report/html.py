@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 from html import escape
 
 from perfgate._version import __version__
+from perfgate.categories import WHY_SAID
 from perfgate.errors import ReportError
+from perfgate.record import WHY_UNDECIDED
 from perfgate.report.diff import diff, stack_changes
 from perfgate.report.history import History, build_history, order_reports
 from perfgate.report.matrix import ABSENT_COLOR, OUTCOME_COLORS, Matrix, build_matrix
 from perfgate.report.policy import GatePolicy
-from perfgate.categories import WHY_SAID
-from perfgate.record import WHY_UNDECIDED
 from perfgate.report.records import Record, Report
 from perfgate.report.render import SECTION_TITLES, fmt_num
 from perfgate.report.steps import StepRow, step_rows, steps_table

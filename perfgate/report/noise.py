@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
+from perfgate.host.conditions import is_quiet
 from perfgate.report.history import detect_steps, record_sigma
 from perfgate.report.records import Record, Report
 
@@ -188,9 +188,9 @@ def bands_from_reports(reports: Iterable[Report]) -> dict[str, Band]:
         cls, config = machine_class(newest), newest.config
         runs = [(rep, r) for rep, r in items if machine_class(r) == cls and (not config or r.config == config)]
         per_machine: dict[str, list[tuple[Report, Record]]] = defaultdict(list)
-        disturbed = [rep for rep, r in runs if r.prop(HOST_STATE) not in ("", QUIET)]
+        disturbed = [rep for rep, r in runs if not is_quiet(r.prop(HOST_STATE))]
         for i, (rep, r) in enumerate(runs):
-            if r.prop(HOST_STATE) not in ("", QUIET):
+            if not is_quiet(r.prop(HOST_STATE)):
                 continue  # measured on a busy host or a throttled GPU: not the noise of a quiet start
             mid = r.prop("machine.id")
             per_machine[mid if mid and mid != "unknown" else f"unidentified-{i}"].append((rep, r))

@@ -9,8 +9,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
+from perfgate.host.conditions import is_quiet
 from perfgate.measuring.judge import Decision
 from perfgate.report.machines import MachineMatch
 from perfgate.report.records import Report
@@ -93,7 +93,7 @@ def environment_shift(rows: list[RecordDiff], old: Report, new: Report, machines
             if ratio is not None and abs(ratio - 1) > 0.01:
                 evidence.append(f"calibrated {name} x{ratio:.3f}")
         for side, rep in (("OLD", old), ("NEW", new)):
-            states = {r.prop(HOST_STATE) for r in rep.records if r.prop(HOST_STATE) not in ("", QUIET)}
+            states = {r.prop(HOST_STATE) for r in rep.records if not is_quiet(r.prop(HOST_STATE))}
             if states:
                 evidence.append(f"{side} {sum(1 for r in rep.records if r.prop(HOST_STATE) in states)} record(s) "
                                 f"measured disturbed ({sorted(states)[0]})")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from perfgate.host.conditions import QUIET
 from perfgate.host.conditions import STATE as HOST_STATE
+from perfgate.host.conditions import is_quiet
 from perfgate.kinds import PROFILE, figure_of, in_matrix
 from perfgate.measuring.notation import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS, PRIMARY
@@ -189,7 +189,7 @@ def record_detail(props: dict[str, str]) -> str:
             text += f" ({props['crossover_result']})"
         parts.append(text)
     state = props.get(HOST_STATE, "")
-    if state and state != QUIET:  # a busy host or a throttled GPU (perfgate.host.conditions): said, never hidden
+    if not is_quiet(state):  # a busy host or a throttled GPU (perfgate.host.conditions): said, never hidden
         parts.append(f"{state} (re-run quiet)")
     for what, flag, modes, n in (("TTFT", TTFT_MULTIMODAL, TTFT_MODES, TTFT_PROBES),
                                  ("ITL", ITL_MULTIMODAL, ITL_MODES, "")):  # perfgate.measuring.probes

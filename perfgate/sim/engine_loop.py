@@ -130,7 +130,8 @@ class EngineLoop:
         # runs' injected scheduler sleep lands), the levels inside it (their prefill leg)
         self._prefill_factor = prefill_factor or (lambda: 1.0)
         self.prefill_delay_s = max(0.0, prefill_delay_s)
-        # inside the prefill step (its prefill leg): a GPU-side delay (a kernel in its trace, PERFGATE_SIM_PREFILL_GPU_MS)
+        # inside the prefill step (its prefill leg): a GPU-side delay (a kernel in its trace,
+        # PERFGATE_SIM_PREFILL_GPU_MS)
         # and a host-side one (a gap, PERFGATE_SIM_PREFILL_HOST_MS), neither scaled by the machine's speed
         self.prefill_gpu_s = max(0.0, prefill_gpu_s)
         self.prefill_host_s = max(0.0, prefill_host_s)
