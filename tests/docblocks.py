@@ -26,7 +26,7 @@ from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, FencedCod
 ROOT = Path(__file__).resolve().parent.parent
 
 #: the documents whose blocks are collected, in the order they are run
-DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
+DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
 
 #: the languages a block may have; only these are run, by what their name says
 LANGUAGES = ("bash", "python", "toml", "text")

@@ -173,7 +173,7 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         props[PAIR_SHARED_LOAD] = ",".join(map(str, trusted.shared))
     js = pair_judgements(candidate, current, confidence=confidence, plan=plan, prior_cv=prior_cv, measured=measured,
                          floors=floors)
-    single = one_sided_single(current, candidate)
+    single = one_sided_single(current, candidate, ("current", "candidate"))
     js = {metric: discounted(x, single) for metric, x in js.items()}
     j = js[PRIMARY]
     assert j.ratio is not None and j.ci is not None

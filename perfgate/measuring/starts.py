@@ -97,12 +97,14 @@ def trusted_pairs(a: Measurement, b: Measurement) -> Trusted:
                    left_out=bad, shared=shared)
 
 
-def one_sided_single(a: Measurement, b: Measurement) -> list[str]:
+def one_sided_single(a: Measurement, b: Measurement, names: tuple[str, str] | None = None) -> list[str]:
     """For one start per arm: what disturbed the one arm measured disturbed while the other was quiet (the judge's
-    change is then undecided: perfgate.measuring.judge.discounted); empty when both were quiet or both disturbed."""
+    change is then undecided: perfgate.measuring.judge.discounted), each arm named by ``names`` (default: its
+    config's name); empty when both were quiet or both disturbed."""
     if a.starts or b.starts or pair_kind(a.host_state, b.host_state) is not PairKind.ONE_SIDED:
         return []
-    return [f"{m.config_name} {m.host_state}" for m in (a, b) if not is_quiet(m.host_state)]
+    said = names or (a.config_name, b.config_name)
+    return [f"{n} {m.host_state}" for n, m in zip(said, (a, b)) if not is_quiet(m.host_state)]
 
 
 def pairs_level(a: Measurement, b: Measurement) -> Level:

@@ -5,6 +5,7 @@ looked up once (perfgate.measuring.floorcheck.limit_at, each limit at its own to
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from perfgate.measuring.floorcheck import LimitAt, limit_at
@@ -23,8 +24,9 @@ def _at(perf: PerfRun, case: Case, metric: str) -> LimitAt:
     """``[floors.<mode>] <metric>`` at the mode's own concurrency, at that limit's own tolerance."""
     p = perf.state.profile
     c = p.workload_for(case.mode).concurrency
-    return limit_at(p.floors.get(case.mode), metric, mode=case.mode, concurrency=c, workload_concurrency=c,
-                    limit=None, tolerance=None, profile_path=str(p.path))
+    at = limit_at(p.floors.get(case.mode), metric, mode=case.mode, concurrency=c, workload_concurrency=c, limit=None,
+                  tolerance=None, profile_path=str(p.path))
+    return replace(at, where=f"{p.path}, [floors.{case.mode}] {metric}")
 
 
 def _conclude(perf: PerfRun, case: Case, c: Concluded, at: LimitAt) -> None:
