@@ -83,3 +83,13 @@ def test_each_step_selects_the_stack_pair_record_of_a_real_profile_name(pytester
                  "--dry-run"])
     assert code == 0
     assert f"perfgate bisect: each step runs pytest {tests[0]!r} -m stack_pair" in capsys.readouterr().err
+
+
+def test_an_undecided_step_says_why():
+    """Issue 52: a step undecided because its pairs had one arm on a busy host names that in its row."""
+    busy = rec("inconclusive", tok_s="89", candidate__tok_s="89", pair_decision="undecided", pair_n="2",
+               why_undecided="one-sided-pair")
+    r = step_result([busy])
+    assert r.decision is Decision.UNDECIDED and r.why == "one-sided-pair"
+    assert r.label == "undecided (one-sided-pair)"
+    assert step_result([rec("pass", tok_s="89", candidate__tok_s="89", pair_decision="same")]).label == "same"

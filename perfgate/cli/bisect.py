@@ -38,7 +38,7 @@ from perfgate.errors import ExitCode
 from perfgate.measuring.notation import interval_text
 from perfgate.measuring.stackpair import PAIR_METRICS
 from perfgate.measuring.ttft_parts import LEG_METRICS
-from perfgate.record import Case, pair_of
+from perfgate.record import WHY_UNDECIDED, Case, pair_of
 
 if TYPE_CHECKING:
     from perfgate.measuring.bisect import Bisection, StepResult
@@ -104,7 +104,8 @@ def step_result(records: Sequence[Record], *, metric: str = "record", starts: in
         except ValueError:
             decision = Decision.UNDECIDED
         results.append(StepResult(decision=decision, ratio=ratio, ci=(lo, hi) if lo is not None and hi is not None
-                                  else None, pairs=pairs, message=r.prop("reason") or r.message))
+                                  else None, pairs=pairs, message=r.prop("reason") or r.message,
+                                  why=r.prop(WHY_UNDECIDED)))
     rank = {Decision.REGRESSED: 2, Decision.UNDECIDED: 3, Decision.SAME: 4, Decision.IMPROVED: 5}
     worst = min(results, key=lambda x: 0 if x.current_failed else 1 if x.broken else rank[x.decision]
                 if x.decision is not None else 9)
@@ -377,4 +378,10 @@ def _run(args: argparse.Namespace) -> int:
     emit(text if args.format == "text" else render(b, arms, args.format), None)
     if b.status == BUDGET:
         print(f"perfgate bisect: the budget of {budget} server starts ran out; what is known is above", file=sys.stderr)
+    if not b.complete:
+        whys = sorted({s.result.why for s in b.steps if s.result.why})
+        from perfgate.categories import WHY_SAID
+
+        print(f"perfgate bisect: exit {int(EXIT_STOPPED)}: stopped before it decided"
+              + (": " + "; ".join(f"{w}: {WHY_SAID.get(w, w)}" for w in whys) if whys else ""), file=sys.stderr)
     return EXIT_OK if b.complete else EXIT_STOPPED

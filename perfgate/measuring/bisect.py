@@ -68,6 +68,8 @@ class StepResult:
     message: str = ""
     #: where the step's record is (a JUnit file)
     record: str = ""
+    #: why an undecided step is undecided (its record's ``why_undecided``: perfgate.categories.Why)
+    why: str = ""
 
     @property
     def broken(self) -> bool:
@@ -75,8 +77,12 @@ class StepResult:
 
     @property
     def label(self) -> str:
-        """``regressed`` / ``same`` / ... or ``fails: <category>``."""
-        return str(self.decision) if self.decision is not None else f"{BROKEN}: {self.category or 'crash'}"
+        """``regressed`` / ``same`` / ``undecided (host-busy)`` ... or ``fails: <category>``."""
+        if self.decision is None:
+            return f"{BROKEN}: {self.category or 'crash'}"
+        if self.decision is Decision.UNDECIDED and self.why:
+            return f"{self.decision} ({self.why})"
+        return str(self.decision)
 
 
 @dataclass(frozen=True, kw_only=True)
