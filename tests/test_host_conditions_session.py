@@ -42,3 +42,17 @@ def test_a_child_process_is_ours_not_others() -> None:
         child.wait()
     assert a is not None and b is not None
     assert child.pid in b.ours and b.ours[child.pid] - a.ours.get(child.pid, 0.0) > 0.2
+
+
+def test_each_start_carries_the_load_it_was_measured_under(pytester, monkeypatch) -> None:
+    """Issue 52: with two starts, the record carries each start's others' CPU beside each start's metrics
+    (``start_values.host.others_cpu``), so how far a metric moved can be read against the load."""
+    monkeypatch.setenv("PERFGATE_HOST_WATCH", "on")
+    prof = make_project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "baseline", "-k", "decode_floor", f"--perfgate-profile={prof}",
+                                      "--perfgate-starts", "2", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()
+    p = props(cases(pytester.path / "r.xml")["test_decode_floor[m:baseline]"])
+    loads = [float(x) for x in p["start_values.host.others_cpu"].split(",")]
+    assert len(loads) == len(p["start_values.tok_s"].split(",")) == 2 and min(loads) >= 0
+    assert float(p["host.ours_cpu"]) > 0  # the servers and the client: counted as ours

@@ -189,6 +189,9 @@ class Measurement:
     #: the host's and the GPUs' state while this start was measured (perfgate.host.conditions: ``quiet`` or
     #: ``disturbed: <why>``; "" not watched, or a pool of starts, whose own are in ``starts``)
     host_state: str = ""
+    #: the CPU cores other processes used while this start was measured (perfgate.host.conditions; None: not
+    #: watched): per start in the record (``start_values.host.others_cpu``), so a metric's move can be read against it
+    others_cpu: float | None = None
     #: co-resident arms (perfgate.serving.coresident): the config key of the server this start ran beside, its
     #: trials and probes interleaved with its own ("" measured alone, or a pool of starts)
     beside: str = ""

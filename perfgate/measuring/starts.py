@@ -153,6 +153,10 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
     # and each start's TTFT in parts, where the server stamped its probes (perfgate.measuring.ttft_parts)
     for part, vals in part_values(m).items():
         out[f"{START_VALUES}.{leg_metric(part)}"] = _joined(vals)
+    # and the load each start was measured under: a metric's move read against it (issue 52)
+    loads = [s.others_cpu for s in m.starts]
+    if all(x is not None for x in loads):
+        out[f"{START_VALUES}.host.others_cpu"] = _joined([float(x) for x in loads if x is not None])
     return out
 
 

@@ -321,17 +321,18 @@ class PerfRun(Checks):
         out: list[Measurement | ServerFailed | None] = []
         for c, run, other in zip(configs, runs, reversed(configs)):
             try:
-                m = self._checked(run, c, seen.state)
+                m = self._checked(run, c, seen.state, seen.conditions.others_cpu if seen.conditions else None)
                 out.append(replace(m, beside=other.key) if len(configs) > 1 else m)
             except ServerFailed as e:
                 out.append(e)
         return out
 
-    def _checked(self, run: TrialsRun, config: ServerConfig, host_state: str) -> Measurement:
-        """A start's measurement with the host's state and its start number; failed requests are a ServerFailed, from
-        the server's log when it died."""
+    def _checked(self, run: TrialsRun, config: ServerConfig, host_state: str,
+                 others_cpu: float | None = None) -> Measurement:
+        """A start's measurement with the host's state (and the others' CPU) and its start number; failed requests
+        are a ServerFailed, from the server's log when it died."""
         launched = self.servers.launched  # start_no: which start it was, the order of a pair's arms
-        m = replace(run.measurement, host_state=host_state,
+        m = replace(run.measurement, host_state=host_state, others_cpu=others_cpu,
                     start_no=launched.number(config.key) if launched is not None else 0)
         log_path = m.log_path
         if m.failures:
