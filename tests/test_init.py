@@ -78,3 +78,22 @@ def test_the_readme_example_is_the_sample_test() -> None:
 
     (block,) = [b for b in blocks("README.md") if b.language == "python" and "def test_under_load" in b.source]
     assert block.source.strip() in SAMPLE_TEST
+
+
+def test_init_scaffolds_the_stack_pair_test_the_suite_ships(tmp_path: Path) -> None:
+    """Issue 55: a project from ``perfgate init`` has a stack-pair record (so ``-m stack_pair`` and ``perfgate
+    bisect`` select one), the same test as perfgate's own perftests/test_stack_pair.py."""
+    from perfgate.cli.project import STACK_PAIR_TEST
+
+    r = _perfgate("init", "proj", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    mine = (tmp_path / "proj" / "perftests" / "test_stack_pair.py").read_text()
+    shipped = (ROOT / "perftests" / "test_stack_pair.py").read_text()
+    assert mine == STACK_PAIR_TEST
+    assert mine[mine.index("import pytest"):] == shipped[shipped.index("import pytest"):]
+    assert "perftests/test_stack_pair.py  (the paired stack comparison" in r.stdout
+    listed = subprocess.run([sys.executable, "-m", "pytest", "perftests", "-m", "stack_pair", "--collect-only", "-q",
+                             "-p", "no:cacheprovider"], cwd=tmp_path / "proj", capture_output=True, text=True,
+                            timeout=120)
+    assert "perftests/test_stack_pair.py::test_stack_pair[" in listed.stdout and ":baseline]" in listed.stdout, \
+        listed.stdout

@@ -159,7 +159,7 @@ def test_a_calm_leg_shows_a_ttft_change_the_levels_hide() -> None:
 
 
 def test_the_h200_latency_runs_replayed_on_the_shipped_priors() -> None:
-    """The real runs of 2026-12-05 (docs/gate.md "The latency goal on an H200";
+    """The real runs of 2026-12-05 (evidence/h200-x1/latency-paired-2026-12-05/README.md;
     evidence/h200-x1/latency-paired-2026-12-05/), each start rebuilt from its legs' medians, judged as the stack pair
     judges them on the documented priors (perfgate.profiles.noise: the ttft-leg class): the 2.8 ms sleep before
     prefill is undecided after 2 pairs and regressed on its to_forward leg after 3, while TTFT reads it faster; the

@@ -22,6 +22,25 @@ def test_under_load_at_concurrency_4(perf_server, measure, perf_check, metric):
     perf_check(m, metric)      # against [floors.<mode>.c4], in the metric's direction
 '''
 
+#: the stack-pair test ``perfgate init`` writes beside it: the shipped one (perftests/test_stack_pair.py), so that
+#: ``pytest perftests/ -m stack_pair --perfgate-candidate ...`` and ``perfgate bisect`` find a record to run
+STACK_PAIR_TEST = '''"""The paired stack comparison (marker ``stack_pair``): one record per mode, the current stack against the
+candidate stack (``--perfgate-candidate``) on this box, their server starts interleaved and alternated, judged on
+the candidate/current ratio of each start pair (perfgate's docs/how-to/gate-an-upgrade.md). Without a candidate each
+record skips."""
+
+import pytest
+
+pytestmark = pytest.mark.stack_pair
+
+
+@pytest.mark.perfgate(kind="stack-pair")
+def test_stack_pair(perf_candidate, perf_server, measure, perf_compare):
+    """The candidate stack is not slower than the current one on this box, judged on interleaved start pairs."""
+    current = measure(perf_server)
+    perf_compare(measure(perf_candidate), current)
+'''
+
 #: the pytest.ini ``perfgate init`` writes: the profile, and where the tests are (plain ``pytest`` in the project
 #: collects perftests/ only, not a virtual environment's or a checkout's tests beside it)
 INI_TEXT = "[pytest]\ntestpaths = perftests\nperfgate_profile = {spec}\n"
@@ -60,6 +79,9 @@ def _init(args: argparse.Namespace) -> int:
     copied = copy_profile(source, root, force=args.force)
     test.parent.mkdir(parents=True, exist_ok=True)
     test.write_text(SAMPLE_TEST)
+    pair = test.parent / "test_stack_pair.py"
+    if args.force or not pair.exists():
+        pair.write_text(STACK_PAIR_TEST)
     profile = copied[0].path
     spec = profile.relative_to(root / "baselines").with_suffix("").as_posix()
     ini = next((root / f for f in _INI_FILES if (root / f).is_file()), None)
@@ -67,6 +89,7 @@ def _init(args: argparse.Namespace) -> int:
     for c in copied:
         lines.append(f"  {c.path.relative_to(root)}  ({c.why})")
     lines.append(f"  {test.relative_to(root)}  (a sample test: latency at 4 streams, per mode)")
+    lines.append(f"  {pair.relative_to(root)}  (the paired stack comparison: -m stack_pair --perfgate-candidate SPEC)")
     if ini is None:
         (root / "pytest.ini").write_text(INI_TEXT.format(spec=spec))
         lines.append(f"  pytest.ini  (testpaths = perftests, perfgate_profile = {spec}: plain `pytest` runs "
@@ -82,6 +105,7 @@ def _init(args: argparse.Namespace) -> int:
         f"baselines/{spec}.toml",
         "  pytest perftests/                                # check them: a record over its limit fails",
         "  pytest perftests/ --junitxml=new.xml && perfgate gate old.xml new.xml   # gate one run on another",
+        "  pytest perftests/ -m stack_pair --perfgate-candidate python=/other/venv/bin/python   # gate a stack, paired",
         "Edit the profile for your box and model (schema: perfgate's docs/profiles.md); add tests next to "
         "perftests/test_mine.py.",
     ]
