@@ -322,6 +322,9 @@ def _run(args: argparse.Namespace) -> int:
     if (args.wheelhouse or args.pip_args) and not args.candidate_lock:
         raise usage_error("--wheelhouse / --pip-args: they install a candidate lock's packages; fix: pass them with "
                           "--current-lock FILE --candidate-lock FILE")
+    if not arms.packages:
+        raise usage_error("bisect: the two stacks are identical (no package differs), so there is nothing to "
+                          "search; fix: name the candidate's versions that differ")
     modes = list(args.mode or [m for m in prof.modes])
     for m in args.mode or []:
         prof.mode(m)  # a ProfileSchemaError naming the modes there are
@@ -330,6 +333,14 @@ def _run(args: argparse.Namespace) -> int:
     n = len(arms.packages)
     most, most_starts = planned_cost(n, step_starts)
     budget = args.budget_starts if args.budget_starts is not None else 2 * most_starts
+    if budget < step_starts:
+        raise usage_error(f"--budget-starts {budget}: below one step's {step_starts} server starts, no step could "
+                          f"run; fix: at least {step_starts} (a single culprit takes up to {most_starts})")
+    missing_tests = [t for t in tests if "::" in t and not (root / t.split("::")[0]).is_file()]
+    if missing_tests:
+        raise usage_error(f"bisect: {missing_tests[0].split('::')[0]} is not in {root}: no stack-pair record to run "
+                          f"(a project from `perfgate init` has one); fix: --tests DIR naming the folder that holds "
+                          f"test_stack_pair.py, or copy perfgate's perftests/test_stack_pair.py there")
     halvings = math.ceil(math.log2(n)) if n > 1 else 0
     print(f"perfgate bisect: {n} changed package(s), current -> candidate:", file=sys.stderr)
     for p in arms.packages:
@@ -366,11 +377,22 @@ def _run(args: argparse.Namespace) -> int:
         r = run_step(number, spec, out=out, root=root, profile=str(prof.path), tests=tests, starts=args.starts,
                      max_starts=args.max_starts, extra=extra, metric=args.metric)
         ratio, ci = _interval(r)
+        finished.append(f"step {number} ({role}): {', '.join(pkgs)}: {r.label} {ratio} {ci} ({r.pairs} pair(s), "
+                        f"{r.starts} start(s))")
         print(f"perfgate bisect: step {number}: {r.label} {ratio} {ci} ({r.pairs} pair(s), {r.starts} start(s))",
               file=sys.stderr)
         return r
 
-    b = bisect(arms.packages, judge, step_starts=step_starts, budget_starts=budget, infer=not args.no_infer)
+    finished: list[str] = []
+    try:
+        b = bisect(arms.packages, judge, step_starts=step_starts, budget_starts=budget, infer=not args.no_infer)
+    except KeyboardInterrupt:  # what the finished steps found is kept, not lost to a traceback
+        kept = "\n".join(finished) or "no step finished"
+        (out / "bisect-interrupted.txt").write_text(kept + "\n", encoding="utf-8")
+        print(f"perfgate bisect: interrupted after {len(finished)} finished step(s) (kept in "
+              f"{out / 'bisect-interrupted.txt'}; each step's JUnit and log in {out}):\n  "
+              + kept.replace("\n", "\n  "), file=sys.stderr)
+        return EXIT_STOPPED
     text = render(b, arms, "text")
     (out / "bisect.txt").write_text(text, encoding="utf-8")
     (out / "bisect.json").write_text(render(b, arms, "json"), encoding="utf-8")

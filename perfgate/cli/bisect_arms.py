@@ -52,6 +52,15 @@ def sim_arms(sim_hardware: Path, current_overrides: str, candidate: str) -> Arms
     except (ValueError, ProfileSchemaError) as e:
         raise usage_error(f"--candidate-sim-stack {candidate!r}: {e}; fix: KEY=VERSION,KEY=VERSION (stack keys "
                           f"of {sim_hardware}: {', '.join(sorted(load_hardware(sim_hardware).stack))})") from None
+    known = set(hw.stack)
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        import difflib
+
+        said = "; ".join(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(
+            k, known, n=1, cutoff=0.6)) else "") for k in unknown)
+        raise usage_error(f"--candidate-sim-stack {candidate!r}: no package {said} in the simulated box's stack; fix: "
+                          f"one of {', '.join(sorted(known))}")
     changes: dict[str, tuple[str | None, str | None]] = {k: (hw.version(k), v) for k, v in wanted.items()
                                                          if hw.version(k) != v}
 

@@ -10,7 +10,8 @@ from perfgate.cli.registry import EXIT_OK, emit, format_args, subcommand, usage_
 
 
 def _history_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("reports", nargs="+", metavar="REPORT.xml", help="reports, any order (sorted by time)")
+    p.add_argument("reports", nargs="+", metavar="REPORT.xml",
+                   help="reports, any order (sorted by time): files, folders (every *.xml below) or globs")
     format_args(p)
     p.add_argument("--min-segment", type=int, default=2, metavar="N", help="points a level must last (default 2)")
     p.add_argument(
@@ -26,12 +27,14 @@ def _history_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("history", "table of outcome and tok/s per record across reports, with sustained steps", _history_args)
 def _run_history(args: argparse.Namespace) -> int:
+    from perfgate.report.gate import history_paths
     from perfgate.report.history import build_history
     from perfgate.report.junit_read import read_reports
     from perfgate.report.render import render_history
 
     if args.min_segment < 1:
         raise usage_error("--min-segment must be >= 1")
+    args.reports = [str(p) for p in history_paths(args.reports)]  # a folder: every report below it
     if args.bands:
         from perfgate.report.noise import bands_from_reports
 

@@ -24,10 +24,10 @@ def test_under_load_at_concurrency_4(perf_server, measure, perf_check, metric):
 
 #: the stack-pair test ``perfgate init`` writes beside it: the shipped one (perftests/test_stack_pair.py), so that
 #: ``pytest perftests/ -m stack_pair --perfgate-candidate ...`` and ``perfgate bisect`` find a record to run
-STACK_PAIR_TEST = '''"""The paired stack comparison (marker ``stack_pair``): one record per mode, the current stack against the
-candidate stack (``--perfgate-candidate``) on this box, their server starts interleaved and alternated, judged on
-the candidate/current ratio of each start pair (perfgate's docs/how-to/gate-an-upgrade.md). Without a candidate each
-record skips."""
+STACK_PAIR_TEST = '''"""The paired stack comparison (marker ``stack_pair``): one record per mode, the current stack
+against the candidate stack (``--perfgate-candidate``) on this box, their server starts interleaved and alternated,
+judged on the candidate/current ratio of each start pair (perfgate's docs/how-to/gate-an-upgrade.md). Without a
+candidate each record skips."""
 
 import pytest
 

@@ -6,6 +6,7 @@ the JUnit suite."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 from typing import TYPE_CHECKING
@@ -94,6 +95,12 @@ def validate_inputs(config: pytest.Config) -> None:
             raise pytest.UsageError(f"perfgate: {wrong}")
     if st.settings.candidate is not None:
         _ = st.min_effect  # the stack pairs' floors ([tool.perfgate.gate] min_effect): read before any start
+        py = st.settings.candidate.python
+        if py and not os.access(shutil.which(py) or py, os.X_OK):  # before the current arm's servers, not after
+            raise pytest.UsageError(f"perfgate: --perfgate-candidate {st.settings.candidate.spec!r}: python={py!r} "
+                                    f"is no executable interpreter, so the candidate arm cannot start (nothing was "
+                                    f"started); fix: the candidate environment's python, e.g. "
+                                    f"python=/venvs/candidate/bin/python")
     if p.simulated:
         _ = st.stack  # validates --perfgate-sim-stack
         from perfgate.sim.variation import env_problem

@@ -143,8 +143,10 @@ def until_decided(perf: PerfRun, judge: Callable[[Measurement, Measurement], Ver
             if v.decision is Decision.UNDECIDED and v.why is None:
                 v = replace(v, why=Why.BUDGET_SPENT)
             break
-        first, second = in_pair_order([base.config_name, m.config_name], n)  # A B, B A, ...: alternated
-        arms = f"{first}, then {second}" if first != second else f"{first} on both arms"
+        names = ([f"current {base.config_name}", f"candidate {m.config_name}"] if candidate
+                 else [base.config_name, m.config_name])
+        first, second = in_pair_order(names, n)  # A B, B A, ...: alternated
+        arms = f"{first}, then {second}"
         say(perf.item.config, f"perfgate: {perf.item.name}: {what} after {n} start pair(s){at}; adding pair "
                               f"{n + 1} ({arms})")
         looks.append(f"{n}: {what}{' ' + v.judged if v.judged else ''}")

@@ -88,9 +88,10 @@ less than two starts apart do. Its prior is the ``starts`` level's for every cla
 simulator 1 %, the probe TTFT ratios of side-by-side A/A pairs of the simulated seed box spread 0.03-0.1 %
 (benchmarks/coresident.py; 102.77 / 102.92, 103.46 / 103.50, 102.85 / 102.89 ms), on one host level and on a host
 whose level changes every 10 simulated seconds alike, ten times that; on real SGLang 20 %: on an
-H200 (2026-12-05, evidence/h200-x1/latency-2026-12-05/README.md) three side-by-side pairs' probe TTFT ratios were 0.718, 1.126 and
-0.984, one start's sd 16.4 % around their mean: the level of batch-1 TTFT belongs to the server process, not to the
-host's moment, so two servers side by side do not share it, and the real prior is the widest measured, rounded up.
+H200 (2026-12-05, evidence/h200-x1/latency-2026-12-05/README.md) three side-by-side pairs' probe TTFT ratios were
+0.718, 1.126 and 0.984, one start's sd 16.4 % around their mean: the level of batch-1 TTFT belongs to the server
+process, not to the host's moment, so two servers side by side do not share it, and the real prior is the widest
+measured, rounded up.
 """
 
 from __future__ import annotations
