@@ -18,6 +18,9 @@ what it took:
   regressed, and how each ended;
 - **limits**: limits written by ``--perfgate-update-baselines`` on a quiet run (a copy of the profile), then
   ``--limit-runs`` identical plain runs checked against them: how many failed, and the outcomes;
+- **load vs metric** (from the A/A runs): per start, the others' CPU it was measured under and how far each metric
+  moved from its arm's median, pooled per metric (``--analyze DIR`` prints it for the A/A runs of an earlier
+  ``--out``);
 - **gate**: two reports of the decode floor, the second's box 3.4 % slower (``PERFGATE_SIM_SCALE=0.966``), gated
   (``perfgate gate --format md``) and drawn (``perfgate report``): whether a record undecided says why in both.
 
@@ -30,8 +33,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,6 +175,43 @@ def run_gate(out: Path) -> dict[str, object]:
             "decision": "undecided" if "undecided" in md.stdout else "decided"}
 
 
+#: the metrics whose per-start move is read against the load each start saw
+MOVE_METRICS = ("tok_s", "output_tok_s", "ttft_probe_ms", "ttft_part.prefill_gpu_ms", "ttft_part.prefill_host_ms",
+                "itl_ms_p99")
+
+
+def load_vs_metric(aa: Path) -> dict[str, dict[str, object]]:
+    """Per start of the A/A runs' records: the others' CPU it was measured under (``start_values.host.others_cpu``)
+    and how far each metric moved from its arm's median over the record's starts (|log ratio|), pooled; per metric
+    the starts, the load's median and max, and the move's median and 90th percentile in percent."""
+    rows: list[tuple[str, float, float]] = []
+    for f in sorted(aa.glob("aa-*.xml")):
+        for case in ET.parse(f).iter("testcase"):
+            p = {q.get("name", ""): q.get("value", "") for q in case.iter("property")}
+            for arm in ("", "candidate."):
+                load_text = p.get(f"{arm}start_values.host.others_cpu")
+                if not load_text:
+                    continue
+                loads = [float(x) for x in load_text.split(",")]
+                for metric in MOVE_METRICS:
+                    vals = [float(x) for x in p.get(f"{arm}start_values.{metric}", "").split(",") if x]
+                    if len(vals) != len(loads) or len(vals) < 2:
+                        continue
+                    med = statistics.median(vals)
+                    rows += [(metric, ld, abs(math.log(x / med))) for ld, x in zip(loads, vals) if x > 0 and med > 0]
+    table: dict[str, dict[str, object]] = {}
+    for metric in MOVE_METRICS:
+        loads = [r[1] for r in rows if r[0] == metric]
+        moves = [r[2] for r in rows if r[0] == metric]
+        if len(moves) < 3:
+            continue
+        table[metric] = {"starts": len(moves), "others_cpu median": round(statistics.median(loads), 2),
+                         "others_cpu max": round(max(loads), 2),
+                         "move median %": round(100 * statistics.median(moves), 3),
+                         "move p90 %": round(100 * statistics.quantiles(moves, n=10)[-1], 3)}
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
@@ -179,7 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit-runs", type=int, default=10)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--analyze", type=Path, default=None, metavar="DIR",
+                    help="run nothing: print the load-vs-metric table of DIR/<condition>/aa (an earlier --out)")
     a = ap.parse_args(argv)
+    if a.analyze is not None:
+        print(json.dumps({c: load_vs_metric(a.analyze / c / "aa") for c in a.conditions}, indent=1))
+        return 0
     base = a.out or Path(tempfile.mkdtemp(prefix="perfgate-shared-box-"))
     table: dict[str, dict[str, object]] = {}
     for cond in a.conditions:
@@ -197,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            else run_aa(out, a.aa_runs) if sc == "aa" else run_gate(out))
             table[cond][sc] = got
             print(f"[{cond}, {n} busy loop(s)] {sc} ({time.monotonic() - t0:.0f} s): {json.dumps(got)}", flush=True)
+            if sc == "aa":
+                table[cond]["load vs metric"] = moved = load_vs_metric(out)
+                print(f"[{cond}, {n} busy loop(s)] load vs metric: {json.dumps(moved)}", flush=True)
     if a.json:
         a.json.write_text(json.dumps(table, indent=1))
     print(f"\nruns kept in {base}")

@@ -62,6 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
         import matplotlib.backends.backend_agg  # noqa: F401
     except ImportError:  # pragma: no cover - the dev extra installs it
         pass
+    # scipy.stats's first import (numpy.fft and scipy.sparse under it, a second or more on a loaded runner) is made
+    # once here, not inside the first test that judges, under that test's warnings-as-errors and its deadline
+    import scipy.stats  # noqa: F401
     for line in ("unit: pure and in process (no subprocess, socket or sleep; enforced)",
                  "process: subprocesses, pytester sessions, simulated servers; asserts structure, not time",
                  "timing: asserts on measured time; its verdict depends on the runner's load (run serially)",

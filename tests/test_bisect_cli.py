@@ -93,3 +93,25 @@ def test_an_undecided_step_says_why():
     assert r.decision is Decision.UNDECIDED and r.why == "one-sided-pair"
     assert r.label == "undecided (one-sided-pair)"
     assert step_result([rec("pass", tok_s="89", candidate__tok_s="89", pair_decision="same")]).label == "same"
+
+
+def test_bisect_refuses_what_no_step_could_run_before_any_start(tmp_path, capsys):
+    """Issue 55: a typo'd package names the closest one; a budget below one step and a project without the
+    stack-pair test are usage errors before any server starts, each with its fix; identical stacks have nothing to
+    search (exit 0, no step)."""
+    prof = make_project(tmp_path, PROFILE.replace("TRIALS", "3"), variants_text=VARIANTS)
+
+    def err(*args: str) -> tuple[int, str]:
+        code = main(["bisect", "--profile", str(prof), *args, "--dry-run"])
+        return code, capsys.readouterr().err
+
+    code, out = err("--candidate-sim-stack", "flashinfr=0.7.3")
+    assert code == 2 and "no package 'flashinfr' (did you mean 'flashinfer'?)" in out, out
+    code, out = err("--candidate-sim-stack", "flashinfer=0.7.2")  # the current version: nothing differs, nothing to do
+    assert code == 0 and "0 changed package(s)" in out, out
+    code, out = err("--candidate-sim-stack", "flashinfer=0.7.3", "--budget-starts", "0")
+    assert code == 2 and "--budget-starts 0: below one step's" in out, out
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    code, out = err("--candidate-sim-stack", "flashinfer=0.7.3", "--mode", "baseline", "--root", str(empty))
+    assert code == 2 and "perftests/test_stack_pair.py is not in" in out and "perfgate init" in out, out

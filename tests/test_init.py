@@ -97,3 +97,24 @@ def test_init_scaffolds_the_stack_pair_test_the_suite_ships(tmp_path: Path) -> N
                             timeout=120)
     assert "perftests/test_stack_pair.py::test_stack_pair[" in listed.stdout and ":baseline]" in listed.stdout, \
         listed.stdout
+
+
+def test_a_path_option_pytest_took_for_its_rootdir_is_a_usage_error(tmp_path: Path, monkeypatch) -> None:
+    """Issue 55: where pytest chose as its rootdir the folder a path option of perfgate's names (its value read as a
+    path to test: '--perfgate-log-dir DIR' before the plugin's options are known), the run stops and names the fix
+    ('--perfgate-log-dir=DIR'), instead of ignoring the project's pytest.ini and profile."""
+    from types import SimpleNamespace
+
+    from perfgate.plugin import _rootdir_taken_from_an_option
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def config(rootdir: Path, log_dir: str | None) -> object:
+        opts: dict[str, object] = {"perfgate_log_dir": log_dir, "perfgate_noise_from": [], "perfgate_profile": None}
+        return SimpleNamespace(rootpath=rootdir, getoption=lambda name, default=None: opts.get(name, default))
+
+    with pytest.raises(pytest.UsageError, match=r"took .*logs as its rootdir.*fix: '--perfgate-log-dir="):
+        _rootdir_taken_from_an_option(config(logs, str(logs)))  # type: ignore[arg-type]
+    _rootdir_taken_from_an_option(config(tmp_path, str(logs)))  # type: ignore[arg-type]  # the project's: fine

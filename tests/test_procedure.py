@@ -44,11 +44,12 @@ def test_the_procedure_imports_neither_pytest_nor_the_pytest_layer():
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-def test_the_closed_loop_trials_and_the_sweep(sim):
-    run = run_trials(sim.url, W, config_key="k", config_name="baseline", log_path="s.log")
+def test_the_closed_loop_trials_and_the_sweep(sim, tmp_path):
+    log = str(tmp_path / "s.log")  # the prefill traces land beside it (s-prefill-trace/), never in the cwd
+    run = run_trials(sim.url, W, config_key="k", config_name="baseline", log_path=log)
     m = run.measurement
     assert not run.warmup_failed and m.failures == 0 and (m.config_key, m.config_name, m.log_path) == \
-        ("k", "baseline", "s.log")
+        ("k", "baseline", log)
     assert m.tok_s is not None and m.tok_s.n == 3 and m.concurrency == 2 and len(m.trials) == 3
     assert sum(1 for o in m.outputs if o) == 12  # the trials' 12 prompts, each seen once; the warm-up's not kept
     assert m.cache_hits == 0  # flushed before each trial, no prompt repeated

@@ -324,3 +324,16 @@ def test_the_gates_table_names_each_metrics_unit(workdir: Path) -> None:
     assert "ttft_ms 270.0 ms" in text and "ttft_ms 271.0 ms" in text
     assert "goodput_rps 4.00 req/s" in text and "goodput_rps 4.10 req/s" in text
     assert "89.50 tok/s" in text and "89.40 tok/s" in text
+
+
+def test_a_junit_file_from_another_tool_is_named_as_such(tmp_path, capsys):
+    """Issue 55: a plain pytest JUnit file (no perfgate properties) is refused as what it is, not as "different
+    hardware"."""
+    from perfgate.cli import main
+
+    plain = tmp_path / "plain.xml"
+    plain.write_text('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="1">'
+                     '<testcase classname="tests.test_x" name="test_y" time="0.01"/></testsuite></testsuites>')
+    code = main(["gate", str(plain), str(plain)])
+    err = capsys.readouterr().err
+    assert code == 2 and "is no perfgate report" in err and "different hardware" not in err, err

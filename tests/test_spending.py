@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from perfgate.measuring.judge import Sequential
@@ -34,12 +34,18 @@ def test_the_spending_function_rises_from_nothing_to_the_budget(t1, t2, alpha):
 
 @settings(max_examples=10, deadline=None)
 @given(k=looks, alpha=alphas, shape=st.sampled_from(["obf", "hsd:-4", "hsd:-3", "hsd:-2"]), one_order=st.integers(0, 1))
+@example(k=8, alpha=0.005, shape="hsd:-2", one_order=1)  # the catch-up look a random draw found
 def test_the_boundary_is_stricter_first_and_spends_exactly_alpha_by_the_last_look(k, alpha, shape, one_order):
     ts = [i / k for i in range(1, k + 1)]
     b = boundaries(ts, alpha, shape, one_order_looks=one_order)
-    assert all(x > y for x, y in zip(b, b[1:]))  # monotone: each look looser than the one before
     levels = nominal_levels(ts, alpha, shape, one_order_looks=one_order)
-    assert all(x < y for x, y in zip(levels, levels[1:]))
+    # monotone: each look looser than the one before. A first look of one arm order spends at most O'Brien-Fleming's
+    # share, and the look after it spends what that left: that catch-up look may be looser than the next (k=8,
+    # alpha 0.005, hsd:-2: 7.85, 3.286, 3.292, ...), so with one-order looks the order holds from the look after it
+    assert b[0] == max(b) and levels[0] == min(levels)  # the first look is the strictest
+    tail, tail_levels = (b[2:], levels[2:]) if one_order and k > 2 else (b, levels)
+    assert all(x > y for x, y in zip(tail, tail[1:]))
+    assert all(x < y for x, y in zip(tail_levels, tail_levels[1:]))
     assert levels[-1] <= alpha  # no look is looser than one test at the whole budget
     # each look spends the spending function's increment, and all of them together exactly alpha
     crossed = crossing_probabilities(ts, b)

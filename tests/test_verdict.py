@@ -192,6 +192,30 @@ def test_one_final_path_lost_verdict_warm_cache_expectation_and_missing_dependen
     assert own.outcome == "fail" and own.message.startswith("[missing-dependency]")
 
 
+def test_a_limit_missed_on_a_busy_host_stays_inconclusive_through_the_final_path():
+    """Issue 52: a stored floor missed by a measurement made beside other jobs is inconclusive (host-busy, "re-run
+    quiet") to the end, not a lost verdict's failure: an unpaired check cannot tell the load from the change. The
+    same miss measured quiet fails; a pass measured busy stands."""
+    from dataclasses import replace
+
+    from perfgate.measuring.verdict import final_verdict, limit_verdict
+
+    def final(m, limit=89.5):
+        v = limit_verdict(m, "tok_s", limit, 0.03, max_cv=0.05, where="[floors.baseline] tok_s", update_hint="u")
+        return final_verdict(v, measurement=m, expectation=None, profile_path="p.toml", optional=False,
+                             stored_floor="the baseline floor (89.5 tok/s)")
+
+    slow = meas([86.4, 86.5, 86.45, 86.5, 86.48])  # 3.4 % below 89.5, past its 3 % tolerance
+    quiet = final(slow)
+    assert (quiet.outcome, quiet.category) == ("fail", "slower-than-baseline")
+    busy = final(replace(slow, host_state=BUSY))
+    assert busy.outcome == "inconclusive" and busy.why == "host-busy", busy
+    assert "lost verdict" not in busy.message and "would miss its limit, but" in busy.message
+    assert "re-run quiet" in busy.message, busy.message
+    held = final(replace(meas([89.6, 89.5, 89.55, 89.6, 89.52]), host_state=BUSY))
+    assert held.outcome == "pass"
+
+
 def test_a_failure_without_a_category_is_refused_where_it_is_built():
     """A FAIL always says why: building one without a category raises, naming the fix; nothing prints "[None]"."""
     from perfgate.measuring.verdict import Final, lost_verdict

@@ -322,9 +322,6 @@ def _run(args: argparse.Namespace) -> int:
     if (args.wheelhouse or args.pip_args) and not args.candidate_lock:
         raise usage_error("--wheelhouse / --pip-args: they install a candidate lock's packages; fix: pass them with "
                           "--current-lock FILE --candidate-lock FILE")
-    if not arms.packages:
-        raise usage_error("bisect: the two stacks are identical (no package differs), so there is nothing to "
-                          "search; fix: name the candidate's versions that differ")
     modes = list(args.mode or [m for m in prof.modes])
     for m in args.mode or []:
         prof.mode(m)  # a ProfileSchemaError naming the modes there are
@@ -333,7 +330,7 @@ def _run(args: argparse.Namespace) -> int:
     n = len(arms.packages)
     most, most_starts = planned_cost(n, step_starts)
     budget = args.budget_starts if args.budget_starts is not None else 2 * most_starts
-    if budget < step_starts:
+    if n and budget < step_starts:
         raise usage_error(f"--budget-starts {budget}: below one step's {step_starts} server starts, no step could "
                           f"run; fix: at least {step_starts} (a single culprit takes up to {most_starts})")
     missing_tests = [t for t in tests if "::" in t and not (root / t.split("::")[0]).is_file()]

@@ -318,9 +318,13 @@ def lost_verdict(v: Verdict, floor: str | None) -> Verdict:
     """A floor this box has passed before that cannot be checked now is a failure, not a green skip.
 
     ``floor`` names the stored floor (None: there is none, and an inconclusive record stays one). The
-    category keeps why (noisy, noise-unknown, warm-cache); the message says what would resolve it.
+    category keeps why (noisy, noise-unknown, warm-cache); the message says what would resolve it. A miss measured
+    on a busy host stays inconclusive (``host-busy``): an unpaired check cannot tell the load from the change, and
+    identical runs beside other jobs would fail (issue 52); it says "re-run quiet" and blocks no job.
     """
     if floor is None or v.outcome != "inconclusive":
+        return v
+    if v.why is Why.HOST_BUSY:  # the load, not the change, may be what missed: re-run quiet or pair (busy_miss)
         return v
     # an inconclusive verdict that does not say why (none reaches here today): undecided, more data would decide it
     return Verdict(outcome=Outcome.FAIL, category=v.category or Category.UNRESOLVED, properties=v.properties,

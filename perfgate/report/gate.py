@@ -165,6 +165,12 @@ def check_comparable(old: Report, new: Report, policy: GatePolicy) -> None:
             f"{old.path}: the OLD report has no test cases, so there is nothing to gate {new.path} against; make it "
             "with the selection the NEW run uses (pytest ... --junitxml=OLD.xml) and check that run's pytest exit "
             "code (5: no test ran)")
+    for side, r in (("OLD", old), ("NEW", new)):
+        if not r.stack and not r.engine and not any(rec.outcome_source == "property" for rec in r.records):
+            raise ReportError(
+                f"{r.path}: the {side} report is no perfgate report (no stack.*, no engine, no record's outcome "
+                f"property): a JUnit file from another tool, or a pytest run without perfgate's plugin; fix: pass "
+                f"the --junitxml of `pytest perftests/` run with perfgate")
     if old.profile and new.profile and old.profile != new.profile and not set(old.by_key) & set(new.by_key):
         hw = [k.removeprefix("stack.") for k in HARDWARE_KEYS if old.stack.get(k, "") != new.stack.get(k, "")]
         raise ReportError(

@@ -164,10 +164,14 @@ _VERDICT_HEAD = ("<tr><th>record</th><th>outcome</th><th>metric</th><th>old</th>
                  "<th>interval of Δ</th><th>decision</th><th>noise (level, source)</th><th>why</th></tr>")
 
 
-def _section_tables(vs: Verdicts, names: Sequence[str]) -> str:
+def _section_tables(vs: Verdicts, names: Sequence[str], seen: set[str] | None = None) -> str:
+    """The sections' tables in order, each record once: under the first (worst) section it is in (``seen``: the keys
+    already shown, shared across calls)."""
+    seen = set() if seen is None else seen
     out = []
     for name in names:
-        recs = vs.in_section(name)
+        recs = tuple(v for v in vs.in_section(name) if v.key not in seen)
+        seen.update(v.key for v in recs)
         if not recs:
             continue
         out.append(f'<h3 id="s-{escape(name)}">{escape(SECTION_TITLES[name])} ({len(recs)})</h3>')
@@ -250,8 +254,9 @@ def _history_said(vs: Verdicts, ordered: Sequence[Report]) -> str:
 def _changes(vs: Verdicts | None, latest: Report) -> str:
     if vs is None:
         return _own_verdicts(latest)
-    first = _section_tables(vs, FIRST_SECTIONS)
-    other = _section_tables(vs, OTHER_SECTIONS)
+    shown: set[str] = set()  # each record once on the page, under its worst finding
+    first = _section_tables(vs, FIRST_SECTIONS, shown)
+    other = _section_tables(vs, OTHER_SECTIONS, shown)
     notes = "".join(f"<li>{escape(n)}</li>" for n in vs.notes)
     return ((first or "<p>Nothing newly broken, regressed, unblocked or undecided.</p>")
             + (f"\n<details><summary>Other changes</summary>\n{other}</details>" if other else "")
