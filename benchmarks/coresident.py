@@ -17,7 +17,8 @@ Printed per cell: the share of runs the record blocked (any metric it judges reg
 share whose ``pair.ttft_ms`` itself was regressed, same / improved / undecided, and the mean start pairs the record
 took (a record stops adding pairs once a metric regressed). The host watch is off (``PERFGATE_HOST_WATCH=off``):
 on a shared 2-core runner it would discount pairs for the runner's own load, which is not what is compared here.
-Not a unit test: its table is in docs/measurement.md ("Co-resident arms").
+Not a unit test: its table is in evidence/sim-rtxpro6000-x8/coresident-2026-12-05/README.md
+(docs/paired.md, co-resident arms).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ for paired runs), so the rates printed are the gate's, not a formula's:
   simulated server); for paired runs of 1, 3 and 5 starts per arm on one machine, and for two unpaired
   reports of one machine, the share of replicates called *regressed*; the smallest d caught in >= 95 %.
 
-Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
+Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/power.md.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ in the last column, the documented real first-token prior (16 %, 4 df). Printed 
 - **A/A FA**: identical arms called *regressed* within 6 pairs; **A/A FA, run 3x noisier**: the same with the run's
   starts three times noisier than the history they are judged against (a box that got noisier since).
 
-Not a unit test (tests/test_pair_noise.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
+Not a unit test (tests/test_pair_noise.py pins the decisions on a fixed seed). Its table is in docs/power.md.
 """
 
 from __future__ import annotations

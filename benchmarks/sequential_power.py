@@ -30,7 +30,7 @@ the records measured (``--enable-metrics`` probes, perfgate.measuring.ttft_parts
 changes TTFT's landing in that leg (a +10 % TTFT in a leg that is 3 % of TTFT is a leg x4.3), its floor TTFT's
 over its share (:func:`leg_shares`), as the stack pair judges a leg.
 
-Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/gate.md.
+Not a unit test (tests/test_gate_power.py pins the decisions on a fixed seed). Its table is in docs/power.md.
 """
 
 from __future__ import annotations

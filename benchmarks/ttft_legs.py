@@ -15,7 +15,8 @@ the other. The candidate: identical (A/A), or waiting 10 % of the fast level's p
 
 Printed per cell: the share of runs the record blocked (any metric it judges regressed, and which), the decisions of
 ``pair.ttft_ms`` and of each leg's ``pair.ttft_part.<leg>_ms``, and the mean pairs taken. The host watch is off, as
-in ``benchmarks/coresident.py``. Not a unit test: its table is in docs/gate.md ("TTFT by its legs").
+in ``benchmarks/coresident.py``. Not a unit test: its
+table is in evidence/sim-rtxpro6000-x8/ttft-legs-2026-12-05/README.md (docs/paired.md, "TTFT by its legs").
 """
 
 from __future__ import annotations

@@ -54,6 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # the suite's own parallel workers and simulated servers are the host's load: records made here are not judged
     # by it (perfgate.host.conditions.WATCH_ENV); tests of the watch turn it back on
     os.environ.setdefault("PERFGATE_HOST_WATCH", "off")
+    # nor judged on the noise of the suite's earlier sessions in one folder (perfgate.report.pairnoise.NOISE_AUTO_ENV):
+    # a test's second paired session would else be judged on its first's; tests of it turn it back on
+    os.environ.setdefault("PERFGATE_NOISE_AUTO", "off")
     # the simulated servers of the suite's sessions at half the default speed-up (perfgate.engines.sim): a stall of
     # the suite's own workers is then half the share of a trial it is at 4, where a loaded runner turned single
     # trials 10-12 % slow and decided comparisons by it; a test that needs another speed sets its own

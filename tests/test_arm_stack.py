@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from perfgate.flagcheck import installed_parser
-from perfgate.plugin.arms import arm_stack
 from perfgate.plugin.pool import Pool
 from perfgate.plugin.stackpair import candidate_stack_properties
 from perfgate.profiles.config import ServerConfig
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.settings import parse_candidate
 from perfgate.profiles.variants import load_variants
+from perfgate.serving.arms import arm_stack
 from perfgate.serving.preflight import argv_for
 from perfgate.stack import Stack, detect_stack_in
 
@@ -133,7 +133,7 @@ def test_the_candidates_engine_spells_its_flags_for_the_candidates_own_release(t
     rel = fake_release(tmp_path / "sgl", "0.5.23")
     st = _state(f"env.PYTHONPATH={rel}")
     cur, cand = _arms(st)
-    pool = Pool(st)  # type: ignore[arg-type]
+    pool = Pool(st)
     assert pool.engine_for(cand).version() == "0.5.23"
     assert pool.engine_for(cur).version() != "0.5.23"
 

@@ -108,7 +108,8 @@ def test_bisect_refuses_what_no_step_could_run_before_any_start(tmp_path, capsys
     code, out = err("--candidate-sim-stack", "flashinfr=0.7.3")
     assert code == 2 and "no package 'flashinfr' (did you mean 'flashinfer'?)" in out, out
     code, out = err("--candidate-sim-stack", "flashinfer=0.7.2")  # the current version: nothing differs, nothing to do
-    assert code == 0 and "0 changed package(s)" in out, out
+    assert code == 0 and "0 changed package(s)" in out and "nothing to search, no step run" in out, out
+    assert "cost:" not in out  # no "1 to 0 step(s)" for a search that has nothing to search
     code, out = err("--candidate-sim-stack", "flashinfer=0.7.3", "--budget-starts", "0")
     assert code == 2 and "--budget-starts 0: below one step's" in out, out
     empty = tmp_path / "elsewhere"

@@ -13,45 +13,24 @@ from perfgate.profiles.fleet import ConfigCost, config_costs, plan
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 from perfgate.report.junit_read import read_report
-from tests.simproject import PROMPTS, SEED_BOX_HEAD
+from tests.simproject import SIM_PROFILE
 from tests.simproject import make_project as _make
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PROFILE = f"""
-{SEED_BOX_HEAD}sim_startup_s = 0.2
-startup_timeout_s = 30
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[modes.eagle3]
-flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-warmup = 1
-trials = 3
-max_cv = 0.5
-request_timeout_s = 30
-[floors.baseline]
+#: the simulated test profile (tests.simproject), a decode floor, three variants and their expectations
+PROFILE = SIM_PROFILE + """[floors.baseline]
 tok_s = 89.5
 tolerance = 0.1
 [variants]
 modes = ["baseline", "eagle3"]
 include = ["nccl-small-buffer", "custom-ar-pcie", "nccl-tree"]
 [expectations.nccl-tree]
-"*" = {{ expect = "xfail", category = "cuda-graph-capture", reason = "Tree fails in capture on PCIe" }}
+"*" = { expect = "xfail", category = "cuda-graph-capture", reason = "Tree fails in capture on PCIe" }
 [expectations.custom-ar-pcie]
-"*" = {{ expect = "xfail", category = "slower-than-baseline", reason = "PCIe contention" }}
+"*" = { expect = "xfail", category = "slower-than-baseline", reason = "PCIe contention" }
 [expectations.speculation-vs-baseline]
-eagle3 = {{ expect = "xfail", category = "slower-than-baseline", reason = "verify is all-reduce bound" }}
+eagle3 = { expect = "xfail", category = "slower-than-baseline", reason = "verify is all-reduce bound" }
 """
 ARGS = ("perftests", "-m", "baseline or speculative or backends", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 

@@ -34,6 +34,23 @@ def test_request_values_and_misses():
     assert misses(out(), SLO) == ()
 
 
+def test_a_requests_tpot_and_decode_rate_are_one_span() -> None:
+    """RequestOutput.decode_span is the one home of a request's TPOT (request_values' ``tpot_ms``) and decode rate
+    (``decode_tok_s``, the closed loop's tok_s): one output token has neither; no time between the first and the last
+    chunk, a TPOT of 0 but no rate; without the last chunk's time, the end of the request."""
+    o = out(ttft=0.2, itl=(0.01, 0.03, 0.08))
+    assert o.decode_span == (3, pytest.approx(0.12)) and request_values(o)["tpot_ms"] == [o.tpot_ms]
+    assert o.decode_tok_s == pytest.approx(25.0) and o.tpot_ms == pytest.approx(40.0)
+    one = out(itl=())
+    assert one.decode_span is None and one.tpot_ms is None and one.decode_tok_s is None
+    assert "tpot_ms" not in request_values(one)
+    still = replace(o, last_token_s=0.2)
+    assert still.tpot_ms == 0.0 and still.decode_tok_s is None and request_values(still)["tpot_ms"] == [0.0]
+    no_last = replace(o, last_token_s=None, latency_s=0.5)
+    assert no_last.decode_span == (3, pytest.approx(0.3)) and no_last.decode_tok_s == pytest.approx(10.0)
+    assert replace(o, success=False).decode_tok_s is None and replace(o, success=False).tpot_ms == o.tpot_ms
+
+
 def test_a_trial_counts_good_requests_attainment_goodput_rate_and_lag():
     outs = [out(intended=i * 0.5, sent=i * 0.5 + 0.002) for i in range(8)] + [out(ttft=0.9, intended=4.0, sent=4.0),
                                                                           out(ok=False, intended=4.5, sent=4.501)]

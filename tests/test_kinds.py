@@ -1,4 +1,4 @@
-"""The record-kind registry (perfgate.kinds) and the cases it gives a profile (perfgate.plugin.cases)."""
+"""The record-kind registry (perfgate.kinds) and the cases it gives a profile (perfgate.profiles.cases)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from perfgate.kinds import (
     run_order,
     update_key,
 )
-from perfgate.plugin.cases import cases
+from perfgate.profiles.cases import cases
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.variants import load_variants
 
@@ -70,31 +70,31 @@ def test_each_kind_gets_the_cases_its_registry_entry_says():
     plain = [m for m in p.modes if not p.modes[m].speculative]
     spec = [m for m in p.modes if p.modes[m].speculative]
     assert plain and spec
-    assert [c.mode for c in cases(st, "floor")] == plain  # type: ignore[arg-type]
-    assert [c.mode for c in cases(st, "acceptance")] == spec  # type: ignore[arg-type]
-    assert [c.mode for c in cases(st, "speculation-vs-baseline")] == spec  # type: ignore[arg-type]
-    assert [c.mode for c in cases(st, "stack-pair")] == list(p.modes)  # type: ignore[arg-type]
-    assert cases(st, "crosscheck") == []  # type: ignore[arg-type]  # auto: only where SGLang serves
-    assert [c.mode for c in cases(_session("on"), "crosscheck")] == list(p.modes)  # type: ignore[arg-type]
-    assert cases(_session("on", url="http://box:1"), "crosscheck") == []  # type: ignore[arg-type]
-    variants = cases(st, "variant")  # type: ignore[arg-type]
+    assert [c.mode for c in cases(st, "floor")] == plain
+    assert [c.mode for c in cases(st, "acceptance")] == spec
+    assert [c.mode for c in cases(st, "speculation-vs-baseline")] == spec
+    assert [c.mode for c in cases(st, "stack-pair")] == list(p.modes)
+    assert cases(st, "crosscheck") == []  # auto: only where SGLang serves
+    assert [c.mode for c in cases(_session("on"), "crosscheck")] == list(p.modes)
+    assert cases(_session("on", url="http://box:1"), "crosscheck") == []
+    variants = cases(st, "variant")
     assert variants and {c.mode for c in variants} == set(p.variant_modes) and all(c.variant for c in variants)
-    sweep = cases(st, "sweep")  # type: ignore[arg-type]
+    sweep = cases(st, "sweep")
     assert [c.mode for c in sweep] == ([p.baseline_mode()] if p.workload.concurrency_sweep else [])
     with pytest.raises(ValueError, match="micro_cases"):
-        cases(st, "allreduce")  # type: ignore[arg-type]
+        cases(st, "allreduce")
 
 
 def test_a_users_kind_and_a_marked_kind_get_one_case_per_named_mode():
     st = _session()
     p = st.profile
-    assert [c.mode for c in cases(st, "mine")] == list(p.modes)  # type: ignore[arg-type]
+    assert [c.mode for c in cases(st, "mine")] == list(p.modes)
     assert KINDS["goodput"].cases is Cases.AS_MARKED
     mode = next(iter(p.modes))
-    got = cases(st, "goodput", modes=[mode, "nope"], where="t.py::test_g")  # type: ignore[arg-type]
+    got = cases(st, "goodput", modes=[mode, "nope"], where="t.py::test_g")
     assert [c.mode for c in got] == [mode] and "t.py::test_g: modes ['nope']" in st.dropped_modes[0]
-    with_variants = cases(st, "mine", modes=list(p.variant_modes), variants=True)  # type: ignore[arg-type]
-    assert {c.variant for c in with_variants} - {None} == {c.variant for c in cases(st, "variant")}  # type: ignore[arg-type]
+    with_variants = cases(st, "mine", modes=list(p.variant_modes), variants=True)
+    assert {c.variant for c in with_variants} - {None} == {c.variant for c in cases(st, "variant")}
 
 
 USER_KINDS = '''

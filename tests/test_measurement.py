@@ -16,55 +16,26 @@ from perfgate.serving.attach import check, mismatches
 from perfgate.serving.simprocess import SimProcess
 from tests import simproject
 
-ROOT = Path(__file__).resolve().parent.parent
-SIM_HW = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
-PROMPTS = ROOT / "fixtures" / "prompts" / "random-ids-128.jsonl"
 MODEL = "moonshotai/Kimi-K2.5"
 BASE_FLAGS = ["--tp-size", "8", "--mem-fraction-static", "0.88", "--cuda-graph-max-bs-decode", "128",
               "--random-seed", "1"]
 
-PROFILE = f"""# perfgate test profile: the seed box, simulated
-# (every comment line here must survive --perfgate-update-baselines)
-schema_version = 1
-[hardware]
-gpu = "RTX PRO 6000 Blackwell"
-count = 8
-sm = "12.0"
-interconnect = "pcie"  # PCIe only: no NVLink
-[engine]
-name = "sim"
-sim_hardware = "{SIM_HW}"
-sim_startup_s = STARTUP
-startup_timeout_s = 30
-[model]
-path = "{MODEL}"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88   # the controlled value
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[modes.eagle3]
-flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
-
-# the workload: short, the simulated rates need no long runs
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-warmup = 0
-trials = 3
-max_cv = MAXCV
-request_timeout_s = 30
-EXTRA_WORKLOAD
-# floors, deliberately off so an update changes them
+#: the simulated test profile (tests.simproject) with a user's comments (every one must survive
+#: --perfgate-update-baselines, tests.test_ledger splits at two of them), no warm-up, placeholders STARTUP, MAXCV and
+#: EXTRA_WORKLOAD (make_project's), and floors deliberately off so an update changes them
+PROFILE = ("# perfgate test profile: the seed box, simulated\n"
+           "# (every comment line here must survive --perfgate-update-baselines)\n"
+           + simproject.sim_profile(startup="STARTUP", warmup=0, max_cv="MAXCV", workload="EXTRA_WORKLOAD")
+           .replace('interconnect = "pcie"\n', 'interconnect = "pcie"  # PCIe only: no NVLink\n')
+           .replace("mem-fraction-static = 0.88\n", "mem-fraction-static = 0.88   # the controlled value\n")
+           .replace("[workload]\n", "\n# the workload: short, the simulated rates need no long runs\n[workload]\n")
+           + """# floors, deliberately off so an update changes them
 [floors.baseline]
 tok_s = 80.0  # the floor guarded by test_decode_floor
 tolerance = 0.05
 [floors.eagle3]
 accept_len = 1.5  # acceptance floor
-"""
+""")
 
 
 def make_project(pytester, *, startup=0.2, max_cv=0.5, workload="", extra=""):

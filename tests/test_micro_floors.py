@@ -250,26 +250,17 @@ def test_fragment_round_trips_through_the_loader(tmp_path_factory, points, gt, e
 
 # ----------------------------------------------------------------------------- the perf test (pytester)
 
-MICRO_PROFILE = f"""
-{simproject.SEED_BOX_HEAD}[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-[modes.baseline]
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-[micro]
+#: the simulated test profile (tests.simproject), its baseline mode alone (the micro tier reads only its [model] and
+#: [micro]; no server starts), with a micro tier of three shapes and two floors
+MICRO_PROFILE = simproject.sim_profile(eagle3=False) + """[micro]
 tokens = [1, 2]
 sweep_bytes = [4096]
 world_sizes = [2]
 iters = 5
 warmup = 1
 [micro.floors]
-"gloo.eager.14336" = {{ latency_us = 1000000.0, tolerance = 0.5 }}
-"gloo.eager.28672" = {{ latency_us = 1.0, tolerance = 0.5 }}
+"gloo.eager.14336" = { latency_us = 1000000.0, tolerance = 0.5 }
+"gloo.eager.28672" = { latency_us = 1.0, tolerance = 0.5 }
 """
 
 

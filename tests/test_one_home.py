@@ -1,25 +1,23 @@
 """One concept, one home (issue 54): each decision made in one place, held by a test so that a second home fails CI,
 not a review. The limit of a record kind is looked up once (the crossover at its own tolerance, on the shipped
-profile); the busy-host rule is perfgate.host.conditions'; the exit codes are one table; the metric list and the
-Measurement's fields are tied; the pytest layer stays an adapter within its line budget."""
+profile); the busy-host rule is perfgate.host.conditions'; the exit codes are one table (the metric list and the
+Measurement's fields are tied at import: tests/test_metric_fields.py); the pytest layer stays an adapter within its
+line budget."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
 from perfgate.errors import ExitCode
 from perfgate.measuring.floorcheck import limit_at
-from perfgate.measuring.metrics import Measurement
 from perfgate.profiles.load import load_profile
-from perfgate.record import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 #: plugin/'s lines may not grow past this: new judging goes below the pytest layer (perfgate.measuring), the plugin
-#: records what one call returns (docs: "where new logic goes"). Issue 54 asks for 4,000; it is 4,6xx after the load
-#: records moved down (perfgate.measuring.loadverdict): lower this as code leaves, never raise it
-PLUGIN_LINE_BUDGET = 4650
+#: records what one call returns (docs: "where new logic goes"); the server pool, the start loop and the records a
+#: profile asks for live below it too (perfgate.serving.pool, perfgate.serving.starts, perfgate.profiles.cases)
+PLUGIN_LINE_BUDGET = 4000
 
 
 def test_the_crossover_is_judged_at_its_own_tolerance_on_the_shipped_profile() -> None:
@@ -51,13 +49,6 @@ def test_one_exit_code_table() -> None:
     own = [f"{p.relative_to(ROOT)}:{m.group(0)}" for p in (ROOT / "perfgate").rglob("*.py")
            for m in re.finditer(r"^(EXIT_\w+|\w+_EXIT)\s*=\s*\d+\b", p.read_text(), re.M)]
     assert own == [], own
-
-
-def test_the_metric_list_and_the_measurements_fields_are_tied() -> None:
-    """A metric of perfgate.record.METRICS is a Stat field of Measurement, and the other way round: a new metric
-    missing in one fails here, not at run time."""
-    stat_fields = {f.name for f in dataclasses.fields(Measurement) if "Stat" in str(f.type)}
-    assert set(METRICS) == stat_fields, (set(METRICS) ^ stat_fields)
 
 
 def test_the_busy_host_rule_has_one_home() -> None:

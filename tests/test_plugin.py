@@ -5,32 +5,11 @@ from pathlib import Path
 import pytest
 from junitparser.xunit2 import JUnitXml
 
-from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
+from tests.simproject import sim_profile
 
-PROFILE = f"""
-{SEED_BOX_HEAD}sim_startup_s = 0.2
-startup_timeout_s = 30
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[modes.eagle3]
-flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 24
-warmup = 1
-trials = 3
-max_cv = 0.5
-request_timeout_s = 30
-[floors.baseline]
+#: the simulated test profile (tests.simproject), 24 new tokens a request, a decode floor (FLOOR), an acceptance floor
+PROFILE = sim_profile(max_new_tokens=24) + """[floors.baseline]
 tok_s = FLOOR
 tolerance = 0.05
 [floors.eagle3]

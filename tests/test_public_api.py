@@ -7,32 +7,11 @@ from junitparser.xunit2 import JUnitXml
 
 import perfgate
 from perfgate.measuring.judge import Decision, decide
-from tests.simproject import PROMPTS, SEED_BOX_HEAD
+from tests.simproject import SIM_PROFILE
 from tests.simproject import make_project as _make
 
-PROFILE = f"""
-{SEED_BOX_HEAD}sim_startup_s = 0.2
-startup_timeout_s = 30
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[modes.eagle3]
-flags = {{ speculative-algorithm = "EAGLE3", speculative-draft-model-path = "/d", speculative-num-steps = 3, speculative-eagle-topk = 1, speculative-num-draft-tokens = 4 }}
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-warmup = 1
-trials = 3
-max_cv = 0.5
-request_timeout_s = 30
-[floors.baseline.c4]
+#: the simulated test profile (tests.simproject) with a TTFT ceiling (TTFT) at concurrency 4
+PROFILE = SIM_PROFILE + """[floors.baseline.c4]
 ttft_ms = TTFT
 output_tok_s = 1.0
 """

@@ -214,7 +214,7 @@ def test_the_pool_remembers_a_failed_start_and_never_launches_it_again(tmp_path)
     from perfgate.plugin.pool import Launcher, ServerFailed
 
     mgr = ServerManager(engine_for=lambda c: ScriptEngine(DIES), log_dir=tmp_path, startup_timeout_s=lambda c: 30)
-    pool = Launcher(SimpleNamespace(fingerprint=None))  # type: ignore[arg-type]
+    pool = Launcher(SimpleNamespace(fingerprint=None))
     pool._manager = mgr
     pool.launch_problem = lambda config: None  # type: ignore[method-assign]
     with pytest.raises(ServerFailed) as first:

@@ -1,4 +1,4 @@
-"""perfgate.plugin.starts.ServerStarts, the one step of the loops over server starts, on a stand-in pool and ledger
+"""perfgate.serving.starts.ServerStarts, the one step of the loops over server starts, on a stand-in pool and ledger
 (no server): a start already measured is stopped before the next, a failure is handed back, added starts count
 against the time budget."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import summarize
 from perfgate.measuring.verdict import Verdict
-from perfgate.plugin.pool import POOL, ServerFailed
-from perfgate.plugin.starts import ServerStarts
+from perfgate.serving.pool import ServerFailed
+from perfgate.serving.starts import ServerStarts
 
 
 class _Launched:
@@ -35,7 +35,7 @@ class _Ledger:
 
 def _state(max_starts: int = 4, max_time_s: float | None = None):
     launched = _Launched()
-    st = SimpleNamespace(config=SimpleNamespace(stash={POOL: SimpleNamespace(launched=launched)}), ledger=_Ledger(),
+    st = SimpleNamespace(pool=SimpleNamespace(launched=launched), ledger=_Ledger(),
                          settings=SimpleNamespace(max_starts=max_starts, max_time_s=max_time_s), added_start_s=0.0)
     return st, launched
 

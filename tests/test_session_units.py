@@ -177,10 +177,13 @@ def test_an_unreadable_attached_server_is_the_pools_failure_of_the_config(monkey
 
 
 def test_the_session_has_one_pool_in_its_stash():
-    from perfgate.plugin.pool import POOL, pool_of, stop_servers
+    from perfgate.plugin.pool import POOL, stop_servers
+    from perfgate.plugin.state import PerfgateState
 
     s = _State()
     s.config = _Config()  # type: ignore[attr-defined]
-    p = pool_of(s)  # type: ignore[arg-type]
-    assert pool_of(s) is p and s.config.stash[POOL] is p and p.launched is None  # type: ignore[attr-defined, arg-type]
+    pool = PerfgateState.pool.fget  # type: ignore[attr-defined]  # the state's property, on the stand-in state
+    assert pool is not None
+    p = pool(s)
+    assert pool(s) is p and s.config.stash[POOL] is p and p.launched is None  # type: ignore[attr-defined]
     stop_servers(s.config)  # type: ignore[attr-defined]  # nothing launched: nothing to stop

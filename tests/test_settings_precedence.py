@@ -20,28 +20,15 @@ import pytest
 from perfgate.profiles import Profile
 from perfgate.profiles.load import load_profile
 from perfgate.profiles.settings import DEFAULT_MAX_STARTS, Settings, log_dir_given, profile_named, resolve
-from tests.simproject import PROMPTS, SEED_BOX_HEAD
+from tests.simproject import sim_profile
 from tests.test_starts import PROFILE as STARTS_PROFILE
 from tests.test_starts import _project, _records
 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfgate"
 
 #: a profile that sets every knob the profile has: [workload] trials, starts, max_starts, max_time_s and
-#: [engine] startup_timeout_s (WORKLOAD: those keys)
-PROFILE = f"""{SEED_BOX_HEAD}startup_timeout_s = 45
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-[modes.baseline]
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 8
-trials = 5
-WORKLOAD
-"""
+#: [engine] startup_timeout_s (WORKLOAD: those keys); the simulated test profile (tests.simproject), read, not run
+PROFILE = sim_profile(startup_timeout=45, eagle3=False, max_new_tokens=8, trials=5, workload="WORKLOAD")
 SETS = "starts = 2\nmax_starts = 4\nmax_time_s = 100"
 
 #: pytest's defaults of perfgate's options (perfgate.plugin.pytest_addoption)

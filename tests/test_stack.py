@@ -17,9 +17,11 @@ from packaging.version import Version
 import perfgate.stack
 from perfgate.errors import ConfigError
 from perfgate.host.gpu import gpu_visible, visible_indices
+from perfgate.sim.hardware import parse_stack_overrides
 from perfgate.stack import NAME_KEYS, VERSION_KEYS, Stack, detect_stack, parse_overrides, probes, simulated_stack
 from perfgate.stack.conditions import condition_holds, parse_condition
 from perfgate.stack.probes import cuda_version_from_int, parse_query_gpu, parse_topo_matrix
+from perfgate.versions import key_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_BOX = ROOT / "fixtures" / "sim" / "rtxpro6000-x8-pcie.toml"
@@ -232,6 +234,19 @@ def test_parse_overrides() -> None:
 def test_parse_overrides_rejects_with_the_fix(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_overrides(text)
+
+
+def test_one_reader_of_key_version_lists() -> None:
+    """perfgate.versions.key_versions reads every stack override list (the stack's, the simulator's, a candidate's
+    ``sim-stack=``): items stripped and in order, a key twice twice, the first item without ``=`` named when reached."""
+    assert list(key_versions(" a = 1 ,,b=2=3, a=4")) == [("a = 1", "a", "1"), ("b=2=3", "b", "2=3"), ("a=4", "a", "4")]
+    assert list(key_versions(None)) == list(key_versions("  ")) == []
+    assert list(key_versions("a=1;b=2", ";")) == [("a=1", "a", "1"), ("b=2", "b", "2")]
+    with pytest.raises(ValueError, match="stack override 'b' is not KEY=VERSION"):
+        list(key_versions("a=1,b,c"))
+    with pytest.raises(ConfigError, match="unknown key 'frobnicator'"):  # the items before a bad one come first
+        parse_overrides("frobnicator=1.0,flashinfer")
+    assert parse_stack_overrides("cuda=13.0, cuda=13.1") == {"cuda": "13.1"}  # the simulator's: the last wins
 
 
 # ---------------------------------------------------------------- conditions

@@ -165,6 +165,66 @@ def test_noise_measured_by_an_earlier_paired_run_stands_in_for_the_prior(pyteste
                             "matches anything; fix the path*"])
 
 
+#: a user's latency pair: its record is about TTFT (perf_compare(..., metric=)), every judged metric still decides it
+LATENCY_PAIR = USER_PAIR.replace("my-stack-gate", "my-ttft-gate").replace("test_my_stack_gate", "test_my_ttft_gate") \
+    .replace("perf_compare(measure(perf_candidate), measure(perf_server))",
+             "perf_compare(measure(perf_candidate), measure(perf_server), metric=\"ttft_ms\")")
+
+
+def test_a_users_pair_leads_with_the_metric_it_is_about(pytester):
+    """Issue 55: perf_compare(..., metric="ttft_ms"): the record names its metric and its line leads with TTFT's
+    figure and its paired ratio and decision, not decode tok/s; an unknown metric is refused naming the known."""
+    prof = _project(pytester)
+    (pytester.path / "mytests").mkdir()
+    (pytester.path / "mytests" / "test_pair.py").write_text(LATENCY_PAIR)
+    (pytester.path / "mytests" / "test_bad.py").write_text(LATENCY_PAIR.replace('metric=\"ttft_ms\"', 'metric=\"ttft\"')
+                                                           .replace("test_my_ttft_gate", "test_bad_metric"))
+    r = pytester.runpytest_subprocess("mytests", f"--perfgate-profile={prof}", "--perfgate-starts", "1",
+                                      "--perfgate-max-starts", "2", "--perfgate-candidate", "env.PERFGATE_AA=1",
+                                      "--junitxml=r.xml", "-p", "no:cacheprovider")
+    out = r.stdout.str()
+    rec = _records(pytester)["test_my_ttft_gate[m:baseline]"]
+    assert rec["metric"] == "ttft_ms" and rec["pair.ttft_ms.decision"], rec
+    line = next(x for x in out.splitlines() if x.startswith("  baseline my-ttft-gate"))
+    lead = line.split(None, 3)[3]
+    assert lead.startswith(f"ttft_ms {rec['pair.ttft_ms.decision']} x"), line  # TTFT's ratio and decision first
+    assert lead.index("ttft_ms ") < lead.index("candidate/current"), line
+    assert "perf_compare(): unknown metric 'ttft'; known: tok_s" in out, out
+    assert "FAILED mytests/test_bad.py::test_bad_metric[m:baseline] - ValueError" in out
+
+
+def test_a_box_judges_on_its_own_earlier_paired_runs_without_an_option(pytester, monkeypatch):
+    """Issue 52 item 5: a paired session with --junitxml keeps its report under the log folder (perfgate-logs/pairs/),
+    and the next paired session of the same config on this machine is judged against the noise those pairs measured
+    without --perfgate-noise-from, saying where it came from; PERFGATE_NOISE_AUTO=off keeps nothing and reads
+    nothing (the priors alone); an explicit --perfgate-noise-from still wins."""
+    monkeypatch.setenv("PERFGATE_NOISE_AUTO", "on")
+    prof = _project(pytester)
+    args = ["perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
+            "--perfgate-max-starts", "2", "--perfgate-candidate", "env.PERFGATE_AA=1", "-p", "no:cacheprovider"]
+    r = pytester.runpytest_subprocess(*args, "--junitxml=first.xml")
+    assert r.ret in (0, 1), r.stdout.str()
+    assert "noise measured on this machine" not in r.stdout.str()  # nothing kept yet: the priors
+    kept = sorted((pytester.path / "perfgate-logs" / "pairs").glob("run-*.xml"))
+    assert len(kept) == 1 and kept[0].read_bytes() == (pytester.path / "first.xml").read_bytes()
+    r = pytester.runpytest_subprocess(*args, "--junitxml=second.xml")
+    assert r.ret in (0, 1), r.stdout.str()
+    r.stdout.fnmatch_lines(["*noise measured on this machine (starts, this box's earlier paired runs, 1 report(s) kept "
+                            "in *pairs; PERFGATE_NOISE_AUTO=off judges on the priors): *tok_s * a start (* df: 2 pairs "
+                            "of 1 records)*"])
+    rec = _records(pytester, "second.xml")["test_stack_pair[m:baseline]"]
+    assert "history" in rec["pair.tok_s.noise_source"], rec["pair.tok_s.noise_source"]
+    assert len(list((pytester.path / "perfgate-logs" / "pairs").glob("run-*.xml"))) == 2
+    r = pytester.runpytest_subprocess(*args, "--junitxml=third.xml", "--perfgate-noise-from", "first.xml")
+    r.stdout.fnmatch_lines(["*noise measured on this machine (starts, --perfgate-noise-from): *"])
+    monkeypatch.setenv("PERFGATE_NOISE_AUTO", "off")
+    r = pytester.runpytest_subprocess(*args, "--junitxml=off.xml")
+    assert r.ret in (0, 1) and "noise measured on this machine" not in r.stdout.str(), r.stdout.str()
+    rec = _records(pytester, "off.xml")["test_stack_pair[m:baseline]"]
+    assert "history" not in rec["pair.tok_s.noise_source"]
+    assert len(list((pytester.path / "perfgate-logs" / "pairs").glob("run-*.xml"))) == 3  # off: this one not kept
+
+
 def test_a_slower_scheduler_fails_the_pair_naming_ttfts_leg(pytester):
     """The candidate's engine waits 30 ms before every prefill (the simulator's PERFGATE_SIM_PREFILL_DELAY_MS, where the
     H200 runs' injected scheduler sleep lands: the to_forward leg, a fraction of a millisecond on its own), the servers

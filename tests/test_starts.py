@@ -9,30 +9,11 @@ import pytest
 from junitparser.xunit2 import JUnitXml
 
 from perfgate.profiles.settings import Settings, parse_candidate
-from tests.simproject import PROMPTS, SEED_BOX_HEAD
 from tests.simproject import make_project as _make
+from tests.simproject import sim_profile
 
-PROFILE = f"""
-{SEED_BOX_HEAD}sim_startup_s = 0.1
-startup_timeout_s = 30
-[model]
-path = "moonshotai/Kimi-K2.5"
-layers = 61
-hidden = 7168
-[server]
-tp-size = 8
-mem-fraction-static = 0.88
-cuda-graph-max-bs-decode = 128
-random-seed = 1
-[modes.baseline]
-[workload]
-prompts = "{PROMPTS}"
-max_new_tokens = 16
-warmup = 0
-trials = TRIALS
-max_cv = 0.5
-request_timeout_s = 30
-[floors.baseline]
+#: the simulated test profile (tests.simproject): the baseline mode alone, quicker starts, no warm-up, TRIALS trials
+PROFILE = sim_profile(startup=0.1, eagle3=False, warmup=0, trials="TRIALS") + """[floors.baseline]
 tok_s = 89.5
 tolerance = 0.05
 [variants]

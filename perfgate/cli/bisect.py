@@ -344,6 +344,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {arms.change(p)}", file=sys.stderr)
     for note in arms.notes:
         print(f"  note: {note}", file=sys.stderr)
+    if not n:  # identical stacks: nothing to search, no step, no server start
+        for line in arms.prepare(Path(args.out)) if arms.prepare is not None and not args.dry_run else ():
+            print(f"perfgate bisect: {line}", file=sys.stderr)
+        print("perfgate bisect: the two stacks pin the same versions: nothing to search, no step run", file=sys.stderr)
+        return EXIT_OK
     print(f"perfgate bisect: cost: a step is one stack-pair session of {len(modes)} mode(s), 2x{args.starts} to "
           f"2x{args.max_starts} server starts each; a single culprit takes 1 to {most} step(s) (the whole set, "
           f"{halvings} halving(s), 1 confirmation): at most {most_starts} server starts; interactions take more; "

@@ -105,16 +105,31 @@ class RequestOutput:
         return self.sent_s - self.intended_s
 
     @property
-    def decode_tok_s(self) -> float | None:
-        """Tokens after the first chunk over the time from the first to the last token-bearing chunk."""
+    def decode_span(self) -> tuple[int, float] | None:
+        """The request's decode after its first chunk: (the tokens after the first chunk, the seconds from the first
+        to the last token-bearing chunk, or to the end where the last is unknown); None without the first chunk's
+        time or the end, or with no token after the first chunk (one output token). The one home of a request's
+        TPOT (:attr:`tpot_ms`) and decode rate (:attr:`decode_tok_s`)."""
         end = self.last_token_s if self.last_token_s is not None else self.latency_s
-        if not self.success or self.ttft_s is None or end is None:
-            return None
-        dt = end - self.ttft_s
         n = self.completion_tokens - self.first_chunk_tokens
-        if dt <= 0 or n <= 0:
+        if self.ttft_s is None or end is None or n <= 0:
             return None
-        return n / dt
+        return n, end - self.ttft_s
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """Time per output token after the first chunk, in ms (:attr:`decode_span`; None where it is)."""
+        span = self.decode_span
+        return None if span is None else span[1] * 1000 / span[0]
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """Tokens after the first chunk over the time from the first to the last token-bearing chunk
+        (:attr:`decode_span`); None for a failed request or no time between them."""
+        span = self.decode_span
+        if not self.success or span is None or span[1] <= 0:
+            return None
+        return span[0] / span[1]
 
     @property
     def accept_len(self) -> float | None:

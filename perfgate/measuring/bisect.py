@@ -32,7 +32,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from perfgate.categories import Outcome
 from perfgate.measuring.judge import Decision
+from perfgate.measuring.outcomes import Claim, outcome_of
 
 __all__ = ["StepResult", "Step", "Bisection", "bisect", "planned_steps", "REGRESSION", "BROKEN",
            "FOUND", "NO_REGRESSION", "NO_CHANGE", "UNDECIDED", "BUDGET", "CURRENT_BROKEN"]
@@ -181,13 +183,18 @@ class _Search:
         return r
 
     def bad(self, r: StepResult) -> bool:
-        return r.broken if self.target == BROKEN else r.decision is Decision.REGRESSED
+        """Shown to carry it: regressed, a fail of the stack pair's claim (a regression's search), not started (a
+        broken one's)."""
+        if self.target == BROKEN:
+            return r.broken
+        return r.decision is not None and outcome_of(r.decision, Claim.NOT_SLOWER) is Outcome.FAIL
 
     def good(self, r: StepResult) -> bool:
-        """Shown not to carry it: the same or better (a regression's search), started (a broken one's)."""
+        """Shown not to carry it: the same or better, a pass of the stack pair's claim (a regression's search),
+        started (a broken one's)."""
         if self.target == BROKEN:
             return not r.broken
-        return r.decision in (Decision.SAME, Decision.IMPROVED)
+        return r.decision is not None and outcome_of(r.decision, Claim.NOT_SLOWER) is Outcome.PASS
 
     def locate(self, s: tuple[str, ...], ctx: tuple[str, ...], *, infer: bool) -> tuple[str, ...]:
         """The smallest part of ``s`` that, layered with ``ctx``, carries it; ``ctx + s`` is measured to carry it

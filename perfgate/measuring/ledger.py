@@ -85,7 +85,7 @@ class Ledger:
         self._step_profiles[config_key] = prof
 
     def start_measured(self, start: int) -> bool:
-        """Whether the server manager's start number ``start`` has been measured (perfgate.plugin.starts)."""
+        """Whether the server manager's start number ``start`` has been measured (perfgate.serving.starts)."""
         return start in self._measured_starts
 
     def note_measured_start(self, start: int) -> None:

@@ -23,10 +23,8 @@ def request_values(o: RequestOutput) -> dict[str, list[float]]:
         out["e2e_ms"] = [o.latency_s * 1000]
     if o.itl_s:
         out["itl_ms"] = [x * 1000 for x in o.itl_s]
-    end = o.last_token_s if o.last_token_s is not None else o.latency_s
-    n = o.completion_tokens - o.first_chunk_tokens
-    if o.ttft_s is not None and end is not None and n > 0:
-        out["tpot_ms"] = [(end - o.ttft_s) * 1000 / n]
+    if (tpot := o.tpot_ms) is not None:
+        out["tpot_ms"] = [tpot]
     return out
 
 

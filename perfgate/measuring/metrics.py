@@ -13,6 +13,7 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import get_type_hints
 
 from perfgate.client import RequestOutput
 from perfgate.measuring.probes import PROBED_METRIC, Probes
@@ -184,7 +185,7 @@ class Measurement:
     #: several starts, whose own are in ``starts``): what tells the order of a pair's arms (perfgate.measuring.order)
     start_no: int = 0
     #: with --perfgate-starts N > 1: one measurement per server start, in start order (this one pools their
-    #: trials, its medians are the medians over starts: perfgate.plugin.starts.combine); () for one start
+    #: trials, its medians are the medians over starts: perfgate.serving.starts.combine); () for one start
     starts: tuple[Measurement, ...] = ()
     #: the host's and the GPUs' state while this start was measured (perfgate.host.conditions: ``quiet`` or
     #: ``disturbed: <why>``; "" not watched, or a pool of starts, whose own are in ``starts``)
@@ -258,6 +259,22 @@ class SweepPoint:
     cached_tokens: int = 0
 
 
+def check_metric_fields() -> None:
+    """That :data:`METRICS` (perfgate.record) names exactly the Measurement's per-metric statistics (its ``Stat | None``
+    fields, what :meth:`Measurement.stat` reads) and that each is a per-trial number of :class:`Trial` (what
+    :func:`summarize` takes the statistics of); run at import, so that a metric added on one side only fails there,
+    not in a run. TypeError names the names on one side only."""
+    stats = {name for name, hint in get_type_hints(Measurement).items() if hint == Stat | None}
+    per_trial = {name for name, hint in get_type_hints(Trial).items() if hint == float | None}
+    wrong = sorted((set(METRICS) ^ stats) | (set(METRICS) - per_trial))
+    if wrong:
+        raise TypeError(f"perfgate.record.METRICS and the Stat fields of Measurement (each a float | None field of "
+                        f"Trial) differ in {', '.join(wrong)}; fix: add the metric to both, or to neither")
+
+
+check_metric_fields()
+
+
 def summarize(*, config_key: str, config_name: str, trials: Sequence[Trial], confidence: float = 0.95,
               outputs: Sequence[tuple[int, ...]] = (), startup_s: float | None = None, log_path: str = "",
               sweep: Sequence[SweepPoint] = (), concurrency: int = 1) -> Measurement:
@@ -273,12 +290,9 @@ def summarize(*, config_key: str, config_name: str, trials: Sequence[Trial], con
         config_key=config_key,
         config_name=config_name,
         trials=tuple(trials),
-        tok_s=stat([t.tok_s for t in trials if t.tok_s is not None], confidence),
-        output_tok_s=stat([t.output_tok_s for t in trials if t.output_tok_s is not None], confidence),
-        ttft_ms=stat([t.ttft_ms for t in trials if t.ttft_ms is not None], confidence),
-        itl_ms=stat([t.itl_ms for t in trials if t.itl_ms is not None], confidence),
-        ttft_ms_p99=stat([t.ttft_ms_p99 for t in trials if t.ttft_ms_p99 is not None], confidence),
-        itl_ms_p99=stat([t.itl_ms_p99 for t in trials if t.itl_ms_p99 is not None], confidence),
+        # each of METRICS, the statistics of its trials' values: a float | None field of Trial and a Stat | None field
+        # of Measurement (check_metric_fields, at import); mypy cannot see a dict's keys as those fields
+        **{name: stat([getattr(t, name) for t in trials], confidence) for name in METRICS},  # type: ignore[arg-type]
         concurrency=concurrency,
         accept_len=acc,
         failures=sum(t.failures for t in trials),

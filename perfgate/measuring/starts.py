@@ -1,6 +1,6 @@
 """A measurement over N server starts, pure: the starts pooled into one measurement (:func:`combine`), the spread
 between them (:func:`start_stats`) and the properties a record carries for it (:func:`start_properties`).
-perfgate.plugin.starts starts the servers and interleaves them.
+perfgate.serving.starts starts the servers and interleaves them.
 """
 
 from __future__ import annotations

@@ -110,11 +110,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--perfgate-co-resident", default=None, type=option_fraction, metavar="FRACTION",
                 help="run a paired comparison's two servers side by side, their trials and TTFT probes interleaved "
                      "request by request (both meet the host's state at the same moments), each server with "
-                     "--mem-fraction-static FRACTION, e.g. 0.4 (docs/gate.md, co-resident arms)")
+                     "--mem-fraction-static FRACTION, e.g. 0.4 (docs/paired.md, co-resident arms)")
     g.addoption("--perfgate-server-cpus", default=None, type=option_cpus, metavar="CPUS",
                 help="launch every server pinned to these CPUs (and every process it starts), e.g. 2-5 or 0,2,4-6, "
                      "or auto (one hyper-thread of each of 4 physical cores near the GPU; auto:N for N): where a "
-                     "server's processes run can move its latency (docs/gate.md, latency on an H200)")
+                     "server's processes run can move its latency (docs/paired.md, TTFT by its legs)")
     g.addoption("--perfgate-noise-from", action="append", default=[], type=option_reports, metavar="PATH",
                 help="judge the paired records against the noise earlier paired runs of the same config measured on "
                      "this machine (JUnit files, directories or globs; repeatable), not the documented priors "
@@ -186,6 +186,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             stop_servers(config)  # normally already done at sessionfinish
         except PerfgateError as e:
             sys.stderr.write(f"perfgate: server teardown failed: {e}\n")
+        xml = getattr(config.option, "xmlpath", None)  # written by now (pytest's LogXML, at sessionfinish)
+        if st.active and xml and not hasattr(config, "workerinput"):
+            from perfgate.report.pairnoise import keep_paired, noise_auto
+
+            if noise_auto() and Path(xml).is_file():  # the next session's noise on this box (stackpair.measured_noise)
+                keep_paired(Path(xml), st.log_root, st.log_dir.name)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

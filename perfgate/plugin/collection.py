@@ -10,9 +10,9 @@ import pytest
 
 from perfgate.kinds import FLOOR, Compares, kind_of, run_order
 from perfgate.plugin.activation import activate_late
-from perfgate.plugin.cases import cases as cases_of
-from perfgate.plugin.cases import why_none
 from perfgate.plugin.state import PERF_FIXTURES, PerfgateState, state_of
+from perfgate.profiles.cases import cases as cases_of
+from perfgate.profiles.cases import why_none
 from perfgate.record import Case, case_of
 
 __all__ = ["parametrize", "order_items", "select_cell", "check_selected", "check_expectation_names"]

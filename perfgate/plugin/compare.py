@@ -67,19 +67,27 @@ class PerfCompare:
     all-reduces. A candidate arm's measurement against the record's own,
     ``perf_compare(measure(perf_candidate), measure(perf_server))``, is the stack-pair judgement
     (:func:`perfgate.plugin.stackpair.stack_pair_verdict`: the paired ratio beyond the 0.5 % practical floor),
-    whatever the record's kind. Through the profile's expectations; this ends the test: call it last.
+    whatever the record's kind. ``metric`` (one of ``perfgate.measuring.metrics.METRICS``, e.g. ``ttft_ms`` for a
+    latency test) is what the record is about: its line leads with that figure and, in a paired run, that metric's
+    ratio and decision; every judged metric still decides the record. Through the profile's expectations; this ends
+    the test: call it last.
     """
 
     def __init__(self, perf: PerfRun) -> None:
         self._perf = perf
 
-    def __call__(self, m: Measurement, base: Measurement) -> None:
+    def __call__(self, m: Measurement, base: Measurement, *, metric: str | None = None) -> None:
         perf = self._perf
-        from perfgate.record import case_of
+        from perfgate.measuring.metrics import METRICS
+        from perfgate.record import METRIC, case_of
 
         case = case_of(perf.item)
         if case is None:
             raise RuntimeError("perf_compare() needs the test to use perf_server (it names the mode and variant)")
+        if metric is not None:  # what the test is about: its record's line leads with it (decode tok/s else)
+            if metric not in METRICS:
+                raise ValueError(f"perf_compare(): unknown metric {metric!r}; known: {', '.join(METRICS)}")
+            perf.record(METRIC, metric)
         from perfgate.plugin.stackpair import DECIDES, on_candidate_arm, stack_pair_verdict
 
         k = kind_of(case.kind)

@@ -127,7 +127,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
     behind ends them (its answer rests on the client)."""
     from perfgate.plugin.pool import ServerFailed
     from perfgate.plugin.say import say
-    from perfgate.plugin.starts import ServerStarts
+    from perfgate.serving.starts import ServerStarts
 
     slo = slo or slo_of(perf, case.mode)
     w = _resolved(perf, case, workload)

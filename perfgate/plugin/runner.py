@@ -208,7 +208,7 @@ class PerfRun(Checks):
             return "the servers are attached (--perfgate-url): none can be restarted"
         if any(not any(h[0] is m for h in self._how) for m in measured):
             return "a measurement was not taken by this record"
-        from perfgate.plugin.starts import ServerStarts
+        from perfgate.serving.starts import ServerStarts
 
         return ServerStarts(st).budget_spent(max(len(m.starts) or 1 for m in measured))
 
@@ -219,7 +219,7 @@ class PerfRun(Checks):
         number ``n``, as given when even, reversed when odd: A B, B A, A B ...); None when :meth:`no_more_starts`
         says why not, or a start failed."""
         from perfgate.measuring.starts import combine
-        from perfgate.plugin.starts import ServerStarts
+        from perfgate.serving.starts import ServerStarts
 
         st = self.state
         if self.no_more_starts(*measured):
@@ -252,7 +252,7 @@ class PerfRun(Checks):
 
     def _measure_starts(self, case: Case, config: ServerConfig, workload: Workload | None, mkey: str) -> None:
         """--perfgate-starts N > 1: this config and those compared with it, N starts each, interleaved."""
-        from perfgate.plugin.starts import group_for, measure_interleaved
+        from perfgate.serving.starts import group_for, measure_interleaved
 
         st = self.state
         group = group_for(st, config, self.item) if workload is None else [config]

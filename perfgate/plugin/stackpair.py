@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from perfgate.categories import Outcome
 from perfgate.kinds import STACK_PAIR
 from perfgate.measuring.verdict import Verdict
-from perfgate.plugin.arms import arm_stack
 from perfgate.record import CANDIDATE, CANDIDATE_PREFIX, Case, case_of
+from perfgate.serving.arms import arm_stack
 
 if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
@@ -145,24 +145,30 @@ def stack_pair_verdict(perf: PerfRun, case: Case, candidate: Measurement, curren
 
 def measured_noise(perf: PerfRun, config: str, level: str) -> dict[str, tuple[float, float]]:
     """One start's noise (and its degrees of freedom) per judged values name, from the paired runs of
-    ``--perfgate-noise-from`` like this one (perfgate.report.pairnoise.Match: the config, the pairing ``level``, this
+    ``--perfgate-noise-from`` (else this box's earlier ones perfgate kept: perfgate.report.pairnoise.kept_reports)
+    like this one (perfgate.report.pairnoise.Match: the config, the pairing ``level``, this
     machine, the same server CPUs): measured once per config and level (the reports do not change during the session)
     and said on the terminal then, with what was left out and why. Empty without the option."""
     from perfgate.host.affinity import cpus_text
     from perfgate.record import MACHINE_ID
     from perfgate.report.junit_read import read_reports
-    from perfgate.report.pairnoise import Match, pair_noise
+    from perfgate.report.pairnoise import NOISE_AUTO_ENV, Match, kept_reports, noise_auto, pair_noise
 
     st = perf.state
-    if not st.settings.noise_from:
+    given = st.settings.noise_from
+    sources = list(given) or (kept_reports(st.log_root) if noise_auto() else [])
+    if not sources:
         return {}
     if (config, level) not in st.noise_measured:
         cpus = st.settings.server_cpus
         match = Match(config=config, level=level, machine=st.fingerprint.as_properties().get(MACHINE_ID),
                       server_cpus=cpus_text(cpus) if cpus else "")
-        got = pair_noise(read_reports(st.settings.noise_from), match)
-        perf.servers.note(f"perfgate: noise measured on this machine ({level}, --perfgate-noise-from): "
-                          f"{got.text(level)}", live=True)
+        got = pair_noise(read_reports(sources), match)
+        whence = ("--perfgate-noise-from" if given else
+                  f"this box's earlier paired runs, {len(sources)} report(s) kept in {st.log_root / 'pairs'}; "
+                  f"{NOISE_AUTO_ENV}=off judges on the priors")
+        perf.servers.note(f"perfgate: noise measured on this machine ({level}, {whence}): {got.text(level)}",
+                          live=True)
         st.noise_measured[(config, level)] = got.at(level)
     return st.noise_measured[(config, level)]
 

@@ -5,7 +5,7 @@ measurements and step profiles so far, and what --perfgate-update-baselines writ
 One :class:`PerfgateState` per pytest session, kept in ``config.stash`` by :mod:`perfgate.plugin` (which
 holds the hooks, options and fixtures); the runner and the public API read it. It imports only the layers
 below the pytest layer (profiles, measuring, serving, record, stack) and the settings, fingerprint and ledger
-it holds; what acts on it sits above: the record kinds' cases (perfgate.plugin.cases), the server pool with its
+it holds; what acts on it sits above: the record kinds' cases (perfgate.profiles.cases), the server pool with its
 failures (perfgate.plugin.pool), the runner.
 """
 
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
     from perfgate.profiles.settings import Settings
     from perfgate.profiles.variants import VariantSet
     from perfgate.record import Case
+    from perfgate.serving.pool import Pool
     from perfgate.stack import Stack
     from perfgate.stack.fingerprint import Fingerprint
 
 #: the fixtures a perf test is recognised by (the plugin activates when a collected test uses one)
 PERF_FIXTURES = frozenset({"perf_case", "perf_server", "_perfgate_run", "measure", "perf_check", "step_profile",
                            "micro_case", "perf_crosscheck", "micro_check"})
+#: where a pytest session keeps its server pool (``config.stash[POOL]``; PerfgateState.pool)
+POOL = pytest.StashKey["Pool"]()
 #: where a pytest session keeps its PerfgateState (``config.stash[STATE]``)
 STATE = pytest.StashKey["PerfgateState"]()
 #: what writing the floor updates came to, (line, colour) each, for the terminal summary to print
@@ -59,9 +62,9 @@ class PerfgateState:
         self._fingerprint: Fingerprint | None = None
         self._hw_checked = False
         self.selected_configs: dict[str, ServerConfig] = {}
-        self.co_resident_said = False  # the note that a group is measured one start at a time (plugin.starts)
+        self.co_resident_said = False  # the note that a group is measured one start at a time (serving.starts)
         self.added_start_s = 0.0  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
-        self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.plugin.starts)
+        self.compared: dict[str, set[str]] = {}  # config key -> the keys it is compared with (perfgate.serving.starts)
         self.compared_known = False  # compared filled from the session's final items (perfgate.plugin.collection)
         # measurements, step profiles, starts measured, floor updates (shipped across xdist workers, written at finish)
         self.ledger = Ledger()
@@ -76,6 +79,24 @@ class PerfgateState:
         self.noise_measured: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
         self.started_at = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
         self.log_dir = self._log_dir()
+
+    @property
+    def pool(self) -> Pool:
+        """The session's server pool (perfgate.serving.pool: launched, or attached with ``--perfgate-url``), one per
+        session, kept in pytest's stash (``POOL``) and made when first asked for."""
+        stash = self.config.stash
+        if POOL not in stash:
+            from perfgate.serving.pool import servers_for
+
+            stash[POOL] = servers_for(self)
+        return stash[POOL]
+
+    def say(self, msg: str, *, live: bool = False) -> None:
+        """One line on pytest's terminal (perfgate.plugin.say), for what reads the session below the pytest layer
+        (the server pool)."""
+        from perfgate.plugin.say import say
+
+        say(self.config, msg, live=live)
 
     # --------------------------------------------------------------- options
 
@@ -94,7 +115,7 @@ class PerfgateState:
 
         # one folder per session under --perfgate-log-dir (else perfgate-logs/): a second session keeps the first's logs
         given = log_dir_given(self.config.getoption)
-        base = Path(given).resolve() if given else self.config.rootpath / "perfgate-logs"
+        base = self.log_root = Path(given).resolve() if given else self.config.rootpath / "perfgate-logs"
         wid = os.environ.get("PYTEST_XDIST_WORKER")
         if wid and hasattr(self.config, "workerinput"):  # the controller's session folder, one folder per worker
             run = str(self.config.workerinput.get("perfgate_run", "run"))

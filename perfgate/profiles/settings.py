@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.versions import key_versions
+
 if TYPE_CHECKING:
     from perfgate.profiles import Profile, Workload
     from perfgate.profiles.config import ServerConfig
@@ -94,11 +96,11 @@ def parse_candidate(text: str) -> Candidate:
         if key == "python":
             python = value
         elif key == "sim-stack":
-            pairs = [p.strip() for p in value.split(";") if p.strip()]
-            if not all("=" in p for p in pairs):
+            try:
+                sim_stack = ",".join(pair for pair, _, _ in key_versions(value, ";"))
+            except ValueError:
                 raise ValueError(f"--perfgate-candidate {text!r}: sim-stack={value!r} is not KEY=VER;KEY=VER; "
-                                 f"{_CANDIDATE_FIX}")
-            sim_stack = ",".join(pairs)
+                                 f"{_CANDIDATE_FIX}") from None
         elif key.startswith("env.") and key[4:].replace("_", "").isalnum():
             env[key[4:]] = value
         else:

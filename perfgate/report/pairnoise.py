@@ -17,22 +17,65 @@ Only records like the one judged count (:class:`Match`): the same server config 
 pairing (alternated starts or side by side: ``co_resident_starts``), the same machine (``machine.id``) and the
 same pinning (``host.server_cpus``); start pairs measured disturbed (``pair_disturbed``) are left out. What was left
 out, and why, is counted (:attr:`PairNoises.left_out`).
+
+Without ``--perfgate-noise-from``, a box's own earlier paired runs are used where perfgate kept them: a session
+whose ``--junitxml`` report holds a paired record keeps a copy under the log folder (:func:`keep_paired`,
+``perfgate-logs/pairs/``), and the next session reads those (:func:`kept_reports`), matched as above (this machine,
+this config and pinning). ``PERFGATE_NOISE_AUTO=off`` judges on the priors alone.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from perfgate.host.conditions import SERVER_CPUS
 from perfgate.record import CANDIDATE_PREFIX, CO_RESIDENT_STARTS, MACHINE_ID, PAIR_DISTURBED, PAIR_N, START_VALUES
 from perfgate.report.noise import start_values
 from perfgate.report.records import Record, Report
 
-__all__ = ["Match", "PairNoise", "PairNoises", "pair_noise", "paired_values"]
+__all__ = ["Match", "PairNoise", "PairNoises", "pair_noise", "paired_values", "NOISE_AUTO_ENV", "KEPT_DIR",
+           "noise_auto", "keep_paired", "kept_reports"]
+
+#: ``off`` (or 0, false, no): no session keeps its paired records, and none reads them (the priors alone)
+NOISE_AUTO_ENV = "PERFGATE_NOISE_AUTO"
+#: the folder under the log folder (``perfgate-logs/``) where paired reports are kept for the next session
+KEPT_DIR = "pairs"
+
+
+def noise_auto() -> bool:
+    """Whether sessions keep their paired records and judge on the box's own (``PERFGATE_NOISE_AUTO``, default on)."""
+    return os.environ.get(NOISE_AUTO_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def keep_paired(junit: Path, log_root: Path, name: str) -> Path | None:
+    """A copy of the JUnit report ``junit`` as ``<log_root>/pairs/<name>.xml`` when it holds a paired record (one
+    with ``pair_n``): the next session's measured noise on this box. None when there is nothing to keep."""
+    from perfgate.errors import ReportError
+    from perfgate.report.junit_read import read_report
+
+    try:
+        report = read_report(junit)
+    except (OSError, ReportError):
+        return None
+    if not any(r.prop(PAIR_N) for r in report.records):
+        return None
+    dest = log_root / KEPT_DIR / f"{name}.xml"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(junit, dest)
+    return dest
+
+
+def kept_reports(log_root: Path) -> list[str]:
+    """The paired reports kept under ``log_root`` (oldest first), as ``--perfgate-noise-from`` would name them."""
+    return [str(p) for p in sorted((log_root / KEPT_DIR).glob("*.xml"))]
+
 
 @dataclass(frozen=True, kw_only=True)
 class PairNoise:

@@ -206,10 +206,17 @@ def record_detail(props: dict[str, str]) -> str:
             parts.append(f"{what} x{_ratio(r)}" + _interval(props, low, high, ratio=True))
     if props.get(PAIR_DECISION):
         n = props.get(PAIR_N, "")
-        parts.append(props[PAIR_DECISION] + (f" over {n} start pair{'' if n == '1' else 's'}" if n else ""))
+        over = f" over {n} start pair{'' if n == '1' else 's'}" if n else ""
+        lead = props.get(METRIC, "")  # perf_compare(..., metric=): the metric the test is about, first
+        if lead and lead != PRIMARY and props.get(pair_of(lead, "decision")):
+            r = _num(props.get(pair_of(lead, "ratio")))
+            parts.insert(0, f"{said(lead)} {props[pair_of(lead, 'decision')]}" + ("" if r is None else (
+                f" x{_ratio(r)}" + _interval(props, pair_of(lead, "ci_low"), pair_of(lead, "ci_high"), ratio=True)))
+                + over)
+        parts.append(props[PAIR_DECISION] + over)
         # what else a stack pair called regressed (it fails the record while decode tok/s may read same): named
         for metric in PAIR_METRICS + LEG_METRICS:
-            if metric != PRIMARY and props.get(pair_of(metric, "decision")) == "regressed":
+            if metric not in (PRIMARY, lead) and props.get(pair_of(metric, "decision")) == "regressed":
                 r = _num(props.get(pair_of(metric, "ratio")))
                 parts.append(f"{said(metric)} regressed" + ("" if r is None else f" x{_ratio(r)}" + _interval(
                     props, pair_of(metric, "ci_low"), pair_of(metric, "ci_high"), ratio=True)))

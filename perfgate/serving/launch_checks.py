@@ -1,6 +1,6 @@
 """Why a config must not be launched, found before any launch (real engine only): SGLang's own parser rejects
 its flags (``bad-flag``), or a variant's required module is not importable by the server's Python
-(``missing-dependency``). The server pool (:mod:`perfgate.plugin.pool`) asks both before it launches a config,
+(``missing-dependency``). The server pool (:mod:`perfgate.serving.pool`) asks both before it launches a config,
 through the narrow view :class:`Launching`; the flags of every selected config are checked once per session.
 """
 
@@ -22,7 +22,7 @@ __all__ = ["Launching", "missing_module", "flag_problem"]
 
 
 class Launching(Protocol):
-    """What the launch checks read of the session's server pool (perfgate.plugin.pool.Pool is one)."""
+    """What the launch checks read of the session's server pool (perfgate.serving.pool.Pool is one)."""
 
     #: the parser's answer per config key, once checked (None: not yet)
     flag_results: dict[str, Any] | None
@@ -97,7 +97,7 @@ def _check_arms(st: Launching, configs: Mapping[str, ServerConfig]) -> None:
     """Check ``configs`` into ``st.flag_results``, one subprocess per arm environment: the parser of the SGLang that
     arm's server imports (its interpreter, its ``PYTHONPATH``), else the installed parser of the arm's release
     (``$PERFGATE_SGLANG_PARSERS/sglang-X``, X the version its engine spells for: a candidate's from its own
-    fingerprint, perfgate.plugin.arms.arm_stack)."""
+    fingerprint, perfgate.serving.arms.arm_stack)."""
     import time
 
     from perfgate.flagcheck import installed_parser

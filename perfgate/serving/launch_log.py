@@ -2,7 +2,7 @@
 (:func:`fallback_verdict`, a failure with the fallback's category) and where an unrecognized flag came from
 (:func:`bad_flag_hint`: the file and key, and the closest flag this SGLang knows), and the failure of requests a
 running server did not serve, with its log's last lines (:func:`failed_requests_verdict`). The server pool
-(:mod:`perfgate.plugin.pool`) and the step profiler ask them; ``state`` is anything with the session's
+(:mod:`perfgate.serving.pool`) and the step profiler ask them; ``state`` is anything with the session's
 ``profile`` and ``variants``.
 """
 

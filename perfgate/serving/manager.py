@@ -2,7 +2,7 @@
 config started once.
 
 A failed start raises its ServerError; which configs failed is the session's server pool's to remember
-(perfgate.plugin.pool), which never asks for a failed config again. A failed start whose GPU memory was not
+(perfgate.serving.pool), which never asks for a failed config again. A failed start whose GPU memory was not
 released blocks every later launch until NVML shows the memory free.
 """
 

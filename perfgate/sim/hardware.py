@@ -32,7 +32,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from perfgate.errors import ProfileSchemaError
-from perfgate.versions import parse_version
+from perfgate.versions import key_versions, parse_version
 
 CORE_STACK_KEYS = ("cuda", "torch", "nccl", "sglang", "sgl_kernel", "flashinfer")
 ABSENT_VALUES = frozenset({"none", "absent", "-", ""})
@@ -109,19 +109,9 @@ DEFAULT_COST: dict[str, dict[str, Any]] = {
 
 
 def parse_stack_overrides(text: str | None) -> dict[str, str]:
-    """``"flashinfer=0.8.0,cuda=13.1"`` -> ``{"flashinfer": "0.8.0", "cuda": "13.1"}``."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" not in item:
-            raise ValueError(f"stack override {item!r} is not KEY=VERSION")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+    """``"flashinfer=0.8.0,cuda=13.1"`` -> ``{"flashinfer": "0.8.0", "cuda": "13.1"}`` (perfgate.versions.key_versions;
+    a key given twice: the last); ValueError names an item that is not KEY=VERSION."""
+    return {k: v for _, k, v in key_versions(text)}
 
 
 def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

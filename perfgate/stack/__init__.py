@@ -25,7 +25,7 @@ from typing import Any
 from perfgate.errors import ConfigError
 from perfgate.stack import probes
 from perfgate.stack.probes import UNKNOWN
-from perfgate.versions import is_version
+from perfgate.versions import is_version, key_versions
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -231,21 +231,12 @@ def parse_overrides(text: str) -> dict[str, str]:
     """Parse ``"flashinfer=0.8.0,cuda=13.1"`` into ``{"flashinfer": "0.8.0", "cuda": "13.1"}``.
 
     Keys are stack pieces (``sgl-kernel`` and ``sgl_kernel`` both work); an empty string gives
-    ``{}``. Raises :class:`ConfigError` naming the bad item and the fix.
+    ``{}``. Raises :class:`ConfigError` naming the bad item and the fix. The items are
+    :func:`perfgate.versions.key_versions`'; this checks their keys and versions.
     """
     out: dict[str, str] = {}
-    if not text or not text.strip():
-        return out
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" not in item:
-            raise ConfigError(
-                f"stack override {item!r}: expected KEY=VERSION; fix: e.g. 'flashinfer=0.8.0,cuda=13.1'"
-            )
-        key, _, value = item.partition("=")
-        key, value = key.strip(), value.strip()
+    for item, key, value in key_versions(text, bad=lambda item: ConfigError(
+            f"stack override {item!r}: expected KEY=VERSION; fix: e.g. 'flashinfer=0.8.0,cuda=13.1'")):
         canon = _canonical_key(key)
         if canon not in OVERRIDE_KEYS:
             raise ConfigError(

@@ -1,19 +1,39 @@
-"""The records a profile asks for, kind by kind, as the record-kind registry (perfgate.kinds) says."""
+"""The records a profile asks for, kind by kind, as the record-kind registry (perfgate.kinds) says: the profile, the
+session's settings and variants decide them, read through :class:`CaseSource` (the pytest layer's
+``CaseSource`` is one), so anything that plans a session (the plugin's collection, a fleet plan) asks here."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from perfgate.kinds import VARIANT, Cases, kind_of
 from perfgate.record import Case
 
 if TYPE_CHECKING:
-    from perfgate.plugin.state import PerfgateState
+    from perfgate.profiles import Profile
+    from perfgate.profiles.settings import Settings
+    from perfgate.profiles.variants import VariantSet
 
-__all__ = ["cases", "why_none"]
+__all__ = ["CaseSource", "cases", "why_none"]
 
 
-def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, variants: bool = False,
+class CaseSource(Protocol):
+    """What the cases are read from (perfgate.plugin.state.CaseSource is one)."""
+
+    #: marker modes this profile lacks, said in the session's summary (appended to)
+    dropped_modes: list[str]
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def variants(self) -> VariantSet: ...
+
+
+def cases(st: CaseSource, kind: str, *, modes: list[str] | None = None, variants: bool = False,
           where: str = "") -> list[Case]:
     """The records of one kind this profile asks for. Built-in kinds decide their own cases; any other
     kind (a user's, or a marked one such as ``profile``) gets one per mode (``modes``: those named, in that
@@ -48,7 +68,7 @@ def cases(st: PerfgateState, kind: str, *, modes: list[str] | None = None, varia
                      f"perfgate.plugin.microcheck.micro_cases")
 
 
-def _marked_cases(st: PerfgateState, kind: str, modes: list[str] | None, variants: bool, where: str) -> list[Case]:
+def _marked_cases(st: CaseSource, kind: str, modes: list[str] | None, variants: bool, where: str) -> list[Case]:
     p = st.profile
     names = list(p.modes) if modes is None else list(modes)
     unknown = [m for m in names if m not in p.modes]
@@ -65,7 +85,7 @@ def _marked_cases(st: PerfgateState, kind: str, modes: list[str] | None, variant
     return out
 
 
-def why_none(st: PerfgateState, kind: str) -> str:
+def why_none(st: CaseSource, kind: str) -> str:
     """Why this profile asks for no record of ``kind`` (:func:`cases` gave none), with what would ask for one; ""
     when the reason is said elsewhere (a marker's modes this profile lacks: ``st.dropped_modes``)."""
     k = kind_of(kind)

@@ -3,7 +3,7 @@
 ``--perfgate-candidate`` names another stack on this box (perfgate.profiles.settings.Candidate): another interpreter
 (``python=``), another Python path (``env.PYTHONPATH=``), or simulated versions (``sim-stack=``). What that arm
 runs is found from the arm itself, once per environment: its record's ``candidate.stack.*``
-(perfgate.plugin.stackpair), the version its flags are spelled for (perfgate.plugin.pool.Pool.engine_for) and the
+(perfgate.plugin.stackpair), the version its flags are spelled for (perfgate.serving.pool.Pool.engine_for) and the
 release whose parser checks them (perfgate.serving.launch_checks) all come from here.
 """
 

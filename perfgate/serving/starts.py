@@ -4,14 +4,16 @@ A restart on the same machine moves decode tok/s by more than the trials inside 
 so with N > 1 every config a session measures is started N times, each start measured with the workload's
 trials, and the configs compared with each other are started interleaved (A B B A ..., never A A B B): when a
 config's measurement is first needed, :func:`measure_interleaved` measures it and every config it is
-compared with (directly or through another: the connected group of :attr:`PerfgateState.compared`), start by
+compared with (directly or through another: the connected group of the session's ``compared``), start by
 start, each start a new server process, the order within each round alternated (A B, then B A: a place in the
 pair favours neither config; perfgate.measuring.order), and caches one pooled
 :class:`~perfgate.measuring.metrics.Measurement` per config whose ``starts`` keep the per-start measurements
 (:func:`perfgate.measuring.starts.combine`). Comparisons then judge the
 per-start pairs (:func:`perfgate.measuring.metrics.paired_ratios`, ``perfgate.measuring.judge.paired``); a record
 carries the between-start
-spread (:func:`perfgate.measuring.starts.start_properties`). pytest's item order is untouched.
+spread (:func:`perfgate.measuring.starts.start_properties`). pytest's item order is untouched: the session is read
+through :class:`StartsSession` (the pytest layer's ``StartsSession`` is one), an item through what pytest's items
+have (``session.items``, ``config``, ``fixturenames``).
 """
 
 from __future__ import annotations
@@ -19,28 +21,52 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from perfgate.kinds import Compares, compares_of
 from perfgate.measuring.metrics import Measurement
 from perfgate.measuring.starts import combine
-from perfgate.plugin.pool import Pool, ServerFailed, pool_of
 from perfgate.record import Case, case_of
+from perfgate.serving.pool import Pool, ServerFailed
 
 if TYPE_CHECKING:
-    from perfgate.plugin.state import PerfgateState
+    from perfgate.measuring.ledger import Ledger
+    from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
+    from perfgate.profiles.settings import Settings
 
 T = TypeVar("T")
 Item = TypeVar("Item")
 #: co-resident arms: the configs' measurements taken side by side (PerfRun._measure_servers)
 Together = Callable[[Sequence["ServerConfig"]], list[T | ServerFailed | None]]
 
-__all__ = ["ServerStarts", "note_comparison", "note_comparisons",
+__all__ = ["ServerStarts", "StartsSession", "note_comparison", "note_comparisons",
            "compared_configs", "group_of", "group_for", "measure_interleaved"]
 
 
-def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None:
+class StartsSession(Protocol):
+    """What the starts read and note of the session (perfgate.plugin.state.StartsSession is one)."""
+
+    compared: dict[str, set[str]]  # config key -> the keys it is compared with: their starts interleave
+    compared_known: bool  # compared filled from the session's final items
+    selected_configs: dict[str, ServerConfig]
+    added_start_s: float  # seconds spent on starts added to undecided comparisons (--perfgate-max-time)
+    co_resident_said: bool  # the note that a group is measured one start at a time, said
+    ledger: Ledger
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pool(self) -> Pool: ...
+
+    def config_for(self, case: Case) -> ServerConfig: ...
+
+
+def note_comparison(st: StartsSession, a: ServerConfig, b: ServerConfig) -> None:
     """``a`` is compared with ``b`` in this session: their starts interleave."""
     if a.key != b.key:
         st.compared.setdefault(a.key, set()).add(b.key)
@@ -49,7 +75,7 @@ def note_comparison(st: PerfgateState, a: ServerConfig, b: ServerConfig) -> None
         st.selected_configs.setdefault(b.key, b)
 
 
-def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
+def note_comparisons(st: StartsSession, items: Sequence[Any]) -> None:
     """Which configs the session's final items compare (a variant and a speculative mode with their baseline, a
     stack-pair's two arms): with --perfgate-starts N > 1 their starts interleave. Called at the first
     measurement, after every plugin (``-m``, ``-k``, shards) has deselected what it does not run."""
@@ -61,7 +87,7 @@ def note_comparisons(st: PerfgateState, items: Sequence[Any]) -> None:
                 note_comparison(st, own, other)
 
 
-def compared_configs(st: PerfgateState, case: Case, fixtures: Collection[str] = ()) -> list[ServerConfig]:
+def compared_configs(st: StartsSession, case: Case, fixtures: Collection[str] = ()) -> list[ServerConfig]:
     """The record's config and those it is compared with (``perfgate.kinds.compares_of``: its kind's, or
     for a user's kind its test's ``fixtures``: perf_baseline, perf_candidate)."""
     out = [st.config_for(case)]
@@ -75,7 +101,7 @@ def compared_configs(st: PerfgateState, case: Case, fixtures: Collection[str] = 
     return out
 
 
-def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[ServerConfig]:
+def group_for(st: StartsSession, config: ServerConfig, item: Any) -> list[ServerConfig]:
     """The configs to start interleaved with ``config`` when ``item`` first needs it: the whole group of
     configs compared with each other (:func:`group_of`); under pytest-xdist, where a worker runs only some of
     the records, ``config`` and the one the item's own record compares it with."""
@@ -89,7 +115,7 @@ def group_for(st: PerfgateState, config: ServerConfig, item: Any) -> list[Server
     return [config, *(c for c in mine if c.key != config.key)] if any(c.key == config.key for c in mine) else [config]
 
 
-def group_of(st: PerfgateState, config: ServerConfig) -> list[ServerConfig]:
+def group_of(st: StartsSession, config: ServerConfig) -> list[ServerConfig]:
     """``config`` and every config compared with it, directly or through another, in a stable order (the
     config first, then in the order the session selected them)."""
     seen = {config.key}
@@ -111,12 +137,12 @@ class ServerStarts:
     (``--perfgate-starts N``: N rounds), ``PerfRun.more_starts`` (one round added while undecided) and
     ``measure_goodput`` (a search per start)."""
 
-    def __init__(self, st: PerfgateState) -> None:
+    def __init__(self, st: StartsSession) -> None:
         self._st = st
 
     @property
     def pool(self) -> Pool:
-        return pool_of(self._st)
+        return self._st.pool
 
     def fresh(self, cfg: ServerConfig) -> None:
         """Stop the running server unless it is ``cfg``'s and no start has been measured on it yet (the one the
@@ -206,7 +232,7 @@ class ServerStarts:
         return ""
 
 
-def measure_interleaved(st: PerfgateState, configs: Sequence[ServerConfig], n: int,
+def measure_interleaved(st: StartsSession, configs: Sequence[ServerConfig], n: int,
                         measure_one: Callable[[ServerConfig], Measurement], *,
                         confidence: float, on_failure: Callable[[ServerConfig, ServerFailed], None],
                         key_of: Callable[[ServerConfig], str] = lambda c: c.key,
