@@ -301,6 +301,32 @@ def test_a_disturbed_gate_says_why_it_is_undecided_in_every_view(tmp_path: Path,
     assert "undecided (host-busy): measured on a busy host" in page
 
 
+def test_a_limit_missed_on_a_busy_host_does_not_block_the_gate_as_a_lost_verdict(tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 52: the new report's floor record missed its limit on a busy host, so it is inconclusive (host-busy), not
+    failed; the gate says why and does not block on it as a lost verdict (an unpaired check cannot tell the load from
+    the change). The same record inconclusive for another reason (too noisy) still blocks as a lost verdict."""
+    busy = "disturbed: host busy: other processes used 1.75 CPU cores (limit 0.87 of 2)"
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+
+    def rep(name: str, tok: float, day: int, **kw: object) -> Path:
+        return write_report(tmp_path / f"{name}.xml", [perf_case(
+            "baseline", tok_s=tok, spread=tok * 0.0004, n=5, **FLOOR, **kw)],  # type: ignore[arg-type]
+            started_at=f"2026-01-{day:02d}T10:00:00+00:00")
+
+    old = rep("old", 89.5, 1, extra={"machine.id": "a", STATE: busy})
+    new = rep("new", 89.5 * 0.966, 2, outcome="inconclusive",
+              extra={"machine.id": "a", STATE: busy, "why_undecided": "host-busy"})
+    code = main(["gate", str(old), str(new), "--format", "md", "--pyproject", str(tmp_path / "pyproject.toml")])
+    out = capsys.readouterr().out
+    assert code == 0 and "lost-verdict" not in out, out
+    assert "undecided (host-busy)" in out, out
+    noisy = rep("noisy", 89.5 * 0.966, 2, outcome="inconclusive", category="noisy", extra={"machine.id": "a"})
+    code = main(["gate", str(old), str(noisy), "--format", "md", "--pyproject", str(tmp_path / "pyproject.toml")])
+    out = capsys.readouterr().out
+    assert code == 1 and "lost-verdict" in out, out
+
+
 def test_a_history_all_disturbed_says_it_was_not_used(tmp_path: Path) -> None:
     """``perfgate gate --history`` whose every run was measured disturbed judges on the prior and says so."""
     from perfgate.report.gate import run_gate

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate.categories import Why
 from perfgate.errors import ConfigError, ExitCode, ReportError
+from perfgate.record import WHY_UNDECIDED
 from perfgate.report.diff import REGRESSED, UNDECIDED, Diff, Judging, RecordDiff, diff
 from perfgate.report.noise import bands_from_reports, without_judged
 from perfgate.report.policy import GatePolicy
@@ -115,7 +117,10 @@ def evaluate(d: Diff, policy: GatePolicy) -> GateResult:
         if r.new_outcome == "inconclusive" and r.old_outcome != "inconclusive":
             before = r.old.outcome_label if r.old else "absent"
             why = f"{before} → {r.new.outcome_label if r.new else 'inconclusive'}: {r.new.reason if r.new else ''}"
-            if r.old_outcome in ("pass", "xpass") and "lost-verdict" in on:
+            # a limit missed on a busy host (why_undecided host-busy) is the load's as much as the change's: an
+            # unpaired check cannot tell which, so it is said (undecided, and why) and blocks nothing (issue 52)
+            busy = r.new is not None and r.new.prop(WHY_UNDECIDED) == Why.HOST_BUSY
+            if r.old_outcome in ("pass", "xpass") and "lost-verdict" in on and not busy:
                 add(blocking, r, "lost-verdict", why)
             elif not policy.allow_inconclusive:
                 add(blocking, r, "inconclusive", why)
