@@ -1,19 +1,46 @@
 """A record judged on one metric against its limit (``perf_check(m, metric)``: the floor record and a user's
-kind), pure: the measurement, the mode's floors and the noise bar in, the verdict with the record's properties
-out. perfgate.plugin.api reads the profile, records the properties, notes the floor to write and concludes.
+kind), pure and in one call (:func:`floor_record`): the measurement, the limit (:func:`limit_at`, the one lookup)
+and the noise bar in; a :class:`Concluded` out: the verdict with every property of the record, and the limit
+``--perfgate-update-baselines`` would write or why not (:func:`limit_write`). The load records conclude the same
+way (perfgate.measuring.loadverdict); the plugin records the properties and notes the floor in one place.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement
 from perfgate.measuring.starts import start_properties
 from perfgate.measuring.verdict import Verdict, acceptance_verdict, limit_verdict
 from perfgate.profiles import DEFAULT_TOLERANCE, Floor
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
-__all__ = ["LimitAt", "limit_at", "limit_check"]
+__all__ = ["LimitAt", "FloorWrite", "Concluded", "limit_at", "limit_check", "limit_write", "floor_record"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorWrite:
+    """The floor a record's measurement would write (``--perfgate-update-baselines``), or why it writes none."""
+
+    metric: str
+    new: float
+    n: int = 0
+    cv: float | None = None
+    why: str = ""  # non-empty: not written, and why
+    starts: tuple[float, ...] | None = None  # goodput's per-start values: a tolerance from their spread
+    #: the measurement whose noise (between its starts, within its trials) gives the tolerance written beside it
+    tolerance_from: Measurement | None = None
+    #: the concurrency of a limit at another concurrency than the workload's (``[floors.<mode>.c<N>]``)
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Concluded:
+    """One record's verdict (its properties: every figure, in the order recorded) and its floor to write."""
+
+    verdict: Verdict
+    floor: FloorWrite | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,3 +111,42 @@ def limit_check(m: Measurement, at: LimitAt, *, confidence: float, max_cv: float
          if metric in METRICS
          else acceptance_verdict(m.accept_len, at.limit, at.tolerance, where=at.where, update_hint=update_hint))
     return replace(v, properties={**props, **v.properties})
+
+
+def limit_write(m: Measurement, v: Verdict, metric: str, *, max_cv: float) -> FloorWrite:
+    """The limit ``--perfgate-update-baselines`` writes from ``m`` (its metric's median; ``accept_len``'s mean), or
+    why none: requests failed, the host was busy (a limit written there fails the next quiet run, or passes
+    anything), nothing measured, the verdict noisy or inconclusive, the trials past ``max_cv``, a failure other
+    than being slower. A metric other than decode tok/s and acceptance gets its tolerance from ``m``'s noise."""
+    from perfgate.measuring.outcomes import noise_gate
+    from perfgate.measuring.verdict import disturbed_state, pct
+
+    stat = m.stat(metric) if metric in METRICS else None
+    new = m.accept_len if metric == "accept_len" else (stat.median if stat is not None else None)
+    noise = stat if stat is not None else m.tok_s
+    busy = disturbed_state(m)
+    why = ""
+    if m.failures:
+        why = f"{m.failures} request(s) failed"
+    elif busy:
+        why = (f"measured {busy}; a limit is written only from a quiet measurement: re-run with "
+               f"--perfgate-update-baselines when the host is quiet")
+    elif new is None:
+        why = "nothing was measured"
+    elif v.category == Category.NOISY or v.outcome == Outcome.INCONCLUSIVE:
+        why = v.message.removeprefix("inconclusive: ")
+    elif noise is not None and noise.cv is not None and noise_gate(noise, max_cv) is Category.NOISY:
+        why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(max_cv)}"
+    elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
+        why = f"the measurement failed ({v.category})"
+    return FloorWrite(metric=metric, new=float(new) if new is not None else 0.0,
+                      n=noise.n if noise is not None else 0, cv=noise.cv if noise is not None else None, why=why,
+                      tolerance_from=m if metric not in ("tok_s", "accept_len") else None,
+                      concurrency=m.concurrency)
+
+
+def floor_record(m: Measurement, at: LimitAt, *, confidence: float, max_cv: float, update_hint: str) -> Concluded:
+    """The record of one metric against its limit, in one call: :func:`limit_check`'s verdict with every property,
+    and the limit to write (:func:`limit_write`)."""
+    v = limit_check(m, at, confidence=confidence, max_cv=max_cv, update_hint=update_hint)
+    return Concluded(verdict=v, floor=limit_write(m, v, at.metric, max_cv=max_cv))

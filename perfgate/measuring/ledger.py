@@ -26,22 +26,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfgate.categories import Category
 from perfgate.errors import PerfgateError
 from perfgate.kinds import FLOOR, update_key
 from perfgate.record import Case
 
 if TYPE_CHECKING:
+    from perfgate.measuring.floorcheck import FloorWrite
     from perfgate.measuring.metrics import Measurement
     from perfgate.measuring.trace import StepProfile
-    from perfgate.measuring.verdict import Verdict
     from perfgate.profiles import Profile
     from perfgate.profiles.config import ServerConfig
     from perfgate.profiles.settings import Settings
     from perfgate.stack import Stack
     from perfgate.stack.fingerprint import Fingerprint
 
-__all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "note_update", "note_value",
+__all__ = ["Ledger", "Update", "Refusal", "Session", "WORKEROUTPUT_KEY", "note_floor", "note_value",
            "refuse_update"]
 
 #: a floor to write: (floors table, key, old value or None, new value)
@@ -189,47 +188,21 @@ def refuse_update(state: Session, case: Case, why: str) -> None:
         state.ledger.refuse(case.mode, key, why)
 
 
-def note_update(state: Session, mode: str, key: str, old: object, m: Measurement, v: Verdict, *,
-                table: str | None = None, max_cv: float | None = None) -> None:
-    """Remember a limit to write; never from a failed, noisy or inconclusive measurement.
-
-    ``key`` is ``tok_s``, ``accept_len`` or any of ``perfgate.measuring.metrics.METRICS`` (a user's ``perf_check``);
-    ``table`` is the floors table it goes to (default ``mode``; ``<mode>.c<N>`` for a limit at concurrency N).
-    """
-    from perfgate.measuring.metrics import METRICS
-    from perfgate.measuring.outcomes import noise_gate
-    from perfgate.measuring.verdict import pct
-
-    st = state
-    if not st.settings.update_baselines:
+def note_floor(state: Session, mode: str, table: str, old: object, f: FloorWrite) -> None:
+    """Remember the limit a record's one call returned (perfgate.measuring.floorcheck.FloorWrite: the floor record's,
+    a goodput search's, a crossover's) to write at session finish, with its tolerance (from per-start values, or
+    from the measurement it came from), or why it is not written. ``table`` is the floors table it goes to (the
+    mode's, or ``<mode>.c<N>`` for a limit at concurrency N)."""
+    if not state.settings.update_baselines:
         return
-    table = table or mode
-    stat = m.stat(key) if key in METRICS else None
-    new = m.accept_len if key == "accept_len" else (stat.median if stat is not None else None)
-    noise = stat if stat is not None else m.tok_s
-    limit_cv = max_cv if max_cv is not None else st.profile.workload.max_cv
-    why = ""
-    from perfgate.measuring.verdict import disturbed_state
-
-    busy = disturbed_state(m)
-    if m.failures:
-        why = f"{m.failures} request(s) failed"
-    elif busy:  # a limit and its tolerance written from a busy host would fail the next quiet run, or pass anything
-        why = (f"measured {busy}; a limit is written only from a quiet measurement: re-run with "
-               f"--perfgate-update-baselines when the host is quiet")
-    elif new is None:
-        why = "nothing was measured"
-    elif v.category == "noisy" or v.outcome == "inconclusive":
-        why = v.message.removeprefix("inconclusive: ")
-    elif noise is not None and noise.cv is not None and noise_gate(noise, limit_cv) is Category.NOISY:
-        why = f"too noisy: CV {pct(noise.cv)} of {noise.n} trials exceeds the max_cv {pct(limit_cv)}"
-    elif v.outcome == "fail" and v.category != "slower-than-baseline":
-        why = f"the measurement failed ({v.category})"
-    note_value(st, table, key, old, None if why else new, n=noise.n if noise is not None else 0,
-               cv=noise.cv if noise is not None else None, why=why, mode=mode,
-               extra={"concurrency": m.concurrency} if table != mode else None)
-    if not why and key not in ("tok_s", "accept_len"):
-        note_tolerance(st, table, key, m)
+    note_value(state, table, f.metric, old, None if f.why else f.new, n=f.n, cv=f.cv, why=f.why, mode=mode,
+               extra={"concurrency": f.concurrency} if table != mode and f.concurrency is not None else None)
+    if f.why:
+        return
+    if f.starts is not None:
+        note_tolerance(state, table, f.metric, starts=f.starts)
+    elif f.tolerance_from is not None:
+        note_tolerance(state, table, f.metric, f.tolerance_from)
 
 
 def note_tolerance(state: Session, table: str, key: str, m: Measurement | None = None, *,

@@ -2,7 +2,8 @@
 
 A goodput search (:func:`goodput_record`) and a speculation crossover (:func:`crossover_record`) each take their
 measurements, the SLOs and the limit they are judged against (:class:`perfgate.measuring.floorcheck.LimitAt`: the one
-limit lookup, each limit at its own tolerance) and return a :class:`Concluded`: the verdict, whose properties are
+limit lookup, each limit at its own tolerance) and return a :class:`~perfgate.measuring.floorcheck.Concluded`, as
+the floor record does (:func:`perfgate.measuring.floorcheck.floor_record`): the verdict, whose properties are
 all the record's figures in the order recorded, and the floor ``--perfgate-update-baselines`` would write (or why not).
 perfgate.plugin.loadcheck records the properties in one place and notes the floor; nothing is judged there.
 """
@@ -10,10 +11,11 @@ perfgate.plugin.loadcheck records the properties in one place and notes the floo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.floorcheck import Concluded, FloorWrite
 from perfgate.measuring.goodputfloor import floor_verdict
 from perfgate.measuring.loadrecord import (
     ARRIVAL,
@@ -50,27 +52,7 @@ if TYPE_CHECKING:
     from perfgate.measuring.metrics import Measurement
     from perfgate.profiles.slo import Slo
 
-__all__ = ["FloorWrite", "Concluded", "goodput_record", "crossover_record"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class FloorWrite:
-    """The floor a record's measurement would write (``--perfgate-update-baselines``), or why it writes none."""
-
-    metric: str
-    new: float
-    n: int = 0
-    cv: float | None = None
-    why: str = ""  # non-empty: not written, and why
-    starts: tuple[float, ...] | None = None  # goodput's per-start values: a tolerance from their spread
-
-
-@dataclass(frozen=True, kw_only=True)
-class Concluded:
-    """One record's verdict (its properties: every figure, in the order recorded) and its floor to write."""
-
-    verdict: Verdict
-    floor: FloorWrite | None = None
+__all__ = ["FloorWrite", "Concluded", "goodput_record", "crossover_record"]  # the first two: floorcheck's
 
 
 def _floor(metric: str, v: Verdict, new: float, *, n: int = 0, cv: float | None = None, why: str = "",

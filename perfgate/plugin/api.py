@@ -249,24 +249,18 @@ class PerfCheck:
         if metric not in METRICS and metric != ACCEPT_LEN:
             raise ValueError(f"perf_check(): unknown metric '{metric}'; known: {', '.join(METRICS)}, {ACCEPT_LEN}, "
                              f"{SWEEP}")
-        from perfgate.measuring.floorcheck import limit_at, limit_check
+        from perfgate.measuring.floorcheck import floor_record, limit_at
+        from perfgate.plugin.loadcheck import conclude
 
         perf = self._perf
         case = _case_of_test(perf)
-        st = perf.state
-        p = st.profile
+        p = perf.state.profile
         w = p.workload_for(case.mode)
         at = limit_at(p.floors.get(case.mode), metric, mode=case.mode, concurrency=m.concurrency,
                       workload_concurrency=w.concurrency, limit=limit, tolerance=tolerance, profile_path=str(p.path))
-        max_cv = p.max_cv_for(case.mode, at.floor)
-        v = limit_check(m, at, confidence=w.confidence, max_cv=max_cv, update_hint=perf.update_command())
-        for k, val in v.properties.items():
-            perf.record(k, val)
-        if limit is None:  # --perfgate-update-baselines writes the profile's limit (a test's own limit= stays)
-            from perfgate.measuring.ledger import note_update
-
-            note_update(st, case.mode, metric, at.stored, m, v, max_cv=max_cv, table=at.table)
-        perf.conclude(case, v, stored_floor=at.stored_floor)
+        c = floor_record(m, at, confidence=w.confidence, max_cv=p.max_cv_for(case.mode, at.floor),
+                         update_hint=perf.update_command())
+        conclude(perf, case, c, at, note=limit is None, stored_floor=at.stored_floor)  # own limit=: not written
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""

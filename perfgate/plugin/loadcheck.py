@@ -1,5 +1,6 @@
-"""Concluding the load records: a goodput search, and the speculation crossover. Each is one call below the pytest
-layer (perfgate.measuring.loadverdict: the verdict with every property, and the floor to write); here the limit is
+"""Concluding the records judged against a limit: the floor record (perfgate.measuring.floorcheck.floor_record), a
+goodput search and the speculation crossover. Each is one call below the pytest layer (the verdict with every
+property, and the floor to write: perfgate.measuring.loadverdict for the load records); here the limit is
 looked up once (perfgate.measuring.floorcheck.limit_at, each limit at its own tolerance), the floor is noted for
 ``--perfgate-update-baselines`` and the record concluded, its properties recorded in one place (PerfRun.conclude)."""
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
 
-__all__ = ["conclude_goodput", "conclude_crossover"]
+__all__ = ["conclude", "conclude_goodput", "conclude_crossover"]
 
 
 def _at(perf: PerfRun, case: Case, metric: str) -> LimitAt:
@@ -29,22 +30,23 @@ def _at(perf: PerfRun, case: Case, metric: str) -> LimitAt:
     return replace(at, where=f"{p.path}, [floors.{case.mode}] {metric}")
 
 
-def _conclude(perf: PerfRun, case: Case, c: Concluded, at: LimitAt) -> None:
-    """Note the floor the record would write, then conclude it (its properties recorded there, in one place)."""
-    from perfgate.measuring.ledger import note_tolerance, note_value
+def conclude(perf: PerfRun, case: Case, c: Concluded, at: LimitAt, *, note: bool = True,
+             stored_floor: str | None = None) -> None:
+    """The one end of a record judged against its limit (the floor record, a goodput search, a crossover): the floor
+    its one call returned noted for ``--perfgate-update-baselines`` (``note``: unless the test gave its own limit),
+    then the record concluded, its properties recorded there, in one place (PerfRun.conclude; ``stored_floor``: the
+    stored limit a record that cannot check it loses, perfgate.measuring.verdict.lost_verdict)."""
+    from perfgate.measuring.ledger import note_floor
 
-    f = c.floor
-    if f is not None:
-        note_value(perf.state, case.mode, f.metric, at.stored, f.new, n=f.n, cv=f.cv, why=f.why)
-        if f.starts is not None and not f.why and perf.state.settings.update_baselines:
-            note_tolerance(perf.state, case.mode, f.metric, starts=f.starts)
-    perf.conclude(case, c.verdict)
+    if note and c.floor is not None:
+        note_floor(perf.state, case.mode, at.table, at.stored, c.floor)
+    perf.conclude(case, c.verdict, stored_floor=stored_floor)
 
 
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
     """A goodput search against ``[floors.<mode>] goodput_rps`` (perfgate.measuring.loadverdict.goodput_record)."""
     at = _at(perf, case, GOODPUT)
-    _conclude(perf, case, goodput_record(g.search, g.slo, trials=g.trials, across=g.across, at=at,
+    conclude(perf, case, goodput_record(g.search, g.slo, trials=g.trials, across=g.across, at=at,
                                          update_hint=perf.update_command()), at)
 
 
@@ -52,6 +54,6 @@ def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | N
     """The baseline's levels, or a speculative mode's crossover against them on ``[floors.<mode>] crossover``
     (perfgate.measuring.loadverdict.crossover_record)."""
     at = _at(perf, case, CROSSOVER)
-    _conclude(perf, case, crossover_record(base.loads, base.measurements, spec.measurements if spec else None,
+    conclude(perf, case, crossover_record(base.loads, base.measurements, spec.measurements if spec else None,
                                            mode=case.mode, base_mode=base.mode, at=at,
                                            update_hint=perf.update_command()), at)
