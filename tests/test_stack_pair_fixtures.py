@@ -198,6 +198,8 @@ def test_a_box_judges_on_its_own_earlier_paired_runs_without_an_option(pytester,
     and the next paired session of the same config on this machine is judged against the noise those pairs measured
     without --perfgate-noise-from, saying where it came from; PERFGATE_NOISE_AUTO=off keeps nothing and reads
     nothing (the priors alone); an explicit --perfgate-noise-from still wins."""
+    import xml.etree.ElementTree as ET
+
     monkeypatch.setenv("PERFGATE_NOISE_AUTO", "on")
     prof = _project(pytester)
     args = ["perftests/test_stack_pair.py", f"--perfgate-profile={prof}", "--perfgate-starts", "2",
@@ -207,11 +209,20 @@ def test_a_box_judges_on_its_own_earlier_paired_runs_without_an_option(pytester,
     assert "noise measured on this machine" not in r.stdout.str()  # nothing kept yet: the priors
     kept = sorted((pytester.path / "perfgate-logs" / "pairs").glob("run-*.xml"))
     assert len(kept) == 1 and kept[0].read_bytes() == (pytester.path / "first.xml").read_bytes()
+    # the kept run made a noisier day's (its candidate's decode 2 % apart between its two pairs: one start's sd
+    # 0.99 %), so that the next run's pairs, on a loaded runner or not, cannot reject it (as the test above does)
+    tree = ET.parse(kept[0])
+    first = _records(pytester, "first.xml")["test_stack_pair[m:baseline]"]
+    current = [float(v) for v in first["start_values.tok_s"].split(",")]
+    for prop in tree.iter("property"):
+        if prop.get("name") in ("candidate.start_values.tok_s", "candidate.start_values"):
+            prop.set("value", f"{current[0] * 1.02:.4f},{current[1]:.4f}")
+    tree.write(kept[0])
     r = pytester.runpytest_subprocess(*args, "--junitxml=second.xml")
     assert r.ret in (0, 1), r.stdout.str()
     r.stdout.fnmatch_lines(["*noise measured on this machine (starts, this box's earlier paired runs, 1 report(s) kept "
-                            "in *pairs; PERFGATE_NOISE_AUTO=off judges on the priors): *tok_s * a start (* df: 2 pairs "
-                            "of 1 records)*"])
+                            "in *pairs; PERFGATE_NOISE_AUTO=off judges on the priors): *tok_s 0.99% a start (1 df: 2 "
+                            "pairs of 1 records)*"])
     rec = _records(pytester, "second.xml")["test_stack_pair[m:baseline]"]
     assert "history" in rec["pair.tok_s.noise_source"], rec["pair.tok_s.noise_source"]
     assert len(list((pytester.path / "perfgate-logs" / "pairs").glob("run-*.xml"))) == 2
