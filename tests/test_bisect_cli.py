@@ -20,10 +20,13 @@ def rec(outcome: str, **props: str) -> Record:
 def test_a_steps_result_is_the_records_verdict_or_one_metrics_decision():
     worse_latency = rec("fail", category="slower-than-baseline", tok_s="89", candidate__tok_s="89", pair_n="3",
                         pair_ratio="0.999", pair_ci_low="0.996", pair_ci_high="1.002", pair_decision="same",
-                        pair__itl_ms_p99__decision="regressed", pair__tok_s__decision="same",
+                        pair__itl_ms_p99__decision="regressed", pair__itl_ms_p99__ratio="1.12",
+                        pair__itl_ms_p99__ci_low="1.05", pair__itl_ms_p99__ci_high="1.19", pair__tok_s__decision="same",
                         pair__tok_s__ratio="0.999", pair__tok_s__ci_low="0.996", pair__tok_s__ci_high="1.002")
     r = step_result([worse_latency], starts=6, where="s.xml")
-    assert r.decision is Decision.REGRESSED and r.ci == (0.996, 1.002) and r.pairs == 3 and r.starts == 6
+    assert r.decision is Decision.REGRESSED and r.pairs == 3 and r.starts == 6
+    # the step shows the metric that decided it, with its ratio and interval, not decode tok/s's (issue 55)
+    assert (r.metric, r.ratio, r.ci, r.label) == ("itl_ms_p99", 1.12, (1.05, 1.19), "regressed (itl_ms_p99)")
     assert step_result([worse_latency], metric="tok_s").decision is Decision.SAME
     assert step_result([worse_latency], metric="itl_ms_p99").decision is Decision.REGRESSED
     broken = rec("fail", category="missing-dependency", tok_s="89", reason="ImportError: undefined symbol")

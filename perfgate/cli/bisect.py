@@ -76,6 +76,8 @@ def step_result(records: Sequence[Record], *, metric: str = "record", starts: in
     record's own verdict: regressed on any metric fails it) or one of :data:`METRICS` (that metric's decision)."""
     from perfgate.measuring.bisect import StepResult
     from perfgate.measuring.judge import Decision
+    from perfgate.measuring.stackpair import PAIR_METRICS
+    from perfgate.measuring.ttft_parts import LEG_METRICS
 
     if not records:
         raise usage_error(f"{where}: no stack-pair record; fix: read the step's log beside it (is the profile's "
@@ -93,19 +95,24 @@ def step_result(records: Sequence[Record], *, metric: str = "record", starts: in
         if failed and _num(r, "candidate.tok_s") is None:
             results.append(StepResult(category=category or "crash", message=r.prop("reason") or r.message))
             continue
-        ratio, lo, hi = (_num(r, f"pair_{field}" if metric == "record" else pair_of(metric, field))
-                         for field in ("ratio", "ci_low", "ci_high"))
+        decided = ""  # the metric whose figures the step shows when it is not decode tok/s
         if metric == "record":
             text = "regressed" if failed and category == "slower-than-baseline" else r.prop("pair_decision")
+            if text == "regressed" and r.prop("pair_decision") != "regressed":  # another metric failed the record
+                decided = next((m for m in (*PAIR_METRICS, *LEG_METRICS)
+                                if r.prop(pair_of(m, "decision")) == "regressed"), "")
         else:
             text = r.prop(pair_of(metric, "decision"))
+        shown = metric if metric != "record" else decided
+        ratio, lo, hi = (_num(r, pair_of(shown, field) if shown else f"pair_{field}")
+                         for field in ("ratio", "ci_low", "ci_high"))
         try:
             decision = Decision(text)
         except ValueError:
             decision = Decision.UNDECIDED
         results.append(StepResult(decision=decision, ratio=ratio, ci=(lo, hi) if lo is not None and hi is not None
                                   else None, pairs=pairs, message=r.prop("reason") or r.message,
-                                  why=r.prop(WHY_UNDECIDED)))
+                                  why=r.prop(WHY_UNDECIDED), metric=decided))
     rank = {Decision.REGRESSED: 2, Decision.UNDECIDED: 3, Decision.SAME: 4, Decision.IMPROVED: 5}
     worst = min(results, key=lambda x: 0 if x.current_failed else 1 if x.broken else rank[x.decision]
                 if x.decision is not None else 9)
@@ -156,7 +163,8 @@ def render(b: Bisection, arms: Arms, fmt: str = "text") -> str:
             "changes": {k: list(v) for k, v in arms.changes.items()}, "starts": b.starts,
             "culprit_step": b.culprit_step.number if b.culprit_step else None,
             "steps": [{"step": s.number, "packages": list(s.packages), "role": s.role, "decision": s.result.label,
-                       "ratio": s.result.ratio, "ci": list(s.result.ci) if s.result.ci else None,
+                       "metric": s.result.metric or "tok_s", "ratio": s.result.ratio,
+                       "ci": list(s.result.ci) if s.result.ci else None,
                        "pairs": s.result.pairs, "starts": s.result.starts, "record": s.result.record}
                       for s in b.steps],
             "notes": list(b.notes) + arms.notes}, indent=2) + "\n"

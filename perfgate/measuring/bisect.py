@@ -72,6 +72,9 @@ class StepResult:
     record: str = ""
     #: why an undecided step is undecided (its record's ``why_undecided``: perfgate.categories.Why)
     why: str = ""
+    #: the metric that decided a regressed step when it is not decode tok/s (its ratio and interval are then that
+    #: metric's, e.g. ``itl_ms_p99``); "" for decode tok/s or a step decided on one metric (``--metric``)
+    metric: str = ""
 
     @property
     def broken(self) -> bool:
@@ -84,6 +87,8 @@ class StepResult:
             return f"{BROKEN}: {self.category or 'crash'}"
         if self.decision is Decision.UNDECIDED and self.why:
             return f"{self.decision} ({self.why})"
+        if self.decision is Decision.REGRESSED and self.metric:
+            return f"{self.decision} ({self.metric})"
         return str(self.decision)
 
 
