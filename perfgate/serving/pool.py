@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.verdict import Verdict
 from perfgate.profiles.settings import CANDIDATE_ARM
+from perfgate.serving.arms import StackSource
 from perfgate.serving.launch_log import bad_flag_hint, fallback_verdict
 from perfgate.stack.probes import UNKNOWN
 
@@ -42,32 +43,24 @@ if TYPE_CHECKING:
     from perfgate.serving.attach import AttachCheck
     from perfgate.serving.manager import ServerManager
     from perfgate.serving.server import Progress, Server
-    from perfgate.stack import Stack
 
 __all__ = ["Admission", "Endpoint", "ServerFailed", "Pool", "PoolSession", "Launcher", "Attacher", "servers_for"]
 
 
-class PoolSession(Protocol):
-    """What the pool reads of the session (perfgate.plugin.state.PerfgateState is one)."""
+class PoolSession(StackSource, Protocol):
+    """What the pool reads of the session (perfgate.plugin.state.PerfgateState is one): an arm's stack source
+    (perfgate.serving.arms: the profile, the stack, the sim stack) and the session's configs, settings and
+    terminal."""
 
     selected_configs: dict[str, ServerConfig]
     attach_info: dict[str, Any] | None
     log_dir: Path
 
     @property
-    def profile(self) -> Profile: ...
-
-    @property
     def variants(self) -> VariantSet: ...
 
     @property
     def settings(self) -> Settings: ...
-
-    @property
-    def stack(self) -> Stack: ...
-
-    @property
-    def sim_stack(self) -> str: ...
 
     @property
     def fingerprint(self) -> Any: ...
