@@ -105,7 +105,7 @@ def test_a_path_option_pytest_took_for_its_rootdir_is_a_usage_error(tmp_path: Pa
     ('--perfgate-log-dir=DIR'), instead of ignoring the project's pytest.ini and profile."""
     from types import SimpleNamespace
 
-    from perfgate.plugin import _rootdir_taken_from_an_option
+    from perfgate.plugin.options import rootdir_taken_from_an_option
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -116,5 +116,5 @@ def test_a_path_option_pytest_took_for_its_rootdir_is_a_usage_error(tmp_path: Pa
         return SimpleNamespace(rootpath=rootdir, getoption=lambda name, default=None: opts.get(name, default))
 
     with pytest.raises(pytest.UsageError, match=r"took .*logs as its rootdir.*fix: '--perfgate-log-dir="):
-        _rootdir_taken_from_an_option(config(logs, str(logs)))  # type: ignore[arg-type]
-    _rootdir_taken_from_an_option(config(tmp_path, str(logs)))  # type: ignore[arg-type]  # the project's: fine
+        rootdir_taken_from_an_option(config(logs, str(logs)))  # type: ignore[arg-type]
+    rootdir_taken_from_an_option(config(tmp_path, str(logs)))  # type: ignore[arg-type]  # the project's: fine

@@ -128,29 +128,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="while a server starts, print its phase and elapsed time at least every S seconds (default 15)")
 
 
-#: the options whose value is a folder or file: given in their space form before the plugin is known, pytest takes
-#: the value for a path to test and may choose its folder as the rootdir (another pytest.ini, or none)
-PATH_OPTIONS = ("perfgate_log_dir", "perfgate_noise_from", "perfgate_profile")
-
-
-def _rootdir_taken_from_an_option(config: pytest.Config) -> None:
-    """A usage error when pytest chose as its rootdir the folder one of perfgate's path options names: the project's
-    pytest.ini (and its profile) would be ignored without a word."""
-    root = Path(str(config.rootpath)).resolve()
-    for name in PATH_OPTIONS:
-        vals = config.getoption(name, None)
-        for v in (vals if isinstance(vals, list) else [vals]):
-            for p in (v if isinstance(v, (list, tuple)) else [v]):
-                if p and Path(str(p)).exists() and Path(str(p)).resolve() == root and root != Path.cwd().resolve():
-                    opt = "--" + name.replace("_", "-")
-                    raise pytest.UsageError(
-                        f"perfgate: pytest took {root} as its rootdir: it read {opt}'s value as a path to test (the "
-                        f"space form, '{opt} {p}'), so this project's pytest.ini and profile were not used; fix: "
-                        f"'{opt}={p}'")
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    _rootdir_taken_from_an_option(config)
+    from perfgate.plugin.options import rootdir_taken_from_an_option
+
+    rootdir_taken_from_an_option(config)
     for name, desc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {desc}")
     config.stash[STATE] = PerfgateState(config)

@@ -6,10 +6,12 @@ What the options resolve to, and their precedence over the profile, is :mod:`per
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-__all__ = ["option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
+__all__ = ["PATH_OPTIONS", "rootdir_taken_from_an_option",
+           "option_trials", "option_starts", "option_seconds", "option_budget_seconds", "option_max_starts",
            "option_fraction", "option_cpus", "option_reports"]
 
 
@@ -105,3 +107,24 @@ def option_reports(text: str) -> tuple[str, ...]:
         raise pytest.UsageError(f"perfgate: --perfgate-noise-from: {e}; name JUnit reports of perfgate's paired "
                                 f"runs") from None
     return tuple(str(p) for p in paths)
+
+
+#: the options whose value is a folder or file: given in their space form before the plugin is known, pytest takes
+#: the value for a path to test and may choose its folder as the rootdir (another pytest.ini, or none)
+PATH_OPTIONS = ("perfgate_log_dir", "perfgate_noise_from", "perfgate_profile")
+
+
+def rootdir_taken_from_an_option(config: pytest.Config) -> None:
+    """A usage error when pytest chose as its rootdir the folder one of perfgate's path options names: the project's
+    pytest.ini (and its profile) would be ignored without a word."""
+    root = Path(str(config.rootpath)).resolve()
+    for name in PATH_OPTIONS:
+        vals = config.getoption(name, None)
+        for v in (vals if isinstance(vals, list) else [vals]):
+            for p in (v if isinstance(v, (list, tuple)) else [v]):
+                if p and Path(str(p)).exists() and Path(str(p)).resolve() == root and root != Path.cwd().resolve():
+                    opt = "--" + name.replace("_", "-")
+                    raise pytest.UsageError(
+                        f"perfgate: pytest took {root} as its rootdir: it read {opt}'s value as a path to test (the "
+                        f"space form, '{opt} {p}'), so this project's pytest.ini and profile were not used; fix: "
+                        f"'{opt}={p}'")
