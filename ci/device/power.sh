@@ -65,12 +65,20 @@ ${cores:+--perfgate-co-resident $cores }${SERVER_CPUS:+--perfgate-server-cpus $S
   } > "$S/run.sh"
   setsid bash "$S/run.sh" < /dev/null > /dev/null 2>&1 &
   echo $! > "$S/pid"
+  # where each SGLang process's threads ran, their siblings and clocks (issue 53 item 1), beside the session
+  setsid python3 "$(dirname "$0")/proc_cpus.py" "$S/out/proc-cpus.jsonl" 2 < /dev/null > /dev/null 2>&1 &
+  echo $! > "$S/sampler"
 fi
 while alive && [ $(( $(date +%s) - t_call )) -lt "$WAIT_S" ]; do
   sleep 30
   echo "  [$(( $(date +%s) - t_call )) s] $(cat "$S"/out/pytest-*.log 2>/dev/null | grep -E "perfgate:|PASSED|FAILED|SKIPPED" | tail -1 | cut -c1-200)"
 done
-alive && echo "== still running: shipping what it has; call again to go on" || echo "== power session ended"
+alive && echo "== still running: shipping what it has; call again to go on" || {
+  echo "== power session ended"; [ -f "$S/sampler" ] && kill "$(cat "$S/sampler")" 2>/dev/null; }
+if [ -f "$S/out/proc-cpus.jsonl" ]; then
+  python3 "$(dirname "$0")/proc_cpus.py" --summary "$S/out/proc-cpus.jsonl" > "$OUT/proc-cpus-summary.txt" 2>&1
+  tail -12 "$OUT/proc-cpus-summary.txt"; gzip -c "$S/out/proc-cpus.jsonl" > "$OUT/proc-cpus.jsonl.gz"
+fi
 for f in "$S"/out/pytest-*.log; do
   [ -f "$f" ] || continue
   r=${f/pytest-/rc-}; echo "== $(basename "$f") (exit $(cat "${r%.log}" 2>/dev/null || echo running))"
@@ -79,7 +87,7 @@ done
 nvidia-smi --query-gpu=uuid,memory.used --format=csv,noheader
 ps -eo pid,stat,cmd | awk '$2 !~ /^Z/' | grep -E "sglang\.launch_server|sglang::|-m pytest perftests" | grep -v grep \
   || echo "no sglang/perfgate process left"
-# at most 8 files come back from a call: per delay its JUnit and one tarball of its pytest log and server logs
+# a call's files: per delay its JUnit and one tarball of its pytest log and server logs; the CPU samples from a call: per delay its JUnit and one tarball of its pytest log and server logs
 for tok in $US; do
   tag=${tok//:/-}; cp "$S/out/paired-$tag.xml" "$OUT/" 2>/dev/null
   (cd "$S/out" && ls -d "pytest-$tag.log" "logs-$tag" 2>/dev/null | xargs -r tar czf "$OUT/power-$tag.tgz")
