@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from perfgate.measuring.judge import Decision, Level, Sequential, default_min_effect, paired
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS
-from perfgate.measuring.stackpair import leg_floor
+from perfgate.measuring.stackpair import PAIR_METRICS, leg_floor, metric_confidence
 from perfgate.measuring.ttft_parts import LEG_METRICS
 from perfgate.profiles.noise import prior_cv
 from perfgate.report.pairnoise import PairNoise
@@ -70,6 +70,11 @@ PAIRED_VALUES = {"tok_s": "tok_s", "output_tok_s": "output_tok_s", "ttft_ms": "t
                  # its changes a share of TTFT landing in that leg (:func:`leg_shares`)
                  **{leg: leg for leg in LEG_METRICS}}
 CHANGES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
+#: the record's confidence (a profile's ``[workload] confidence``, 0.95 unless it names one): each row is judged at
+#: its metric's share of it in a baseline stack pair (its PAIR_METRICS but the acceptance length, with its TTFT legs),
+#: as perfgate.measuring.stackpair.pair_judgements judges it
+CONFIDENCE = 0.95
+BASELINE_METRICS = len([m for m in PAIR_METRICS if m != "accept_len"])
 
 
 @dataclass(frozen=True)
@@ -120,10 +125,12 @@ def run_once(rng: random.Random, *, metric: str, engine: str, change: float, noi
     shift = math.log(1 - change) if up else math.log(1 + change / share)  # worse in the metric's direction
     prior = prior_cv(metric, level, simulated=engine == "sim", gpu=gpu)
     floor = leg_floor(share) if leg else default_min_effect(metric, higher_is_better=up)
+    conf = (metric_confidence(metric, CONFIDENCE, metrics=BASELINE_METRICS, legs=len(LEG_METRICS))
+            if metric in PAIR_METRICS or leg else CONFIDENCE)  # goodput: a record of its own, at its confidence
     ratios = [math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)) for _ in range(first)]
     while True:
-        j = paired(ratios, higher_is_better=up, min_effect=floor,
-                   prior_cv=prior, plan=plan, metric=metric, level=Level(level))
+        j = paired(ratios, higher_is_better=up, min_effect=floor, prior_cv=prior, plan=plan, metric=metric,
+                   level=Level(level), confidence=conf)
         if j.decision is not Decision.UNDECIDED or len(ratios) >= plan.max_pairs:
             return j.decision, len(ratios)
         ratios.append(math.exp(rng.gauss(0, noise) + shift - rng.gauss(0, noise)))

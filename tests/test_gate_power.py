@@ -111,19 +111,21 @@ def test_what_an_undecided_record_says_would_decide_it_is_right_within_one_pair(
 
 def test_the_error_spending_boundary_catches_more_than_the_even_split_it_replaced() -> None:
     """The same runs (seed, noise, change) judged with each boundary: on the H200's TTFT and goodput noise the
-    spending boundary calls a 20 % / 10 % regression in several times as many runs as the even split (the benchmark's
-    2000 runs: 49 % vs 14 %, 40 % vs 10 %)."""
+    spending boundary calls a 30 % / 10 % regression in several times as many runs as the even split. TTFT is judged
+    at its share of a baseline stack pair's second false-alarm budget (perfgate.measuring.stackpair.metric_confidence:
+    99.5 %, as the stack pair judges it; before 2026-12-07 the benchmark judged every row at 95 % and printed 49 % for
+    a +20 % TTFT, which the record's own rule catches in about 8 %)."""
     from benchmarks.sequential_power import cell
     from perfgate.measuring.judge import Sequential
 
-    for metric, change in (("ttft_ms", 0.20), ("goodput_rps", 0.10)):
+    for metric, change in (("ttft_ms", 0.30), ("goodput_rps", 0.10)):
         rates = {}
         for boundary in ("obf", "even"):
             plan = Sequential(first_pairs=1, max_pairs=6, boundary=boundary)
             noise = {"ttft_ms": 0.12, "goodput_rps": 0.08}[metric]
             rates[boundary] = cell(random.Random(11), 200, metric=metric, engine="real", change=change, noise=noise,
                                    plan=plan).rate
-        assert rates["obf"] >= 2 * rates["even"] and rates["obf"] >= 0.3, (metric, rates)
+        assert rates["obf"] >= 2 * rates["even"] and rates["obf"] >= 0.25, (metric, rates)
 
 
 def test_noise_from_reports_pools_each_records_spread_around_its_own_mean(tmp_path) -> None:
@@ -256,9 +258,12 @@ def test_the_real_decode_runs_replayed_on_the_shipped_rule() -> None:
 
 def test_an_h100_on_its_own_priors_keeps_false_alarms_under_one_percent() -> None:
     """The H100's paired run (4 alternated start pairs of 0.5.16 / 0.5.17, 2026-12-05), its decode and ITL p99 noise
-    as measured, identical arms judged sequentially: on the H100's own priors the share called regressed is consistent
-    with at most 1 %; on the H200's (decode 0.1 %, ITL p99 8 %: five and two times too calm for this card) it is not,
-    which is why the H100 has its own (perfgate.profiles.noise.GPU_PRIORS; docs/gate.md "Each GPU its own priors")."""
+    as measured, identical arms judged sequentially, each at the confidence the stack pair judges it at
+    (perfgate.measuring.stackpair.metric_confidence): on the H100's own priors the share called regressed is
+    consistent with at most 1 %; on the H200's decode prior (0.1 %: five times too calm for this card) it is not, which
+    is why the H100 has its own (perfgate.profiles.noise.GPU_PRIORS; docs/gate.md "Each GPU its own priors"). ITL p99,
+    judged at its 99 % share, stays within 1 % even on the H200's 8 % (the benchmark's 3.05 % of 2026-12-05 judged it
+    at 95 %); the H100's 18 % halves it."""
     from scipy.stats import binom
 
     from benchmarks.sequential_power import cell, noise_from_reports
@@ -274,4 +279,35 @@ def test_an_h100_on_its_own_priors_keeps_false_alarms_under_one_percent() -> Non
         calm = cell(random.Random(8), n, metric=metric, engine="real", change=0.0, noise=noise, plan=plan,
                     gpu="NVIDIA H200")
         assert round(own.rate * n) <= binom.ppf(0.99, n, 0.01), (metric, noise, own)
-        assert round(calm.rate * n) > binom.ppf(0.99, n, 0.01), (metric, noise, calm)
+        if metric == "tok_s":
+            assert round(calm.rate * n) > binom.ppf(0.99, n, 0.01), (metric, noise, calm)
+        else:
+            assert calm.rate >= own.rate, (metric, noise, own, calm)
+
+
+def test_the_real_prefill_gpu_slowdown_replayed_on_the_shipped_rule() -> None:
+    """evidence/h100-x1/prefill-paired-2026-12-07: 3000 us of GPU spin before each prefill forward on an H100, 4
+    alternated start pairs. Replayed at each look as the stack pair judges a TTFT part (its share of the confidence,
+    its floor TTFT's over its share, the H100's priors): the GPU part is regressed by the second look and stays so;
+    the host part, where the box's level lives (20 % a start), is never decided either way."""
+    from perfgate.measuring.judge import Decision, Sequential, paired
+    from perfgate.measuring.stackpair import PAIR_METRICS, leg_floor, metric_confidence
+    from perfgate.measuring.ttft_parts import LEG_METRICS
+    from perfgate.profiles.noise import prior_cv
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    ttft = 36.0  # the current arm's probe TTFT, ms (the record's ttft_probe_ms, rounded)
+    parts = {"ttft_part.prefill_gpu_ms": ([6.83099, 6.83468, 6.82588, 6.84329], [9.83938, 9.85784, 9.85436, 9.83907]),
+             "ttft_part.prefill_host_ms": ([26.8857, 19.2934, 19.5004, 29.0056], [23.4199, 14.5537, 20.6576, 27.7904])}
+    plan = Sequential(first_pairs=1, max_pairs=4)
+    seen = {}
+    for metric, (cur, cand) in parts.items():
+        ratios = [b / a for a, b in zip(cur, cand)]
+        conf = metric_confidence(metric, 0.95, metrics=len(PAIR_METRICS) - 1, legs=len(LEG_METRICS))
+        floor = leg_floor(sorted(cur)[1] / ttft)
+        seen[metric] = [paired(ratios[:n], higher_is_better=False, min_effect=floor, confidence=conf, plan=plan,
+                               metric=metric, prior_cv=prior_cv(metric, "starts", gpu=h100)).decision
+                        for n in range(1, 5)]
+    gpu, host = seen["ttft_part.prefill_gpu_ms"], seen["ttft_part.prefill_host_ms"]
+    assert gpu[0] is Decision.UNDECIDED and gpu[1:] == [Decision.REGRESSED] * 3, gpu
+    assert host == [Decision.UNDECIDED] * 4, host

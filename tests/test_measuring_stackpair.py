@@ -50,6 +50,16 @@ def test_a_slower_candidate_fails_naming_each_metric_worse():
     assert v.properties["pair.tok_s.decision"] == "regressed"
 
 
+def test_a_look_decided_by_another_metric_than_decode_shows_that_metric():
+    """The terminal's look line and ``pair_looks`` carry the figures of the metric that decided (on a real H100 the
+    prefill's GPU time regressed x1.44 while decode stayed x1.0001, and the look read only the latter)."""
+    v = _judge(_arm("cand", [100.0, 100.1, 99.9], ttft_ms=80.0), _arm("cur", [100.0, 100.1, 99.9]))
+    assert v.decision is Decision.REGRESSED and v.properties["pair.tok_s.decision"] == "same"
+    assert v.judged.startswith("ttft_ms ×1.6"), v.judged
+    slower = _judge(_arm("cand", [90.0, 90.1, 89.9], ttft_ms=80.0), _arm("cur", [100.0, 100.1, 99.9]))
+    assert slower.judged.startswith("×0.9"), slower.judged  # decode decided: its own figures, as before
+
+
 def test_one_start_per_arm_on_a_wide_prior_is_undecided_and_says_so():
     v = stack_pair_verdict(_arm("cand", [99.8]), _arm("cur", [100.0]), mode="eagle3", spec="s", confidence=0.95,
                            plan=PLAN, prior_cv=lambda metric: 0.05)

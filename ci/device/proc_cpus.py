@@ -106,13 +106,14 @@ def summary(path: str) -> None:
     per: dict[str, dict] = {}
     for s in lines[1:]:
         busy_cpus = {}
-        for pid, p in s["procs"].items():
-            for comm, cpu, used in p["threads"].values():
+        for p in s["procs"].values():
+            for _comm, cpu, used in p["threads"].values():
                 busy_cpus[cpu] = busy_cpus.get(cpu, 0.0) + used
         for pid, p in s["procs"].items():
-            r = per.setdefault(pid, {"title": p["title"], "first": s["t"], "cpus": {}, "mhz": [], "sibling_busy": 0, "samples": 0})
+            r = per.setdefault(pid, {"title": p["title"], "first": s["t"], "cpus": {}, "mhz": [], "sibling_busy": 0,
+                                     "samples": 0})
             r["last"] = s["t"]
-            for comm, cpu, used in p["threads"].values():
+            for _comm, cpu, used in p["threads"].values():
                 if used < 0.05:
                     continue
                 r["cpus"][cpu] = r["cpus"].get(cpu, 0.0) + used

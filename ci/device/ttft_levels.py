@@ -108,7 +108,7 @@ def summarize(phase: str, rows: list[dict[str, object]]) -> list[str]:
     modes = find_modes(ttft)
     lines = [f"== {phase}: {len(rows)} probes; TTFT median {statistics.median(ttft):.2f} ms; modes "
              f"{modes.text('ms') if modes.judged else 'too few to judge'}"]
-    if not rows or PARTS[0] not in rows[0]:
+    if not any(r.get(PARTS[0]) not in (None, "") for r in rows):  # a probe or two may come back unstamped
         lines.append("   no parts: the server did not stamp its responses (enable-metrics = true in [server])")
         return lines
     # split the probes at the midpoint between the lowest and the highest mode (one group where unimodal)

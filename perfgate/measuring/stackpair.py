@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 __all__ = ["PAIR_METRICS", "PRIMARY", "start_values", "values_name", "pair_judgements", "leg_floor",
+           "metric_confidence",
            "stack_pair_verdict"]
 
 #: the metrics a stack pair judges, each against its own noise (perfgate.profiles.noise); decode tok/s decides
@@ -103,7 +104,6 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
             a, b = start_values(current, name), start_values(candidate, name)
             if len(a) == len(b) == len(series["ttft_ms"]):
                 legs[name] = (a, b)
-    share = (1 - confidence) / max(1, len(series) - 1)  # a metric's share of the record's second false-alarm budget
     out = {}
     level = pairs_level(current, candidate)
 
@@ -114,7 +114,7 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
                       plan=plan, level=level, prior_cv=cv, prior_df=df, prior_name=name)
 
     for metric, ratios in series.items():
-        conf = (confidence if metric == PRIMARY else 1 - share / 2 if metric == "ttft_ms" and legs else 1 - share)
+        conf = metric_confidence(metric, confidence, metrics=len(series), legs=len(legs))
         spec = METRICS.get(metric) or RECORD_METRICS[metric]
         out[metric] = judge(metric, ratios, conf,
                             default_min_effect(metric, higher_is_better=spec.higher_is_better, floors=floors),
@@ -122,8 +122,22 @@ def pair_judgements(candidate: Measurement, current: Measurement, *, confidence:
     ttft = statistics.median(start_values(current, "ttft_ms")) if legs else 0.0
     for name, (a, b) in legs.items():
         floor = leg_floor(statistics.median(a) / ttft, floors)
-        out[name] = judge(name, [y / x for x, y in zip(a, b)], 1 - share / 2 / len(legs), floor, False)
+        out[name] = judge(name, [y / x for x, y in zip(a, b)],
+                          metric_confidence(name, confidence, metrics=len(series), legs=len(legs)), floor, False)
     return out
+
+
+def metric_confidence(metric: str, confidence: float, *, metrics: int, legs: int) -> float:
+    """The confidence ``metric`` is judged at in a stack pair that judges ``metrics`` metrics of
+    :data:`PAIR_METRICS` and ``legs`` TTFT legs (:func:`pair_judgements`): decode tok/s at ``confidence``; the other
+    metrics split one more ``1 - confidence`` evenly (Bonferroni), and where legs are judged, TTFT's share is halved
+    between TTFT and its legs, split evenly among them. benchmarks/sequential_power.py judges its rows at these."""
+    if metric == PRIMARY:
+        return confidence
+    share = (1 - confidence) / max(1, metrics - 1)  # a metric's share of the record's second false-alarm budget
+    if metric in LEG_METRICS:
+        return 1 - share / 2 / max(1, legs)
+    return 1 - share / 2 if metric == "ttft_ms" and legs else 1 - share
 
 
 def leg_floor(share: float, floors: Mapping[str, float] | None = None) -> float:
@@ -208,8 +222,13 @@ def stack_pair_verdict(candidate: Measurement, current: Measurement, *, mode: st
         # the record fails; where TTFT's parts moved, the budget's pairs still go to the first-token metrics they
         # would decide (a leg regressed: did TTFT itself?), and to nothing else (a bisect step is decided)
         kin = ",".join(m for m in wants.split(",") if m and _first_token(m) and any(_first_token(w) for w in worse))
+        # the look's figures are the metric that decided it (a leg's, where decode tok/s stayed same)
+        lead = PRIMARY if PRIMARY in worse else worse[0]
+        x = js[lead]
+        assert x.ratio is not None and x.ci is not None
+        look = judged_text(x.ratio, x.ci) if lead == PRIMARY else f"{lead} {judged_text(x.ratio, x.ci)}"
         return Verdict(outcome=Outcome.FAIL, category=Category.SLOWER_THAN_BASELINE, decision=Decision.REGRESSED,
-                       judged=judged_text(j.ratio, j.ci), properties=props, wants_more=kin,
+                       judged=look, properties=props, wants_more=kin,
                        # what is worse first: a record's reason keeps the message's first 300 characters
                        message=f"stack-pair {mode}: the candidate stack ({spec}) is worse on {what}; "
                                f"{desc.removeprefix(f'stack-pair {mode}: ')}{tail}")

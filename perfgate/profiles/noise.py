@@ -61,9 +61,12 @@ run of six pairs beside the suite's own tests, and a prior of 0.15 % already cos
   first-token prior, the prefill leg of identical arms was called regressed in 3 % of simulated runs. Sim: the
   first-token prior.
 - prefill-gpu: the GPU's busy time of a prefill's kernels (SGLang's own trace of a start's prefills) does not depend
-  on where the host's threads run. No real pair had measured it when it was written: 5 %, a fifth of the leg it
-  splits (ttft-leg), until a real paired A/A measures it. Sim: the kernels are the cost model's at the start's speed
-  (0.05 % a start): 1 %.
+  on where the host's threads run. Measured on an H100 (2026-12-07, 4 alternated start pairs, 8 traced prefills a
+  start, evidence/h100-x1/prefill-paired-2026-12-07/): a start's median read 6.826-6.843 ms on one arm and
+  9.839-9.858 ms on the other (sd 0.10 % and 0.11 %), while the same starts' prefill host time moved 20 %; another
+  H100 read 7.03-7.06 ms that morning (a card's level: the machines level). The H100's prior is 1 % a start, ten times
+  the measured; the real column keeps 5 % (a fifth of the leg it splits) until an H200's pairs measure it, and so does
+  a GPU of no measured kind. Sim: the kernels are the cost model's at the start's speed (0.05 % a start): 1 %.
 - tail, real: ITL p99 of two starts of one config read 5.12 / 5.20, 5.22 / 5.28, 5.11 / 5.20 and 5.25 /
   5.47 ms (the same runs): sd 0.6-2.9 %; then the paired A/A and TTFT runs of 2026-12-05 (7 alternated pairs, one
   H200, evidence/h200-x1/latency-paired-2026-12-05/): one quiet start read 7.08 ms among 5.15-5.41, a start's sd
@@ -78,7 +81,8 @@ starts moved more (its paired run of 2026-12-05, 4 alternated start pairs of SGL
 evidence/h100-x1/upgrade-bisect-2026-12-05/paired-baseline/): one arm's decode tok/s 0.13 % and 0.50 % a start, output
 tok/s 0.19 % and 0.53 %, ITL p99 4.2 % and 17.8 % (one quiet start at 8.55 ms among 12.2-13.2), so its throughput
 prior is 0.5 %, output 0.6 % and tail 18 %; its TTFT (3.2-11.4 %), legs (5-16 %) and steps (0.06 %) stayed within the
-real column. Judged on the H200's priors at the H100's measured noise, identical arms were called regressed in 2.55 %
+real column; its prefill GPU time is its own, 1 % (above).
+Judged on the H200's priors at the H100's measured noise, identical arms were called regressed in 2.55 %
 (decode) and 3.05 % (ITL p99) of 2000 sequential runs; on its own, 0.20 % and 0.15 % (benchmarks/sequential_power.py
 ``--gpu``; docs/gate.md "Each GPU its own priors"). A GPU of no measured kind takes the widest of all, class by class.
 
@@ -155,7 +159,7 @@ REAL_MEASURED_ON: tuple[str, ...] = ("H200",)
 #: widest of them all (:func:`prior_cv`): a prior never claims more calm than some GPU has shown.
 GPU_PRIORS: dict[str, dict[MetricClass, dict[str, float]]] = {
     "H100": {MetricClass.THROUGHPUT: {"starts": 0.005}, MetricClass.OUTPUT: {"starts": 0.006},
-             MetricClass.TAIL: {"starts": 0.18}},
+             MetricClass.TAIL: {"starts": 0.18}, MetricClass.PREFILL_GPU: {"starts": 0.01}},
 }
 
 #: (class) -> how a sequential paired comparison of the class spends its false-alarm budget over its looks
