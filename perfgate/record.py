@@ -24,7 +24,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_SHARED_LOAD", "WHY_UNDECIDED", "PAIR_LOOKS", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
            "TTFT_MULTIMODAL", "ITL_MODES", "ITL_MULTIMODAL", "TTFT_PART_PREFIX", "TTFT_SPREAD_IN", "PREFILL_TRACES",
-           "PREFILL_TRACE_NOTE"]
+           "PREFILL_TRACE_NOTE", "PLACEMENT", "SCHEDULER_SHARED"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,13 @@ START_CI_HIGH = "start_ci_high"
 #: co-resident arms (--perfgate-co-resident): how many of the measurement's starts ran side by side with the
 #: other arm's (written only where some did)
 CO_RESIDENT_STARTS = "co_resident_starts"
+#: where each start's processes ran (perfgate.host.placement): per process the CPU its busiest thread ran on, the
+#: busiest first, and the processes that shared a physical core (``scheduler@4 tokenizer@1 client@0;
+#: scheduler+client on one core``), `` | `` between starts in start order; Linux, watched starts only
+PLACEMENT = "server.placement"
+#: per start (as ``start_values.server.scheduler_shared``): 1 where SGLang's scheduler shared a physical core with
+#: another of the session's processes, 0 where it ran alone; a TTFT level read against it
+SCHEDULER_SHARED = "server.scheduler_shared"
 
 # ------------------------------------------------------------------ paired comparisons (measuring.judge.paired)
 #: candidate/current (or variant/baseline) ratio over interleaved start pairs, its CI, the pairs, the decision
@@ -165,7 +172,7 @@ TEXT_PROPERTIES: frozenset[str] = frozenset({
     "engine", "profile", "mode", "variant", "config", "log", "kind", "outcome", "category", "expected",
     "reason", "backend", "metric", "direction", "exercised", "nccl_warning", START_VALUES, PAIR_DECISION, PAIR_ORDER,
     PAIR_LOOKS, PAIR_SHARED_LOAD, WHY_UNDECIDED, CANDIDATE, TTFT_MODES, ITL_MODES, TTFT_SPREAD_IN, PREFILL_TRACE_NOTE,
-    "host.server_cpus",
+    "host.server_cpus", PLACEMENT,
 })
 
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.categories import Word
+from perfgate.host.placement import Placement, ThreadSample, placement
+from perfgate.host.placement import sample as thread_sample
 
 __all__ = ["WATCH_ENV", "watch_enabled", "CpuSample", "GpuSample", "Conditions", "Watch", "cpu_window", "gpu_summary",
            "disturbances",
@@ -419,9 +421,14 @@ class Watch:
         self._gpu: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: where our processes ran during the start (perfgate.host.placement), once stopped
+        self.placement: Placement | None = None
+        self._threads = ThreadSample()
 
     def start(self) -> Watch:
         self._start = cpu_sample()
+        with contextlib.suppress(Exception):
+            self._threads = thread_sample(_ours_pids())
         first = gpu_samples()
         self._gpu += first
         if first:
@@ -439,6 +446,8 @@ class Watch:
             self._thread.join(timeout=5)
         self._gpu += gpu_samples()
         end = cpu_sample()
+        with contextlib.suppress(Exception):
+            self.placement = placement(self._threads, thread_sample(_ours_pids()))
         load = None
         with contextlib.suppress(OSError, AttributeError):
             load = os.getloadavg()[0]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import get_type_hints
 
 from perfgate.client import RequestOutput
+from perfgate.host.placement import Placement
 from perfgate.measuring.probes import PROBED_METRIC, Probes
 
 # the metrics a record can be judged on (their names, directions and units) are the record's vocabulary:
@@ -193,6 +194,9 @@ class Measurement:
     #: the CPU cores other processes used while this start was measured (perfgate.host.conditions; None: not
     #: watched): per start in the record (``start_values.host.others_cpu``), so a metric's move can be read against it
     others_cpu: float | None = None
+    #: where this start's processes ran (perfgate.host.placement; None: not watched, not Linux, or a pool of starts):
+    #: per start in the record (``server.placement``, ``start_values.server.scheduler_shared``)
+    placement: Placement | None = None
     #: co-resident arms (perfgate.serving.coresident): the config key of the server this start ran beside, its
     #: trials and probes interleaved with its own ("" measured alone, or a pool of starts)
     beside: str = ""

@@ -18,6 +18,8 @@ from perfgate.measuring.ttft_parts import leg_metric, start_medians
 from perfgate.record import (
     CO_RESIDENT_STARTS,
     N_STARTS,
+    PLACEMENT,
+    SCHEDULER_SHARED,
     START_CI_HIGH,
     START_CI_LOW,
     START_CV,
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from perfgate.measuring.judge import Level
 
 __all__ = ["combine", "Trusted", "trusted_pairs", "one_sided_single", "pairs_level", "start_stats", "start_properties",
-           "part_values"]
+           "part_values", "placement_properties"]
 
 
 def combine(per_start: Sequence[Measurement], *, confidence: float = 0.95) -> Measurement:
@@ -136,7 +138,7 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
     beside = sum(1 for s in (m.starts or (m,)) if s.beside)
     out: dict[str, object] = {CO_RESIDENT_STARTS: beside} if beside else {}
     if len(m.starts) < 2:
-        return out
+        return out | placement_properties(m)
     values = m.start_values(metric)
     cv, lo, hi = start_stats(values, confidence)
     out |= {N_STARTS: len(m.starts), START_VALUES: _joined(values)}
@@ -157,6 +159,21 @@ def start_properties(m: Measurement, metric: str = "tok_s", *, confidence: float
     loads = [s.others_cpu for s in m.starts]
     if all(x is not None for x in loads):
         out[f"{START_VALUES}.host.others_cpu"] = _joined([float(x) for x in loads if x is not None])
+    return out | placement_properties(m)
+
+
+def placement_properties(m: Measurement) -> dict[str, object]:
+    """Where each start's processes ran (perfgate.host.placement), in start order: ``server.placement`` (each start's
+    ``scheduler@4 tokenizer@1 ...``, `` | `` between starts; a start not watched reads ``-``) and, where every start
+    saw SGLang's scheduler, ``start_values.server.scheduler_shared`` (1: it shared a physical core with another of
+    the session's processes, 0: it ran alone), so a level can be read against it."""
+    starts = m.starts or (m,)
+    if all(s.placement is None for s in starts):
+        return {}
+    out: dict[str, object] = {PLACEMENT: " | ".join(s.placement.text() if s.placement else "-" for s in starts)}
+    shared = [s.placement.scheduler_shared() if s.placement else None for s in starts]
+    if len(starts) >= 2 and all(x is not None for x in shared):
+        out[f"{START_VALUES}.{SCHEDULER_SHARED}"] = _joined([float(bool(x)) for x in shared])
     return out
 
 

@@ -321,7 +321,8 @@ class PerfRun(Checks):
         out: list[Measurement | ServerFailed | None] = []
         for c, run, other in zip(configs, runs, reversed(configs)):
             try:
-                m = self._checked(run, c, seen.state, seen.conditions.others_cpu if seen.conditions else None)
+                m = replace(self._checked(run, c, seen.state, seen.conditions.others_cpu if seen.conditions else None),
+                            placement=seen.placement)
                 out.append(replace(m, beside=other.key) if len(configs) > 1 else m)
             except ServerFailed as e:
                 out.append(e)
