@@ -86,7 +86,8 @@ Judged on the H200's priors at the H100's measured noise, identical arms were ca
 (decode) and 3.05 % (ITL p99) of 2000 sequential runs, each judged at 95 %; on its own, 0.20 % and 0.15 %
 (benchmarks/sequential_power.py ``--gpu``; docs/gate.md "Each GPU its own priors"). At the share of the confidence a
 stack pair gives ITL p99 (99 %, perfgate.measuring.stackpair.metric_confidence) the H200's prior gives 1.0 % and the
-H100's 0.6 % (1000 runs, 2026-12-07): decode's 2.55 % is what needs the H100's own priors. A GPU of no measured kind takes the widest of all, class by class.
+H100's 0.6 % (1000 runs, 2026-12-07): decode's 2.55 % is what needs the H100's own priors.
+A GPU of no measured kind takes the widest of all, class by class.
 
 Side by side (co-resident arms, ``--perfgate-co-resident``: both servers up at once, their requests interleaved,
 perfgate.serving.coresident) a pair's two starts meet the host's state at the same moments, so a pair's ratio moves
