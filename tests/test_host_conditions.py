@@ -20,7 +20,6 @@ from perfgate.host.conditions import (
     CpuSample,
     GpuSample,
     PairKind,
-    Watch,
     combine,
     conditions,
     cpu_window,
@@ -32,6 +31,7 @@ from perfgate.host.conditions import (
     throttle_names,
     unpaired_miss,
 )
+from perfgate.host.watch import Watch
 from perfgate.report.terminal import record_detail
 from tests.report_factory import perf_case, write_report
 
@@ -256,7 +256,7 @@ class _FakeNvml:
 
 def test_gpus_read_through_nvml_and_a_throttled_one_disturbs(monkeypatch: pytest.MonkeyPatch) -> None:
     from perfgate.host import gpu
-    from perfgate.host.conditions import gpu_samples
+    from perfgate.host.watch import gpu_samples
 
     monkeypatch.setattr(gpu, "_nvml", lambda: _FakeNvml())
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

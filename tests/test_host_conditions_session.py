@@ -29,7 +29,7 @@ def test_a_child_process_is_ours_not_others() -> None:
     import sys
     import time
 
-    from perfgate.host.conditions import cpu_sample
+    from perfgate.host.watch import cpu_sample
 
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from perfgate.host.affinity import cpus_text
-from perfgate.host.conditions import Conditions, Watch, combine, watch_enabled
+from perfgate.host.conditions import Conditions, combine, watch_enabled
+from perfgate.host.watch import Watch
 
 if TYPE_CHECKING:
     from perfgate.plugin.state import PerfgateState
