@@ -257,6 +257,35 @@ def test_a_candidate_spec_is_parsed_and_a_bad_one_says_the_fix():
             parse_candidate(bad)
 
 
+def test_a_candidate_pinned_to_cpus_is_parsed_applied_and_a_bad_list_says_the_fix():
+    from perfgate.profiles.config import ServerConfig
+
+    c = parse_candidate("cpus=0")
+    cfg = ServerConfig(profile="p", mode="baseline", engine="sim", model_path="m")
+    assert c.cpus == "0" and dict(c.apply(cfg).engine_options)["cpus"] == "0"
+    assert parse_candidate("env.A=1,cpus=0;0").cpus == "0,0"  # a list inside the spec is ;-separated
+    with pytest.raises(ValueError, match=r"cpus='x': 'x' is no CPU list"):
+        parse_candidate("cpus=x")
+    with pytest.raises(ValueError, match=r"cpus='99999'"):
+        parse_candidate("cpus=99999")  # a CPU this process may not run on
+
+
+def test_a_pinned_candidate_runs_on_its_cpus_and_the_record_says_where_each_arm_ran(pytester, monkeypatch):
+    # pinning as an optimization attempt: the candidate arm is the same stack with its server on one CPU
+    monkeypatch.setenv("PERFGATE_HOST_WATCH", "on")  # where a start ran is the watch's
+    prof = _project(pytester)
+    r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",
+                                      "--perfgate-candidate", "cpus=0", "--junitxml=r.xml", "-p", "no:cacheprovider")
+    assert r.ret in (0, 1), r.stdout.str()  # the placement recorded; the A/A verdict is the timing tier's
+    p = _records(pytester)["test_stack_pair[m:baseline]"]
+    assert p["candidate"] == "cpus=0"
+    assert "sim-server@0" in p["candidate.server.placement"], p["candidate.server.placement"]
+    assert "sim-server@" in p["server.placement"]
+    logs = sorted(pytester.path.glob("perfgate-logs/run-*/*.log"))
+    pinned = [f for f in logs if "# cpus: 0" in f.read_text()]
+    assert len(pinned) == 1 and len(logs) == 2, [f.name for f in logs]
+
+
 def test_a_bad_candidate_or_starts_option_is_a_usage_error(pytester):
     prof = _project(pytester)
     r = pytester.runpytest_subprocess("perftests", "-m", "stack_pair", f"--perfgate-profile={prof}",

@@ -122,11 +122,10 @@ class PerfRun(Checks):
 
         for k, v in mode_properties(m).items():  # ttft_probes, ttft_modes, itl_modes, ...
             self.record(prefix + k, v)
-        if not prefix:
-            from perfgate.measuring.starts import start_properties
+        from perfgate.measuring.starts import placement_properties, start_properties
 
-            for k, v in start_properties(m).items():
-                self.record(k, v)
+        for k, v in (placement_properties(m) if prefix else start_properties(m)).items():  # a candidate: where it ran
+            self.record(prefix + k, v)
 
     # ------------------------------------------------------------------ measuring
 

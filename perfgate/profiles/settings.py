@@ -57,13 +57,16 @@ class Candidate:
     """The candidate arm of a stack-pair comparison (``--perfgate-candidate SPEC``).
 
     ``python``: the server's interpreter (another virtualenv with its own SGLang); ``env``: variables
-    set on the candidate's server; ``sim_stack``: simulated stack overrides (``KEY=VER,...``).
+    set on the candidate's server; ``sim_stack``: simulated stack overrides (``KEY=VER,...``); ``cpus``: the CPUs
+    the candidate's server and every process it starts may run on (``2-5``, ``3``, ``auto``: as
+    ``--perfgate-server-cpus``, for this arm only), so pinning is itself a candidate judged against the unpinned arm.
     """
 
     spec: str
     python: str = ""
     env: tuple[tuple[str, str], ...] = ()
     sim_stack: str = ""
+    cpus: str = ""
 
     def apply(self, config: ServerConfig) -> ServerConfig:
         """``config`` on the candidate arm: its environment added, the arm in its engine options (and key)."""
@@ -73,16 +76,20 @@ class Candidate:
             opts["python"] = self.python
         if self.sim_stack:
             opts["sim_stack"] = self.sim_stack
+        if self.cpus:
+            opts["cpus"] = self.cpus
         return replace(config, env=tuple(sorted(env.items())), engine_options=tuple(sorted(opts.items())))
 
 
-_CANDIDATE_FIX = ("expected comma-separated python=/path/to/venv/bin/python, env.NAME=VALUE or "
-                  "sim-stack=KEY=VER;KEY=VER, e.g. --perfgate-candidate 'env.PERFGATE_SIM_SCALE=0.99'")
+_CANDIDATE_FIX = ("expected comma-separated python=/path/to/venv/bin/python, env.NAME=VALUE, "
+                  "sim-stack=KEY=VER;KEY=VER or cpus=CPUS (2-5, 3, 0;2 for a list, auto), e.g. --perfgate-candidate "
+                  "'env.PERFGATE_SIM_SCALE=0.99'")
 
 
 def parse_candidate(text: str) -> Candidate:
-    """``python=PATH,env.NAME=VALUE,sim-stack=KEY=VER;KEY=VER`` -> :class:`Candidate`; ValueError says the fix."""
-    python, sim_stack = "", ""
+    """``python=PATH,env.NAME=VALUE,sim-stack=KEY=VER;KEY=VER,cpus=CPUS`` -> :class:`Candidate`; ValueError says the
+    fix (a CPU list this process may not run on included)."""
+    python, sim_stack, cpus = "", "", ""
     env: dict[str, str] = {}
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
@@ -101,11 +108,19 @@ def parse_candidate(text: str) -> Candidate:
             except ValueError:
                 raise ValueError(f"--perfgate-candidate {text!r}: sim-stack={value!r} is not KEY=VER;KEY=VER; "
                                  f"{_CANDIDATE_FIX}") from None
+        elif key == "cpus":
+            from perfgate.host.affinity import parse_cpus
+
+            try:
+                parse_cpus(value.replace(";", ","))
+            except ValueError as e:
+                raise ValueError(f"--perfgate-candidate {text!r}: cpus={value!r}: {e}") from None
+            cpus = value.replace(";", ",")
         elif key.startswith("env.") and key[4:].replace("_", "").isalnum():
             env[key[4:]] = value
         else:
             raise ValueError(f"--perfgate-candidate {text!r}: unknown key {key!r}; {_CANDIDATE_FIX}")
-    return Candidate(spec=text, python=python, env=tuple(sorted(env.items())), sim_stack=sim_stack)
+    return Candidate(spec=text, python=python, env=tuple(sorted(env.items())), sim_stack=sim_stack, cpus=cpus)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -66,7 +66,7 @@ class ServerManager:
         self._check_gpu_released()
         server = Server(config, engine=self.engine_for(config), log_dir=self.log_dir,
                         startup_timeout_s=self.startup_timeout_s(config), on_progress=self.on_progress,
-                        progress_every_s=self.progress_every_s, cpus=self.cpus)
+                        progress_every_s=self.progress_every_s, cpus=self.cpus_for(config))
         self.starts += 1
         self.started_configs.append(config.key)
         try:
@@ -88,6 +88,16 @@ class ServerManager:
                 self.logs[config.key] = str(server.log_path)
         self.current = server
         return server
+
+    def cpus_for(self, config: ServerConfig) -> frozenset[int] | None:
+        """Where ``config``'s server may run: its own CPUs (a stack-pair candidate's ``cpus=``, in its engine
+        options) over every server's (``--perfgate-server-cpus``)."""
+        own = str(dict(config.engine_options).get("cpus") or "")
+        if not own:
+            return self.cpus
+        from perfgate.host.affinity import parse_cpus
+
+        return parse_cpus(own)
 
     def _check_gpu_released(self) -> None:
         err, self.gpu_blocked = self.gpu_blocked, None
