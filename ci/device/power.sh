@@ -13,6 +13,8 @@
 #              (PERFGATE_INJECT_EXTEND_GPU_US; issue 53 (a): lands in ttft_part.prefill_gpu_ms)
 #          hMS a host-side prefill slowdown: a sleep of MS milliseconds at the start of every prefill forward
 #              (PERFGATE_INJECT_EXTEND_HOST_MS; issue 53 (b): lands in ttft_part.prefill_host_ms)
+#          cCPUS the same stack with its server pinned to CPUS (--perfgate-candidate cpus=CPUS; 3, 2-5, 0;2):
+#              pinning judged against unpinned (issue 53 item 1's control)
 #   default: 600 100 0  (about 12 %, 2 % and nothing on an H200's ~4.75 ms batch-1 decode step)
 #   DELAY:N    at most N start pairs for this session (else MAX_STARTS, default 6)
 #   DELAY:N:fix   N start pairs however early it is decided (--perfgate-starts N): an A/A that measures the box's noise
@@ -53,9 +55,11 @@ else
         p*) var=PERFGATE_INJECT_PREFILL_MS; val=${us#p} ;;
         g*) var=PERFGATE_INJECT_EXTEND_GPU_US; val=${us#g} ;;
         h*) var=PERFGATE_INJECT_EXTEND_HOST_MS; val=${us#h} ;;
+        c*) var=; val=${us#c} ;;
         *) var=PERFGATE_INJECT_GPU_US; val=$us ;;
       esac
       cand="env.PYTHONPATH=$S/repo/ci/device/inject:/tmp/sgl:/tmp/pg:$S/repo,env.$var=$val"
+      [ -z "$var" ] && cand="cpus=$val"   # the same stack, its server pinned there
       echo "python3 -m pytest perftests/ -m stack_pair -k ${SELECT_K:-baseline} --perfgate-profile $PROFILE --perfgate-starts ${fixed:-1} \
 --perfgate-max-starts ${max:-${MAX_STARTS:-6}} --perfgate-max-time ${MAX_TIME:-600} --perfgate-candidate '$cand' \
 ${cores:+--perfgate-co-resident $cores }${SERVER_CPUS:+--perfgate-server-cpus $SERVER_CPUS }${NOISE_FROM:+\$([ -f $NOISE_FROM ] && echo --perfgate-noise-from $NOISE_FROM) }--perfgate-crosscheck off --junitxml=$S/out/paired-$tag.xml --perfgate-log-dir $S/out/logs-$tag -p no:cacheprovider \
