@@ -12,13 +12,10 @@ Usage: python3 proc_cpus.py OUT.jsonl [INTERVAL]   |   python3 proc_cpus.py --su
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _read(path: Path) -> str:
@@ -66,33 +63,21 @@ def sglang_pids() -> dict[int, str]:
     return found
 
 
-def threads(pid: int) -> dict[int, tuple[str, int, float]]:
-    out = {}
-    for t in Path(f"/proc/{pid}/task").glob("[0-9]*"):
-        stat = _read(t / "stat")
-        if not stat:
-            continue
-        comm = stat[stat.index("(") + 1: stat.rindex(")")]
-        f = stat[stat.rindex(")") + 2:].split()
-        # after the comm: field 3 is f[0]; utime 14, stime 15, processor 39
-        out[int(t.name)] = (comm, int(f[36]), (int(f[11]) + int(f[12])) / TICK)
-    return out
-
-
 def sample(path: str, interval: float) -> None:
+    from perfgate.host.placement import sample as thread_sample  # each thread's CPU seconds and last CPU
+
     last: dict[tuple[int, int], float] = {}
     with open(path, "a") as fh:
         fh.write(json.dumps({"t": time.time(), "topology": topology()}) + "\n")
         while True:
-            procs = {}
-            for pid, title in sglang_pids().items():
-                busy = {}
-                for tid, (comm, cpu, secs) in threads(pid).items():
-                    used = secs - last.get((pid, tid), 0.0)
-                    last[(pid, tid)] = secs
-                    if used > 0:
-                        busy[tid] = [comm, cpu, round(used, 3)]
-                procs[pid] = {"title": title, "threads": busy}
+            titles = sglang_pids()
+            now = thread_sample(titles)
+            procs: dict[int, dict] = {pid: {"title": title, "threads": {}} for pid, title in titles.items()}
+            for (pid, tid), (secs, cpu) in now.threads.items():
+                used = secs - last.get((pid, tid), 0.0)
+                last[(pid, tid)] = secs
+                if used > 0:
+                    procs[pid]["threads"][tid] = ["", cpu, round(used, 3)]
             fh.write(json.dumps({"t": round(time.time(), 2), "procs": procs, "mhz": clocks()}) + "\n")
             fh.flush()
             time.sleep(interval)

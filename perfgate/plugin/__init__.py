@@ -120,9 +120,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "this machine (JUnit files, directories or globs; repeatable), not the documented priors "
                      "(docs/gate.md, noise measured on this box)")
     g.addoption("--perfgate-candidate", default=None, metavar="SPEC",
-                help="the candidate arm of the stack-pair records, measured against the current stack on this box: "
-                     "comma-separated python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER, "
-                     "cpus=CPUS (this arm's server pinned: 3, 2-5, 0;2, auto)")
+                help="the stack-pair records' candidate arm, against the current stack on this box: comma-separated "
+                     "python=/venv/bin/python, env.NAME=VALUE, sim-stack=KEY=VER;KEY=VER, cpus=3|2-5|0;2|auto")
     g.addoption("--perfgate-startup-timeout", default=None, type=float, metavar="S",
                 help="override the profile's server start-up timeout")
     g.addoption("--perfgate-progress-interval", default=15.0, type=option_seconds, metavar="S",
