@@ -19,7 +19,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
-           "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "N_STARTS", "START_VALUES", "START_CV",
+           "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "rounded", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
            "PAIR_ORDER", "PAIR_DISTURBED", "PAIR_SHARED_LOAD", "WHY_UNDECIDED", "PAIR_LOOKS", "pair_of",
            "CANDIDATE", "CANDIDATE_PREFIX", "TTFT_PROBES", "TTFT_PROBE_MS", "TTFT_PROBE_FAILURES", "TTFT_MODES",
@@ -82,6 +82,11 @@ def fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return "" if v is None else str(v)
+
+
+def rounded(x: float | None, nd: int = 2) -> float | None:
+    """A figure inside a property's JSON (``load_levels``, ``crossover_levels``): ``nd`` decimals, None kept."""
+    return round(x, nd) if x is not None else None
 
 
 # ------------------------------------------------------------------ repeated server starts (--perfgate-starts)

@@ -61,7 +61,7 @@ def _commented_constants(path: Path) -> list[tuple[str, str, str]]:
 
 
 #: the modules whose string constants are property names (each with its ``#:`` comment)
-PROPERTY_MODULES = ("perfgate/record.py", "perfgate/measuring/loadrecord.py")
+PROPERTY_MODULES = ("perfgate/record.py", "perfgate/measuring/goodputrecord.py", "perfgate/measuring/crossover.py")
 #: the identity and outcome every record carries (perfgate.plugin.runner writes them)
 CORE = {"engine": "the engine that served the record: sglang, or sim (the simulated server)",
         "profile": "the profile's name", "mode": "the mode (baseline, eagle3, ...)",
@@ -166,8 +166,8 @@ def properties_page() -> str:
         kinds.append(f"### {kind}\n\n| property | what it holds |\n|---|---|\n"
                      + "\n".join(f"| `{k}` | {_cell(v)} |" for k, v in props.items()))
     return (HEAD + "# Record properties (JUnit)\n\nEvery record (a testcase of perfgate's JUnit report) carries its "
-            "numbers as properties, written before any assertion. The names, from `perfgate/record.py` and "
-            "`perfgate/measuring/loadrecord.py`:\n\n"
+            "numbers as properties, written before any assertion. The names, from `perfgate/record.py`, "
+            "`perfgate/measuring/goodputrecord.py` and `perfgate/measuring/crossover.py`:\n\n"
             + "\n".join(rows) + "\n\n## Metrics\n\n" + "\n".join(metrics) + "\n\n## Families of names\n\n"
             + "\n".join(families) + "\n\n## Other kinds' own properties\n\n" + "\n\n".join(kinds) + "\n")
 

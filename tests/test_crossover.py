@@ -75,7 +75,7 @@ def test_the_prediction_counts_only_the_requests_a_server_runs_at_once():
 
 
 def test_max_running_is_read_from_the_server_log(tmp_path):
-    from perfgate.measuring.loadrecord import max_running
+    from perfgate.measuring.crossover import max_running
     from perfgate.measuring.metrics import summarize
 
     log = tmp_path / "s.log"

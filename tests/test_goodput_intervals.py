@@ -21,7 +21,7 @@ from perfgate.measuring.goodput import (
     level_min_requests,
     min_requests,
 )
-from perfgate.measuring.goodputfloor import floor_verdict
+from perfgate.measuring.goodputrecord import floor_verdict
 
 P99 = Slo(bounds=(Bound(metric="ttft_ms", percentile=99, limit_ms=500.0),), attainment=0.99)
 

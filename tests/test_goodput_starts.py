@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.goodput import LoadLevel, Search
-from perfgate.measuring.goodputfloor import AcrossStarts, floor_verdict, interval_text
+from perfgate.measuring.goodputrecord import AcrossStarts, floor_verdict, interval_text
 from perfgate.profiles.noise import limit_tolerance
 from tests.simproject import make_project
 from tests.test_load_records import SLO

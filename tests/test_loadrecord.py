@@ -1,16 +1,13 @@
-"""The load records' figures and words (goodput, crossover) (perfgate.measuring.loadrecord), from scripted measurements: pure."""
+"""The load records' figures and words (goodput, crossover) (perfgate.measuring.goodputrecord, perfgate.measuring.crossover), from scripted measurements: pure."""
 
 from __future__ import annotations
 
 import json
 
+from perfgate.measuring.crossover import baseline_levels, crossover_of, crossover_properties, crossover_text
 from perfgate.measuring.goodput import LoadLevel, Search
-from perfgate.measuring.goodputfloor import AcrossStarts
-from perfgate.measuring.loadrecord import (
-    baseline_levels,
-    crossover_of,
-    crossover_properties,
-    crossover_text,
+from perfgate.measuring.goodputrecord import (
+    AcrossStarts,
     search_properties,
     search_text,
     starts_properties,

@@ -2,12 +2,13 @@
 kind), pure and in one call (:func:`floor_record`): the measurement, the limit (:func:`limit_at`, the one lookup)
 and the noise bar in; a :class:`Concluded` out: the verdict with every property of the record, and the limit
 ``--perfgate-update-baselines`` would write or why not (:func:`limit_write`). The load records conclude the same
-way (perfgate.measuring.loadverdict); the plugin records the properties and notes the floor in one place.
+way (perfgate.measuring.goodputrecord, perfgate.measuring.crossover); the plugin records the properties and notes
+the floor in one place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from perfgate.categories import Category, Outcome
 from perfgate.measuring.metrics import METRICS, RECORD_METRICS, Measurement
@@ -16,7 +17,7 @@ from perfgate.measuring.verdict import Verdict, acceptance_verdict, limit_verdic
 from perfgate.profiles import DEFAULT_TOLERANCE, Floor
 from perfgate.record import DIRECTION, LIMIT, METRIC, TOLERANCE, cv_name
 
-__all__ = ["LimitAt", "FloorWrite", "Concluded", "limit_at", "limit_check", "limit_write", "floor_record"]
+__all__ = ["LimitAt", "FloorWrite", "Concluded", "limit_at", "limit_check", "limit_write", "floor_from", "floor_record"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +70,11 @@ class LimitAt:
         word = "floor" if spec.higher_is_better else "ceiling"
         return f"the {self.table} {word} ({self.limit:g} {spec.unit})"
 
+    @property
+    def properties(self) -> dict[str, object]:
+        """The limit judged and its tolerance, as the record carries them (none: no limit)."""
+        return {LIMIT: self.limit, TOLERANCE: self.tolerance} if self.limit is not None else {}
+
 
 def limit_at(floors: Floor | None, metric: str, *, mode: str, concurrency: int, workload_concurrency: int,
              limit: float | None, tolerance: float | None, profile_path: str) -> LimitAt:
@@ -104,13 +110,24 @@ def limit_check(m: Measurement, at: LimitAt, *, confidence: float, max_cv: float
             if stat.cv is not None:
                 props[cv_name(metric)] = stat.cv
         props.update(start_properties(m, metric, confidence=confidence))
-    if at.limit is not None:
-        props[LIMIT] = at.limit
-        props[TOLERANCE] = at.tolerance
+    props.update(at.properties)
     v = (limit_verdict(m, metric, at.limit, at.tolerance, max_cv=max_cv, where=at.where, update_hint=update_hint)
          if metric in METRICS
          else acceptance_verdict(m.accept_len, at.limit, at.tolerance, where=at.where, update_hint=update_hint))
-    return replace(v, properties={**props, **v.properties})
+    return v.led_by(props)
+
+
+def floor_from(metric: str, v: Verdict, new: float, *, n: int = 0, cv: float | None = None, why: str = "",
+               starts: tuple[float, ...] | None = None) -> FloorWrite:
+    """A load record's floor to write (goodput, crossover): ``new``, unless the verdict is inconclusive, the record
+    failed for another reason than being slower, or ``why`` says it cannot be one."""
+    if v.outcome == Outcome.INCONCLUSIVE:
+        why = v.message.removeprefix("inconclusive: ")
+    elif v.outcome == Outcome.FAIL and v.category != Category.SLOWER_THAN_BASELINE:
+        why = f"the record failed ({v.category})"
+    elif new <= 0 and not why:
+        why = f"no {metric} above zero to make a floor of"
+    return FloorWrite(metric=metric, new=new, n=n, cv=cv, why=why, starts=starts)
 
 
 def limit_write(m: Measurement, v: Verdict, metric: str, *, max_cv: float) -> FloorWrite:

@@ -1,6 +1,6 @@
 """Goodput under SLOs: pure functions from open-loop request outputs to rates, attainment and a decision
 per load level, and the bounded search for the highest rate meeting the SLOs (its floor's verdict:
-:mod:`perfgate.measuring.goodputfloor`).
+:mod:`perfgate.measuring.goodputrecord`).
 
 Nothing here touches a clock, a socket or a file (as :mod:`perfgate.measuring.metrics`). The SLOs are bounds on
 per-request metrics (:data:`REQUEST_METRICS`), each at a percentile: ``ttft_ms_p99 = 500`` says 99 % of a

@@ -50,6 +50,10 @@ class Verdict:
     def __post_init__(self) -> None:
         _refuse_uncategorized_failure(self.outcome, self.category, self.message)
 
+    def led_by(self, props: dict[str, object]) -> Verdict:
+        """This verdict with ``props`` recorded before its own properties (a record's figures, then the judge's)."""
+        return replace(self, properties={**props, **self.properties})
+
 
 def _refuse_uncategorized_failure(outcome: str, category: Category | None, message: str) -> None:
     """A FAIL (or an XFAIL) always says why: the record's ``category``, the terminal's ``[<category>]``, the

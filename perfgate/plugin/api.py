@@ -26,9 +26,10 @@ from perfgate.measuring.metrics import METRICS, Measurement
 from perfgate.profiles.settings import checked_overrides
 
 if TYPE_CHECKING:
+    from perfgate.measuring.crossover import Levels
     from perfgate.measuring.goodput import LoadLevel
+    from perfgate.measuring.goodputrecord import Goodput
     from perfgate.plugin.compare import BaselineServer
-    from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.pool import Endpoint
     from perfgate.plugin.runner import PerfRun
     from perfgate.plugin.stackpair import CandidateServer
@@ -195,14 +196,14 @@ class Measure:
 
     def levels(self, server: PerfServer, loads: tuple[int, ...] | None = None) -> Levels:
         """Closed-loop measurements at each of ``loads`` streams (default: the mode's ``[slo]``
-        ``crossover_levels``), every mode with the same tokens per request (the most any mode's workload asks);
-        ``perf_check(levels, "crossover")`` compares a speculative mode's with the baseline's."""
+        ``crossover_levels``), every mode with the same tokens per request (the most any mode's workload asks); a
+        speculative mode's carry the baseline's at the same loads (``Levels.base``, cached where the baseline's
+        record measured them): ``perf_check(levels, "crossover")`` compares the two."""
         from perfgate.plugin.loadrun import measure_levels, slo_of
 
         perf = self._perf
         loads = tuple(loads) if loads else slo_of(perf, server.mode).crossover_levels
-        return measure_levels(perf, server.case, loads, max_new_tokens=perf.state.profile.load_tokens(),
-                              trials=perf.state.profile.load_trials())
+        return measure_levels(perf, server.case, loads)
 
     def _workload(self, server: PerfServer, overrides: dict[str, Any]) -> Any:
         given = checked_overrides("measure.rate()/goodput()", overrides)
@@ -235,7 +236,8 @@ class PerfCheck:
 
     def __call__(self, m: Measurement | Goodput | Levels, metric: str, *, limit: float | None = None,
                  tolerance: float | None = None) -> None:
-        from perfgate.plugin.loadrun import Goodput, Levels
+        from perfgate.measuring.crossover import Levels
+        from perfgate.measuring.goodputrecord import Goodput
 
         _check_limits(metric, limit, tolerance)
         if isinstance(m, (Goodput, Levels)):
@@ -264,8 +266,8 @@ class PerfCheck:
 
     def _load(self, m: Goodput | Levels, metric: str) -> None:
         """A goodput search (``goodput_rps``) or a mode's load levels (``crossover``): their own records."""
+        from perfgate.measuring.goodputrecord import Goodput
         from perfgate.plugin.loadcheck import conclude_crossover, conclude_goodput
-        from perfgate.plugin.loadrun import Goodput, measure_levels
 
         perf = self._perf
         case = _case_of_test(perf)
@@ -274,12 +276,7 @@ class PerfCheck:
             raise ValueError(f"perf_check(): a {type(m).__name__} is judged on '{want}', not '{metric}'")
         if isinstance(m, Goodput):
             return conclude_goodput(perf, case, m)
-        base_mode = perf.state.profile.baseline_mode()
-        if case.mode == base_mode or not perf.state.profile.modes[case.mode].speculative:
-            return conclude_crossover(perf, case, m, None)
-        base = measure_levels(perf, case.baseline(base_mode), m.loads, max_new_tokens=perf.state.profile.load_tokens(),
-                              trials=perf.state.profile.load_trials())
-        return conclude_crossover(perf, case, base, m)
+        return conclude_crossover(perf, case, m)
 
 
 def _check_limits(metric: str, limit: float | None, tolerance: float | None) -> None:

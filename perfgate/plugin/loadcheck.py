@@ -1,6 +1,7 @@
 """Concluding the records judged against a limit: the floor record (perfgate.measuring.floorcheck.floor_record), a
 goodput search and the speculation crossover. Each is one call below the pytest layer (the verdict with every
-property, and the floor to write: perfgate.measuring.loadverdict for the load records); here the limit is
+property, and the floor to write: perfgate.measuring.goodputrecord and perfgate.measuring.crossover for the load
+records); here the limit is
 looked up once (perfgate.measuring.floorcheck.limit_at, each limit at its own tolerance), the floor is noted for
 ``--perfgate-update-baselines`` and the record concluded, its properties recorded in one place (PerfRun.conclude)."""
 
@@ -9,12 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from perfgate.measuring.floorcheck import LimitAt, limit_at
-from perfgate.measuring.loadrecord import CROSSOVER, GOODPUT
-from perfgate.measuring.loadverdict import Concluded, crossover_record, goodput_record
+from perfgate.measuring.crossover import CROSSOVER, Levels, crossover_record
+from perfgate.measuring.floorcheck import Concluded, LimitAt, limit_at
+from perfgate.measuring.goodputrecord import GOODPUT, Goodput, goodput_record
 
 if TYPE_CHECKING:
-    from perfgate.plugin.loadrun import Goodput, Levels
     from perfgate.plugin.runner import PerfRun
     from perfgate.record import Case
 
@@ -44,16 +44,13 @@ def conclude(perf: PerfRun, case: Case, c: Concluded, at: LimitAt, *, note: bool
 
 
 def conclude_goodput(perf: PerfRun, case: Case, g: Goodput) -> None:
-    """A goodput search against ``[floors.<mode>] goodput_rps`` (perfgate.measuring.loadverdict.goodput_record)."""
+    """A goodput search against ``[floors.<mode>] goodput_rps`` (perfgate.measuring.goodputrecord.goodput_record)."""
     at = _at(perf, case, GOODPUT)
-    conclude(perf, case, goodput_record(g.search, g.slo, trials=g.trials, across=g.across, at=at,
-                                         update_hint=perf.update_command()), at)
+    conclude(perf, case, goodput_record(g, at=at, update_hint=perf.update_command()), at)
 
 
-def conclude_crossover(perf: PerfRun, case: Case, base: Levels, spec: Levels | None) -> None:
-    """The baseline's levels, or a speculative mode's crossover against them on ``[floors.<mode>] crossover``
-    (perfgate.measuring.loadverdict.crossover_record)."""
+def conclude_crossover(perf: PerfRun, case: Case, levels: Levels) -> None:
+    """The baseline's levels (``levels.base`` None), or a speculative mode's crossover against the baseline's levels
+    it was measured with, on ``[floors.<mode>] crossover`` (perfgate.measuring.crossover.crossover_record)."""
     at = _at(perf, case, CROSSOVER)
-    conclude(perf, case, crossover_record(base.loads, base.measurements, spec.measurements if spec else None,
-                                           mode=case.mode, base_mode=base.mode, at=at,
-                                           update_hint=perf.update_command()), at)
+    conclude(perf, case, crossover_record(levels, at=at, update_hint=perf.update_command()), at)

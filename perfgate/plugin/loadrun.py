@@ -12,13 +12,13 @@ as the session resolves them (perfgate.profiles.settings): a test's own ``trials
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from perfgate.categories import Category, Outcome
+from perfgate.measuring.crossover import Levels
 from perfgate.measuring.goodput import LoadLevel, Search, Slo, search
-from perfgate.measuring.goodputfloor import AcrossStarts
-from perfgate.measuring.metrics import Measurement
+from perfgate.measuring.goodputrecord import AcrossStarts, Goodput
 from perfgate.procedure import OpenLoop
 
 if TYPE_CHECKING:
@@ -27,28 +27,6 @@ if TYPE_CHECKING:
     from perfgate.profiles import Workload
     from perfgate.profiles.config import ServerConfig
     from perfgate.record import Case
-
-
-@dataclass(frozen=True, kw_only=True)
-class Goodput:
-    """A goodput search of one mode against its SLOs (``perf_check(g, "goodput_rps")`` judges it)."""
-
-    mode: str
-    slo: Slo
-    search: Search  # the first start's (the only one's without --perfgate-starts)
-    trials: int
-    time_scale: float
-    #: with ``--perfgate-starts N`` (N >= 2, a launched server): every start's search, the floor judged on them
-    across: AcrossStarts | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Levels:
-    """One mode's closed-loop measurements at each of ``loads`` streams (the crossover record's)."""
-
-    mode: str
-    loads: tuple[int, ...]
-    measurements: tuple[Measurement, ...]
 
 
 def slo_of(perf: PerfRun, mode: str) -> Slo:
@@ -123,7 +101,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
                     workload: Workload | None = None) -> Goodput:
     """Goodput as an interval on the case's server (:func:`perfgate.measuring.goodput.search`); with
     ``--perfgate-starts N`` (N >= 2) on a launched server, the search on each of N server starts, each a new
-    process with its own warm-up (:class:`~perfgate.measuring.goodputfloor.AcrossStarts`); a start whose sender fell
+    process with its own warm-up (:class:`~perfgate.measuring.goodputrecord.AcrossStarts`); a start whose sender fell
     behind ends them (its answer rests on the client)."""
     from perfgate.plugin.pool import ServerFailed
     from perfgate.plugin.say import say
@@ -150,7 +128,7 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
         assert not isinstance(found, ServerFailed)
         searches.append(found)
         if n > 1:
-            from perfgate.measuring.goodputfloor import interval_text
+            from perfgate.measuring.goodputrecord import interval_text
 
             say(perf.item.config, f"perfgate: {perf.item.name}: start {k + 1} of {n}: goodput {interval_text(found)}")
         if found.inconclusive is not None:
@@ -159,19 +137,22 @@ def measure_goodput(perf: PerfRun, case: Case, *, slo: Slo | None = None,
                    across=AcrossStarts(searches=tuple(searches)) if n > 1 else None)
 
 
-def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...], *, max_new_tokens: int | None = None,
-                   trials: int | None = None) -> Levels:
+def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...]) -> Levels:
     """Closed-loop measurements of the case's config at each of ``loads`` streams (2 x streams requests a
-    trial, at least 4), each cached per workload like any ``measure(...)``; ``case`` may be another mode's
-    (the crossover record measures the baseline's levels, cached when the baseline's record measured them).
-    ``max_new_tokens`` and ``trials`` are the profile's under load (``[slo]``; None: the mode's workload's), and
-    ``--perfgate-trials`` beats its trials (perfgate.profiles.settings)."""
+    trial, at least 4), each cached per workload like any ``measure(...)``, with the profile's tokens and trials
+    under load (``[slo]``; ``--perfgate-trials`` beats its trials, perfgate.profiles.settings). A speculative mode's
+    levels are followed by the baseline mode's at the same loads (``Levels.base``: cached when the baseline's record
+    measured them), the crossover's other side."""
     st = perf.state
-    w0 = st.profile.workload_for(case.mode)
+    p = st.profile
+    w0 = p.workload_for(case.mode)
     ms = []
     for c in loads:
         w = st.settings.workload(replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
-                                         max_new_tokens=max_new_tokens or w0.max_new_tokens,
-                                         trials=trials or w0.trials))
+                                         max_new_tokens=p.load_tokens() or w0.max_new_tokens,
+                                         trials=p.load_trials() or w0.trials))
         ms.append(perf.measure(case, primary=False, workload=w))
-    return Levels(mode=case.mode, loads=tuple(loads), measurements=tuple(ms))
+    base_mode = p.baseline_mode()
+    base = (measure_levels(perf, case.baseline(base_mode), loads)
+            if case.mode != base_mode and p.modes[case.mode].speculative else None)
+    return Levels(mode=case.mode, loads=tuple(loads), measurements=tuple(ms), base=base)

@@ -108,7 +108,7 @@ def _cell_text(props: dict[str, str], row: str) -> str:
 def interval_cell(props: dict[str, Any], metric: str) -> str:
     """A record judged on an interval (goodput: ``<metric>_low``, ``<metric>_high``): ``[low, high)``, ``-`` for
     no high end, then the levels left unresolved (``?3.6,4``)."""
-    from perfgate.measuring.loadrecord import GOODPUT_UNRESOLVED
+    from perfgate.measuring.goodputrecord import GOODPUT_UNRESOLVED
 
     hi = props.get(f"{metric}_high")
     out = f"[{float(props[f'{metric}_low']):.4g}, {f'{float(hi):.4g}' if hi is not None else '-'})"
