@@ -311,3 +311,42 @@ def test_the_real_prefill_gpu_slowdown_replayed_on_the_shipped_rule() -> None:
     gpu, host = seen["ttft_part.prefill_gpu_ms"], seen["ttft_part.prefill_host_ms"]
     assert gpu[0] is Decision.UNDECIDED and gpu[1:] == [Decision.REGRESSED] * 3, gpu
     assert host == [Decision.UNDECIDED] * 4, host
+
+
+def test_the_real_host_side_prefill_slowdown_and_the_a_a_replayed_on_the_shipped_rule() -> None:
+    """evidence/h100-x1/prefill-paired-2026-12-07, (b) and (c), another H100 (GPU-32f3e193): a 3 ms sleep at the start
+    of each prefill forward (13 % of that card's ~23 ms probe TTFT), 4 alternated start pairs; and identical arms, 3
+    pairs. Replayed look by look as the stack pair judges a TTFT part: the host part (and the prefill leg holding it)
+    regressed at the fourth look, the GPU part same; in the A/A no part is ever regressed."""
+    from perfgate.measuring.judge import Decision, Sequential, paired
+    from perfgate.measuring.stackpair import PAIR_METRICS, leg_floor, metric_confidence
+    from perfgate.measuring.ttft_parts import LEG_METRICS
+    from perfgate.profiles.noise import prior_cv
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    runs = {  # (current, candidate) per part, the records' start_values; the current arm's median probe TTFT
+        "host-3ms": (23.29, {
+            "ttft_part.prefill_gpu_ms": ([7.1152, 7.10726, 7.11065, 7.11388], [7.11133, 7.1139, 7.11098, 7.1137]),
+            "ttft_part.prefill_host_ms": ([10.387, 10.3061, 9.73386, 9.96845], [13.1235, 13.4395, 13.0661, 13.1524]),
+            "ttft_part.prefill_ms": ([17.5022, 17.4134, 16.8445, 17.0823], [20.2348, 20.5534, 20.1771, 20.2661])}),
+        "a-a": (24.73, {
+            "ttft_part.prefill_gpu_ms": ([7.11629, 7.10482, 7.10965], [7.11146, 7.09944, 7.11236]),
+            "ttft_part.prefill_host_ms": ([9.98988, 13.1354, 11.4531], [10.2045, 13.8925, 10.178]),
+            "ttft_part.prefill_ms": ([17.1062, 20.2402, 18.5628], [17.316, 20.9919, 17.2904])}),
+    }
+    plan = Sequential(first_pairs=1, max_pairs=4)
+    seen: dict[str, dict[str, list[Decision]]] = {}
+    for run, (ttft, parts) in runs.items():
+        for metric, (cur, cand) in parts.items():
+            ratios = [b / a for a, b in zip(cur, cand)]
+            conf = metric_confidence(metric, 0.95, metrics=len(PAIR_METRICS) - 1, legs=len(LEG_METRICS))
+            floor = leg_floor(sorted(cur)[1] / ttft)
+            seen.setdefault(run, {})[metric] = [
+                paired(ratios[:n], higher_is_better=False, min_effect=floor, confidence=conf, plan=plan, metric=metric,
+                       prior_cv=prior_cv(metric, "starts", gpu=h100)).decision for n in range(1, len(ratios) + 1)]
+    slow = seen["host-3ms"]
+    assert slow["ttft_part.prefill_host_ms"] == [Decision.UNDECIDED] * 3 + [Decision.REGRESSED]
+    assert slow["ttft_part.prefill_ms"][-1] is Decision.REGRESSED
+    assert Decision.REGRESSED not in slow["ttft_part.prefill_gpu_ms"] and slow["ttft_part.prefill_gpu_ms"][-1] is \
+        Decision.SAME
+    assert all(Decision.REGRESSED not in looks for looks in seen["a-a"].values()), seen["a-a"]
