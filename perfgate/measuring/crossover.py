@@ -36,6 +36,11 @@ from perfgate.record import rounded as _r
 if TYPE_CHECKING:
     from perfgate.measuring.floorcheck import LimitAt
 
+__all__ = ["RESULTS", "Point", "Crossover", "crossing", "crossover", "predicted", "Levels", "CROSSOVER",
+           "CROSSOVER_RESULT", "CROSSOVER_PREDICTED", "CROSSOVER_PREDICTED_RESULT", "CROSSOVER_WINS",
+           "CROSSOVER_LEVELS", "CROSSOVER_BASELINE", "point_of", "crossover_of", "max_running", "baseline_levels",
+           "crossover_properties", "crossover_text", "crossover_record"]
+
 #: what a crossover record can find within its range
 RESULTS = ("at", "never", "always")
 
