@@ -70,9 +70,13 @@ def test_sweep_reports_each_level_and_throughput_grows_with_concurrency(pytester
     prof = make_project(pytester, workload="concurrency_sweep = [1, 4]")
     before = prof.read_text()
     r = run(pytester, prof, "-m", "baseline")
-    r.assert_outcomes(passed=2)
+    # the sweep's record passes; the floor record beside it is judged on measured speed (80 tok/s against the
+    # simulator's ~89.5), which a runner starved of CPU can miss: its verdict is not this test's (a loaded PR gate
+    # read 66 tok/s there), so it is only required to have concluded
+    recs = records(pytester)
+    assert recs["test_decode_floor[m:baseline]"]["outcome"] in ("pass", "fail"), r.stdout.str()[-2000:]
     r.stdout.fnmatch_lines(["*1 server start(s) for 1 distinct config(s)*"])
-    p = records(pytester)["test_concurrency_sweep[m:baseline]"]
+    p = recs["test_concurrency_sweep[m:baseline]"]
     for c in (1, 4):
         for name in ("output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99"):
             assert float(p[f"c{c}_{name}"]) > 0, (c, name)
