@@ -76,14 +76,40 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (the README's test command): two workers a CPU, up to 8 (at least one a CPU). The process tier
-    mostly waits on simulated servers, which model a GPU's time by sleeping: one of its longest tests used 24 % of
-    a CPU over its 3 minutes, and the whole gate on a 2-CPU box used 147 % of the two at 4 workers, in 13 minutes
-    against 22 at 2. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets the number (pytest-xdist's own variable)."""
+    """``-n auto`` (the README's test command): two workers a free CPU, up to 8 (:func:`auto_workers`). The process
+    tier mostly waits on simulated servers, which model a GPU's time by sleeping: one of its longest tests used 24 %
+    of a CPU over its 3 minutes, and the whole gate on a quiet 2-CPU box used 147 % of the two at 4 workers, in 13
+    minutes against 22 at 2. A CPU another job keeps busy is not free: beside a hog on one of 2 CPUs, 4 workers
+    starved the simulated servers enough for a floor record to read 26 % slow. ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still sets the number (pytest-xdist's own variable)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(cpus, min(2 * cpus, 8))
+    return auto_workers(cpus, _idle_cpus())
+
+
+def auto_workers(cpus: int, idle: float | None) -> int:
+    """Workers for ``cpus`` CPUs of which ``idle`` (CPUs' worth, None: unknown, all) were idle a moment ago: two a
+    free CPU, at most 8, never fewer than one a free CPU."""
+    free = cpus if idle is None else max(1, min(cpus, round(idle)))
+    return max(free, min(2 * free, 8))
+
+
+def _idle_cpus(seconds: float = 0.5) -> float | None:
+    """CPUs' worth of idle time over ``seconds`` (``/proc/stat``: idle and iowait over all), None off Linux."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(seconds)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    busy_share = 1 - (idle1 - idle0) / max(1, total1 - total0)
+    return (os.cpu_count() or 1) * (1 - busy_share)
 
 
 @cache
