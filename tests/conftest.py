@@ -96,20 +96,13 @@ def auto_workers(cpus: int, idle: float | None) -> int:
 
 
 def _idle_cpus(seconds: float = 0.5) -> float | None:
-    """CPUs' worth of idle time over ``seconds`` (``/proc/stat``: idle and iowait over all), None off Linux."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        return fields[3] + fields[4], sum(fields[:8])
-
+    """CPUs' worth of idle time over ``seconds`` (psutil, as perfgate's own host watch reads it); None without it."""
     try:
-        idle0, total0 = sample()
-        time.sleep(seconds)
-        idle1, total1 = sample()
-    except (OSError, ValueError, IndexError):
+        import psutil
+    except ImportError:  # pragma: no cover - a dependency of perfgate
         return None
-    busy_share = 1 - (idle1 - idle0) / max(1, total1 - total0)
-    return (os.cpu_count() or 1) * (1 - busy_share)
+    busy: float = psutil.cpu_percent(interval=seconds)
+    return (psutil.cpu_count() or 1) * (1 - busy / 100)
 
 
 @cache

@@ -1,9 +1,9 @@
 """Concluding the records judged against a limit: the floor record (perfgate.measuring.floorcheck.floor_record), a
 goodput search and the speculation crossover. Each is one call below the pytest layer (the verdict with every
 property, and the floor to write: perfgate.measuring.goodputrecord and perfgate.measuring.crossover for the load
-records); here the limit is
-looked up once (perfgate.measuring.floorcheck.limit_at, each limit at its own tolerance), the floor is noted for
-``--perfgate-update-baselines`` and the record concluded, its properties recorded in one place (PerfRun.conclude)."""
+records); here the limit is looked up once (perfgate.measuring.floorcheck.limit_at, each limit at its own
+tolerance), the floor is noted for ``--perfgate-update-baselines`` and the record concluded, its properties recorded
+in one place (PerfRun.conclude)."""
 
 from __future__ import annotations
 

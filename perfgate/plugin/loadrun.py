@@ -146,11 +146,11 @@ def measure_levels(perf: PerfRun, case: Case, loads: tuple[int, ...]) -> Levels:
     st = perf.state
     p = st.profile
     w0 = p.workload_for(case.mode)
+    tokens, trials = p.load_tokens(), p.load_trials() or w0.trials
     ms = []
     for c in loads:
-        w = st.settings.workload(replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c),
-                                         max_new_tokens=p.load_tokens() or w0.max_new_tokens,
-                                         trials=p.load_trials() or w0.trials))
+        w = st.settings.workload(replace(w0, concurrency=c, requests_per_trial=max(4, 2 * c), max_new_tokens=tokens,
+                                         trials=trials))
         ms.append(perf.measure(case, primary=False, workload=w))
     base_mode = p.baseline_mode()
     base = (measure_levels(perf, case.baseline(base_mode), loads)
