@@ -58,6 +58,15 @@ random-seed = 1
 [modes.small-chunks]
 flags = { chunked-prefill-size = 2048 }
 
+# TTFT's ceilings on a shared CI runner (the suite's own workers are its load, with the host watch off): the
+# runner's scheduling adds a few ms to a ~100 ms TTFT (3.7 % once), so 10 % as the shipped simulated profile
+# gives its latency floors, rather than the 3.3 % the simulator's quiet noise would write
+[floors.baseline]
+ttft_ms_tolerance = 0.1
+
+[floors.small-chunks]
+ttft_ms_tolerance = 0.1
+
 [workload]
 prompts = "fixtures/prompts/random-ids-128.jsonl"
 max_new_tokens = 24
@@ -152,6 +161,7 @@ def test_my_own_profile_and_limits_are_written_then_checked(wheel_env: WheelEnv,
     assert isinstance(floors, dict)
     for mode in MODES:  # each mode's limits, with what they were measured on
         assert {"tok_s", "ttft_ms", "measured"} <= set(floors[mode]), floors
+        assert floors[mode]["ttft_ms_tolerance"] == 0.1  # the user's own, kept: not rewritten from the noise
     assert floors["baseline"]["measured"]["engine"] == "sim"
 
     check = wheel_env.sh("pytest perftests/ --junitxml=check.xml", cwd=proj)
@@ -162,6 +172,8 @@ def test_my_own_profile_and_limits_are_written_then_checked(wheel_env: WheelEnv,
     for name, rec in recs.items():
         assert rec.outcome == "pass" and rec.props["kind"] == "decode", (name, rec.props)
         assert float(rec.props["limit"]) == floors[rec.props["mode"]][rec.props["metric"]]
+        if rec.props["metric"] == "ttft_ms":
+            assert float(rec.props["tolerance"]) == 0.1, rec.props
 
 
 def test_an_injected_slowdown_fails_and_perfgate_gate_blocks_it(wheel_env: WheelEnv,
