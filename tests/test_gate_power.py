@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.gate_power import Fleet, aa, power
+
+if TYPE_CHECKING:
+    from perfgate.measuring.judge import Decision
 
 
 def test_aa_false_alarms_stay_under_five_percent() -> None:
@@ -285,29 +289,41 @@ def test_an_h100_on_its_own_priors_keeps_false_alarms_under_one_percent() -> Non
             assert calm.rate >= own.rate, (metric, noise, own, calm)
 
 
-def test_the_real_prefill_gpu_slowdown_replayed_on_the_shipped_rule() -> None:
-    """evidence/h100-x1/prefill-paired-2026-12-07: 3000 us of GPU spin before each prefill forward on an H100, 4
-    alternated start pairs. Replayed at each look as the stack pair judges a TTFT part (its share of the confidence,
-    its floor TTFT's over its share, the H100's priors): the GPU part is regressed by the second look and stays so;
-    the host part, where the box's level lives (20 % a start), is never decided either way."""
-    from perfgate.measuring.judge import Decision, Sequential, paired
+def _part_looks(ttft: float, parts: dict[str, tuple[list[float], list[float]]],
+                gpu: str = "NVIDIA H100 80GB HBM3") -> dict[str, list[Decision]]:
+    """Each TTFT part's decision at each look of its (current, candidate) start values, as the stack pair judges a
+    leg (perfgate.measuring.stackpair.pair_judgements): its share of the confidence, its floor TTFT's over the
+    part's median share of ``ttft`` (the current arm's probe TTFT), the GPU's prior; at most 4 pairs."""
+    import statistics
+
+    from perfgate.measuring.judge import Sequential, paired
     from perfgate.measuring.stackpair import PAIR_METRICS, leg_floor, metric_confidence
     from perfgate.measuring.ttft_parts import LEG_METRICS
     from perfgate.profiles.noise import prior_cv
 
-    h100 = "NVIDIA H100 80GB HBM3"
-    ttft = 36.0  # the current arm's probe TTFT, ms (the record's ttft_probe_ms, rounded)
-    parts = {"ttft_part.prefill_gpu_ms": ([6.83099, 6.83468, 6.82588, 6.84329], [9.83938, 9.85784, 9.85436, 9.83907]),
-             "ttft_part.prefill_host_ms": ([26.8857, 19.2934, 19.5004, 29.0056], [23.4199, 14.5537, 20.6576, 27.7904])}
     plan = Sequential(first_pairs=1, max_pairs=4)
     seen = {}
     for metric, (cur, cand) in parts.items():
         ratios = [b / a for a, b in zip(cur, cand)]
         conf = metric_confidence(metric, 0.95, metrics=len(PAIR_METRICS) - 1, legs=len(LEG_METRICS))
-        floor = leg_floor(sorted(cur)[1] / ttft)
+        floor = leg_floor(statistics.median(cur) / ttft)
         seen[metric] = [paired(ratios[:n], higher_is_better=False, min_effect=floor, confidence=conf, plan=plan,
-                               metric=metric, prior_cv=prior_cv(metric, "starts", gpu=h100)).decision
-                        for n in range(1, 5)]
+                               metric=metric, prior_cv=prior_cv(metric, "starts", gpu=gpu)).decision
+                        for n in range(1, len(ratios) + 1)]
+    return seen
+
+
+def test_the_real_prefill_gpu_slowdown_replayed_on_the_shipped_rule() -> None:
+    """evidence/h100-x1/prefill-paired-2026-12-07: 3000 us of GPU spin before each prefill forward on an H100, 4
+    alternated start pairs. Replayed at each look as the stack pair judges a TTFT part (its share of the confidence,
+    its floor TTFT's over its share, the H100's priors): the GPU part is regressed by the second look and stays so;
+    the host part, where the box's level lives (20 % a start), is never decided either way."""
+    from perfgate.measuring.judge import Decision
+
+    ttft = 36.0  # the current arm's probe TTFT, ms (the record's ttft_probe_ms, rounded)
+    seen = _part_looks(ttft, {
+        "ttft_part.prefill_gpu_ms": ([6.83099, 6.83468, 6.82588, 6.84329], [9.83938, 9.85784, 9.85436, 9.83907]),
+        "ttft_part.prefill_host_ms": ([26.8857, 19.2934, 19.5004, 29.0056], [23.4199, 14.5537, 20.6576, 27.7904])})
     gpu, host = seen["ttft_part.prefill_gpu_ms"], seen["ttft_part.prefill_host_ms"]
     assert gpu[0] is Decision.UNDECIDED and gpu[1:] == [Decision.REGRESSED] * 3, gpu
     assert host == [Decision.UNDECIDED] * 4, host
@@ -318,12 +334,8 @@ def test_the_real_host_side_prefill_slowdown_and_the_a_a_replayed_on_the_shipped
     of each prefill forward (13 % of that card's ~23 ms probe TTFT), 4 alternated start pairs; and identical arms, 3
     pairs. Replayed look by look as the stack pair judges a TTFT part: the host part (and the prefill leg holding it)
     regressed at the fourth look, the GPU part same; in the A/A no part is ever regressed."""
-    from perfgate.measuring.judge import Decision, Sequential, paired
-    from perfgate.measuring.stackpair import PAIR_METRICS, leg_floor, metric_confidence
-    from perfgate.measuring.ttft_parts import LEG_METRICS
-    from perfgate.profiles.noise import prior_cv
+    from perfgate.measuring.judge import Decision
 
-    h100 = "NVIDIA H100 80GB HBM3"
     runs = {  # (current, candidate) per part, the records' start_values; the current arm's median probe TTFT
         "host-3ms": (23.29, {
             "ttft_part.prefill_gpu_ms": ([7.1152, 7.10726, 7.11065, 7.11388], [7.11133, 7.1139, 7.11098, 7.1137]),
@@ -334,16 +346,7 @@ def test_the_real_host_side_prefill_slowdown_and_the_a_a_replayed_on_the_shipped
             "ttft_part.prefill_host_ms": ([9.98988, 13.1354, 11.4531], [10.2045, 13.8925, 10.178]),
             "ttft_part.prefill_ms": ([17.1062, 20.2402, 18.5628], [17.316, 20.9919, 17.2904])}),
     }
-    plan = Sequential(first_pairs=1, max_pairs=4)
-    seen: dict[str, dict[str, list[Decision]]] = {}
-    for run, (ttft, parts) in runs.items():
-        for metric, (cur, cand) in parts.items():
-            ratios = [b / a for a, b in zip(cur, cand)]
-            conf = metric_confidence(metric, 0.95, metrics=len(PAIR_METRICS) - 1, legs=len(LEG_METRICS))
-            floor = leg_floor(sorted(cur)[1] / ttft)
-            seen.setdefault(run, {})[metric] = [
-                paired(ratios[:n], higher_is_better=False, min_effect=floor, confidence=conf, plan=plan, metric=metric,
-                       prior_cv=prior_cv(metric, "starts", gpu=h100)).decision for n in range(1, len(ratios) + 1)]
+    seen = {run: _part_looks(ttft, parts) for run, (ttft, parts) in runs.items()}
     slow = seen["host-3ms"]
     assert slow["ttft_part.prefill_host_ms"] == [Decision.UNDECIDED] * 3 + [Decision.REGRESSED]
     assert slow["ttft_part.prefill_ms"][-1] is Decision.REGRESSED
