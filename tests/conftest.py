@@ -84,8 +84,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     still sets the number (pytest-xdist's own variable)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return auto_workers(cpus, _idle_cpus())
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    return auto_workers(len(cpus), _idle_cpus(cpus))
 
 
 def auto_workers(cpus: int, idle: float | None) -> int:
@@ -95,14 +95,16 @@ def auto_workers(cpus: int, idle: float | None) -> int:
     return max(free, min(2 * free, 8))
 
 
-def _idle_cpus(seconds: float = 0.5) -> float | None:
-    """CPUs' worth of idle time over ``seconds`` (psutil, as perfgate's own host watch reads it); None without it."""
+def _idle_cpus(cpus: list[int], seconds: float = 0.5) -> float | None:
+    """CPUs' worth of idle time over ``seconds`` on the CPUs the suite may run on (``cpus``, its affinity: in a
+    container limited to a few of the host's CPUs the host's other CPUs are no one's to use), read per CPU with
+    psutil, as perfgate's own host watch reads the CPUs; None without it."""
     try:
         import psutil
     except ImportError:  # pragma: no cover - a dependency of perfgate
         return None
-    busy: float = psutil.cpu_percent(interval=seconds)
-    return (psutil.cpu_count() or 1) * (1 - busy / 100)
+    busy: list[float] = psutil.cpu_percent(interval=seconds, percpu=True)
+    return sum(1 - busy[c] / 100 for c in cpus if c < len(busy))
 
 
 @cache
