@@ -353,3 +353,19 @@ def test_the_real_host_side_prefill_slowdown_and_the_a_a_replayed_on_the_shipped
     assert Decision.REGRESSED not in slow["ttft_part.prefill_gpu_ms"] and slow["ttft_part.prefill_gpu_ms"][-1] is \
         Decision.SAME
     assert all(Decision.REGRESSED not in looks for looks in seen["a-a"].values()), seen["a-a"]
+
+
+def test_the_real_upgrade_s_prefill_parts_replayed_on_the_shipped_rule() -> None:
+    """evidence/h100-x1/prefill-upgrade-2026-12-08/upgrade: SGLang 0.5.16 -> 0.5.17 on an H100, 4 alternated start
+    pairs. Replayed look by look as the stack pair judges a TTFT part: the prefill's GPU time is same from the second
+    look (0.5.17's kernels 0.12 % faster, within its floor); the host part, higher on 0.5.17 in all four pairs
+    (x1.12-1.37), and the prefill leg holding it stay undecided: never called same while the pairs point one way."""
+    from perfgate.measuring.judge import Decision
+
+    seen = _part_looks(36.7, {  # the current arm's median probe TTFT (start_values.ttft_probe_ms), ms
+        "ttft_part.prefill_gpu_ms": ([6.83767, 6.83869, 6.83563, 6.83813], [6.82982, 6.83036, 6.82854, 6.82929]),
+        "ttft_part.prefill_host_ms": ([26.4024, 20.7703, 26.6095, 19.7094], [29.575, 26.0474, 28.0442, 27.0242]),
+        "ttft_part.prefill_ms": ([33.2401, 27.609, 33.4451, 26.5476], [36.4048, 32.8778, 34.8728, 33.8535])})
+    assert seen["ttft_part.prefill_gpu_ms"] == [Decision.UNDECIDED] + [Decision.SAME] * 3, seen
+    assert seen["ttft_part.prefill_host_ms"] == [Decision.UNDECIDED] * 4, seen
+    assert seen["ttft_part.prefill_ms"] == [Decision.UNDECIDED] * 4, seen
