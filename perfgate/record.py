@@ -18,6 +18,7 @@ __all__ = ["Metric", "METRICS", "RECORD_METRICS", "MICRO_METRICS", "metric_spec"
            "METRIC", "DIRECTION", "LIMIT", "TOLERANCE", "cv_name", "LEGACY_TOK_S_CV",
            "CALIB_GEMM_TFLOPS", "CALIB_HBM_GBPS", "CALIB_SOURCE", "Case", "MACHINE_ECC", "MACHINE_GPU_SERIAL",
            "MACHINE_GPU_UUID", "MACHINE_HOST_ID", "MACHINE_ID", "MACHINE_MEM_CLOCK_MAX_MHZ", "MACHINE_PCIE",
+           "MACHINE_CPU_MODEL", "MACHINE_CPU_GOVERNOR", "MACHINE_CPU_IDLE",
            "MACHINE_POWER_LIMIT_W", "MACHINE_PROPERTIES", "MACHINE_PREFIXES", "MACHINE_SM_CLOCK_MAX_MHZ",
            "TEXT_PROPERTIES", "case_of", "config_scope", "fmt", "rounded", "N_STARTS", "START_VALUES", "START_CV",
            "START_CI_LOW", "START_CI_HIGH", "PAIR_RATIO", "PAIR_CI_LOW", "PAIR_CI_HIGH", "PAIR_N", "PAIR_DECISION",
@@ -193,6 +194,11 @@ MACHINE_SM_CLOCK_MAX_MHZ = "machine.sm_clock_max_mhz"
 MACHINE_MEM_CLOCK_MAX_MHZ = "machine.mem_clock_max_mhz"
 MACHINE_ECC = "machine.ecc"  # on / off / unknown
 MACHINE_PCIE = "machine.pcie"  # "gen5 x16", with the current link where it differs
+# the host's CPU, where a server's host-side work runs: TTFT's prefill host time (perfgate.measuring.prefill_gpu) read
+# 10-14 ms on one H100 box and 20-30 ms on another (evidence/h100-x1/), whose CPUs no record said
+MACHINE_CPU_MODEL = "machine.cpu_model"  # /proc/cpuinfo's model name ("AMD EPYC 9654 96-Core Processor")
+MACHINE_CPU_GOVERNOR = "machine.cpu_governor"  # cpu0's cpufreq scaling governor (performance, powersave, ...)
+MACHINE_CPU_IDLE = "machine.cpu_idle"  # the cpuidle driver (intel_idle, acpi_idle, haltpoll, ...)
 CALIB_HBM_GBPS = "calib.hbm_gbps"  # device-to-device copy, bytes read + written per second
 CALIB_GEMM_TFLOPS = "calib.gemm_tflops"  # bf16 8192^3 matmul
 CALIB_SOURCE = "calib.source"  # torch (measured), sim (the simulator's model), none
@@ -201,6 +207,7 @@ CALIB_SOURCE = "calib.source"  # torch (measured), sim (the simulator's model), 
 MACHINE_PROPERTIES: tuple[str, ...] = (
     MACHINE_ID, MACHINE_HOST_ID, MACHINE_GPU_UUID, MACHINE_GPU_SERIAL, MACHINE_POWER_LIMIT_W,
     MACHINE_SM_CLOCK_MAX_MHZ, MACHINE_MEM_CLOCK_MAX_MHZ, MACHINE_ECC, MACHINE_PCIE,
+    MACHINE_CPU_MODEL, MACHINE_CPU_GOVERNOR, MACHINE_CPU_IDLE,
     CALIB_HBM_GBPS, CALIB_GEMM_TFLOPS, CALIB_SOURCE,
 )
 #: the prefixes of those properties (the report side reads them as text, like stack.*)

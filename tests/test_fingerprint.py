@@ -16,7 +16,7 @@ from perfgate.report import compare_machines, diff, read_report
 from perfgate.report.render import render_diff
 from perfgate.sim.variation import machine_factor
 from perfgate.stack.calibration import Calibration
-from perfgate.stack.machine import GpuFacts, Machine, simulated_machine
+from perfgate.stack.machine import GpuFacts, HostCpu, Machine, simulated_machine
 from tests.test_plugin import make_project
 
 
@@ -88,7 +88,8 @@ def _state(*, calibrate: str = "auto", url: str | None = None, collect_only: boo
                            terminal=tr)
 
 
-BOX = Machine(host_id="abc", gpus=(GpuFacts(uuid="GPU-1"),))
+BOX = Machine(host_id="abc", gpus=(GpuFacts(uuid="GPU-1"),),
+              cpu=HostCpu(model="Intel(R) Xeon(R) Platinum 8480+", governor="performance", idle="intel_idle"))
 
 
 def test_a_real_session_calibrates_in_the_server_python_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +105,9 @@ def test_a_real_session_calibrates_in_the_server_python_and_says_so(monkeypatch:
     fp = session_fingerprint(st)
     assert calls == ["/venv/bin/python"] and fp.machine is BOX
     assert fp.as_properties()["calib.gemm_tflops"] == "731" and fp.as_properties()["machine.id"] == BOX.id
-    assert st.terminal.lines == [f"perfgate: machine {BOX.id}: HBM copy 4012 GB/s, bf16 GEMM 731.0 TFLOP/s (3.5 s)"]
+    assert st.terminal.lines == [f"perfgate: machine {BOX.id}: HBM copy 4012 GB/s, bf16 GEMM 731.0 TFLOP/s (3.5 s); "
+                                 f"host CPU Intel(R) Xeon(R) Platinum 8480+ (governor performance, idle intel_idle)"]
+    assert fp.as_properties()["machine.cpu_model"] == "Intel(R) Xeon(R) Platinum 8480+"
 
 
 @pytest.mark.parametrize(("kw", "why"), [

@@ -10,11 +10,13 @@ import types
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfgate.record import MACHINE_PROPERTIES
 from perfgate.stack import calibration, machine
 from perfgate.stack.calibration import Calibration, parse_calibration, run_calibration
-from perfgate.stack.machine import GpuFacts, Machine, host_id, probe_machine, simulated_machine
+from perfgate.stack.machine import GpuFacts, HostCpu, Machine, host_cpu, host_id, probe_machine, simulated_machine
 from tests.test_stack import _NvmlError, fake_pynvml
 
 
@@ -59,7 +61,7 @@ def test_the_fingerprint_from_nvml(monkeypatch: pytest.MonkeyPatch, no_cuda_env:
                           mem_clock_max_mhz="3201", ecc="on", pcie="gen5 x16 (current gen1 x16)")
     assert g1.pcie == "gen5 x16"
     p = m.as_properties()
-    assert tuple(p) == MACHINE_PROPERTIES[:9]
+    assert tuple(p) == MACHINE_PROPERTIES[:12]
     assert p["machine.gpu_uuid"] == "GPU-0000-aaaa,GPU-0001-aaaa,GPU-0002-aaaa,GPU-0003-aaaa"
     assert p["machine.power_limit_w"] == "700" and p["machine.ecc"] == "on"
     assert p["machine.pcie"] == "gen5 x16 (current gen1 x16),gen5 x16,gen5 x16,gen5 x16"
@@ -228,3 +230,54 @@ def test_the_script_turns_event_times_into_bandwidth_and_flops(tmp_path, monkeyp
     assert c.source == "torch"
     assert c.hbm_gbps == pytest.approx(2 * 2**31 / 0.5e-3 / 1e9)  # 2 GiB read + 2 GiB written in 0.5 ms
     assert c.gemm_tflops == pytest.approx(2 * 8192**3 / 0.5e-3 / 1e12)
+
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+cpu MHz\t\t: 2000.000
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+"""
+ARM_CPUINFO = """processor\t: 0
+BogoMIPS\t: 2000.00
+CPU implementer\t: 0x41
+CPU part\t: 0xd4f
+"""
+
+
+@pytest.mark.parametrize(("cpuinfo", "governor", "idle", "want"), [
+    (X86_CPUINFO, "performance\n", "intel_idle\n",
+     HostCpu(model="Intel(R) Xeon(R) Platinum 8480+", governor="performance", idle="intel_idle")),
+    (ARM_CPUINFO, None, "psci_idle\n", HostCpu(model="arm implementer 0x41 part 0xd4f", idle="psci_idle")),
+    ("", None, None, HostCpu()),  # a container that shows none of it
+    (None, "", "", HostCpu()),  # no /proc/cpuinfo at all, empty sysfs files
+])
+def test_the_host_cpu_from_proc_and_sys(tmp_path, cpuinfo, governor, idle, want) -> None:
+    files = {"proc/cpuinfo": cpuinfo, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": governor,
+             "sys/devices/system/cpu/cpuidle/current_driver": idle}
+    for rel, text in files.items():
+        if text is not None:
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+    assert host_cpu(tmp_path) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_any_cpuinfo_text_gives_a_one_line_model_or_unknown(text: str) -> None:
+    from perfgate.stack.machine import _cpu_model
+
+    model = _cpu_model(text)
+    assert model and "\n" not in model and model == model.strip()
+
+
+def test_the_fingerprint_carries_the_host_cpu(monkeypatch: pytest.MonkeyPatch, no_cuda_env: None) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", nvml_with_machine_facts(1))
+    want = HostCpu(model="AMD EPYC 9654 96-Core Processor", governor="performance", idle="acpi_idle")
+    monkeypatch.setattr(machine, "host_cpu", lambda: want)
+    p = probe_machine().as_properties()
+    assert (p["machine.cpu_model"], p["machine.cpu_governor"], p["machine.cpu_idle"]) == \
+        ("AMD EPYC 9654 96-Core Processor", "performance", "acpi_idle")
+    assert simulated_machine("h200-a", 8).as_properties()["machine.cpu_model"] == "unknown"  # not modelled

@@ -80,3 +80,17 @@ def test_diff_shows_the_machines_in_every_format(tmp_path: Path) -> None:
     assert data["old"]["machine"]["calib.hbm_gbps"] == "4012"
     older = diff(_report(tmp_path / "c.xml", None), old)
     assert "Machine: machine unknown (the old report records no machine.id" in render_diff(older, "text")
+
+
+def test_two_hosts_with_the_same_gpu_say_their_cpus_differ(tmp_path: Path) -> None:
+    """The host's CPU sets TTFT's prefill host time (10-14 ms on one H100 box, 20-30 ms on another): a comparison
+    across machines names it where the two differ, and a report without it (older) compares as before."""
+    a = {**BOX_A, "machine.cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "machine.cpu_governor": "performance",
+         "machine.cpu_idle": "intel_idle"}
+    b = {**a, "machine.id": "b2b2b2b2b2b2", "machine.host_id": "h9h9h9h9h9h9",
+         "machine.cpu_model": "AMD EPYC 9654 96-Core Processor", "machine.cpu_idle": "acpi_idle"}
+    m = compare_machines(_report(tmp_path / "a.xml", a), _report(tmp_path / "b.xml", b))
+    assert [k for k, _, _ in m.differences] == ["machine.host_id", "machine.cpu_model", "machine.cpu_idle"]
+    assert "cpu_model Intel(R) Xeon(R) Platinum 8480+ vs AMD EPYC 9654 96-Core Processor" in m.describe()
+    older = compare_machines(_report(tmp_path / "c.xml", BOX_A), _report(tmp_path / "d.xml", a))
+    assert older.same is True and older.differences == ()

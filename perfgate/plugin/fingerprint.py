@@ -84,7 +84,8 @@ def session_fingerprint(st: Session) -> Fingerprint:
     cal = calibration.run_calibration(p.engine.python) if run else Calibration(reason=why)
     fp = Fingerprint(machine=box, calibration=cal)
     if run:
-        _say(st, cal.line(box.id))
+        cpu = box.cpu
+        _say(st, f"{cal.line(box.id)}; host CPU {cpu.model} (governor {cpu.governor}, idle {cpu.idle})")
     return fp
 
 

@@ -2,9 +2,11 @@
 
 Two H200s with the same stack decode 3.4 % apart (docs/measurement.md, "Machines"), so a record says which
 machine it came from: a host id (a short sha256 of ``/etc/machine-id``, else of the hostname; never the
-name itself), and per GPU in use (the ones CUDA sees here, :func:`perfgate.host.gpu.visible_handles`) its UUID
-and serial, enforced power limit, maximum SM and memory clocks, ECC mode and PCIe link. :attr:`Machine.id`
-is a short hash of the host id and the GPU UUIDs: the same id is the same machine.
+name itself), per GPU in use (the ones CUDA sees here, :func:`perfgate.host.gpu.visible_handles`) its UUID
+and serial, enforced power limit, maximum SM and memory clocks, ECC mode and PCIe link, and the host's CPU
+(:class:`HostCpu`: its model, frequency governor and idle driver, where the server's host-side work runs: TTFT's
+prefill host time read 10-14 ms on one H100 box and 20-30 ms on another, and no record said whether their CPUs
+differed). :attr:`Machine.id` is a short hash of the host id and the GPU UUIDs: the same id is the same machine.
 
 :func:`probe_machine` never raises; every piece it cannot find is ``"unknown"``. :func:`simulated_machine`
 is the simulator's box (:mod:`perfgate.sim.variation`): GPU UUIDs ``GPU-sim-<machine>-<i>``, host id from
@@ -21,6 +23,9 @@ from typing import Any
 
 from perfgate.host import gpu
 from perfgate.record import (
+    MACHINE_CPU_GOVERNOR,
+    MACHINE_CPU_IDLE,
+    MACHINE_CPU_MODEL,
     MACHINE_ECC,
     MACHINE_GPU_SERIAL,
     MACHINE_GPU_UUID,
@@ -33,7 +38,7 @@ from perfgate.record import (
 )
 from perfgate.stack.probes import UNKNOWN
 
-__all__ = ["GpuFacts", "Machine", "host_id", "probe_machine", "simulated_machine"]
+__all__ = ["GpuFacts", "HostCpu", "Machine", "host_cpu", "host_id", "probe_machine", "simulated_machine"]
 
 MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 _ID_LEN = 12  # hex digits of the short hashes
@@ -57,11 +62,21 @@ class GpuFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HostCpu:
+    """The host's CPU (``"unknown"`` where the kernel does not say: a container often has no cpufreq)."""
+
+    model: str = UNKNOWN  # /proc/cpuinfo's model name; on Arm, its implementer and part
+    governor: str = UNKNOWN  # /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor
+    idle: str = UNKNOWN  # /sys/devices/system/cpu/cpuidle/current_driver
+
+
+@dataclass(frozen=True, kw_only=True)
 class Machine:
-    """A machine's fingerprint: a host id and the GPUs in use."""
+    """A machine's fingerprint: a host id, the GPUs in use and the host's CPU."""
 
     host_id: str = UNKNOWN
     gpus: tuple[GpuFacts, ...] = ()
+    cpu: HostCpu = HostCpu()
 
     @property
     def gpu_uuid(self) -> str:
@@ -98,6 +113,9 @@ class Machine:
             MACHINE_MEM_CLOCK_MAX_MHZ: self._per_gpu("mem_clock_max_mhz"),
             MACHINE_ECC: self._per_gpu("ecc"),
             MACHINE_PCIE: self._per_gpu("pcie"),
+            MACHINE_CPU_MODEL: self.cpu.model,
+            MACHINE_CPU_GOVERNOR: self.cpu.governor,
+            MACHINE_CPU_IDLE: self.cpu.idle,
         }
 
 
@@ -120,13 +138,49 @@ def host_id(machine_id_files: tuple[str, ...] = MACHINE_ID_FILES, hostname: str 
     return _short_hash(f"perfgate-hostname:{name}") if name else UNKNOWN
 
 
+def _cpu_model(cpuinfo: str) -> str:
+    """The CPU's name from ``/proc/cpuinfo``'s text: its ``model name`` (x86), else its ``Hardware`` line, else (Arm,
+    which names no model there) ``arm implementer 0x41 part 0xd4f``; ``"unknown"`` where none is given."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        key, value = key.strip().lower(), " ".join(value.split())
+        if sep and value and key not in fields:
+            fields[key] = value
+    if fields.get("model name"):
+        return fields["model name"]
+    if fields.get("hardware"):
+        return fields["hardware"]
+    if "cpu implementer" in fields and "cpu part" in fields:
+        return f"arm implementer {fields['cpu implementer']} part {fields['cpu part']}"
+    return UNKNOWN
+
+
+def _first_line(path: Path) -> str:
+    try:
+        return (path.read_text().strip().splitlines() or [""])[0].strip() or UNKNOWN
+    except (OSError, UnicodeDecodeError):
+        return UNKNOWN
+
+
+def host_cpu(root: Path = Path("/")) -> HostCpu:
+    """This host's CPU facts (``root``: where ``proc`` and ``sys`` are, for tests). Never raises."""
+    try:
+        cpuinfo = (root / "proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        cpuinfo = ""
+    cpu = root / "sys/devices/system/cpu"
+    return HostCpu(model=_cpu_model(cpuinfo), governor=_first_line(cpu / "cpu0/cpufreq/scaling_governor"),
+                   idle=_first_line(cpu / "cpuidle/current_driver"))
+
+
 def probe_machine() -> Machine:
-    """This box's fingerprint: host id, and the visible GPUs' facts through NVML. Never raises."""
+    """This box's fingerprint: host id, the visible GPUs' facts through NVML, the host's CPU. Never raises."""
     try:
         gpus = _nvml_gpus()
     except Exception:
         gpus = ()
-    return Machine(host_id=host_id(), gpus=gpus)
+    return Machine(host_id=host_id(), gpus=gpus, cpu=host_cpu())
 
 
 def _nvml_gpus() -> tuple[GpuFacts, ...]:
@@ -212,7 +266,7 @@ def pcie_max(value: str) -> str:
 
 def simulated_machine(name: str, count: int) -> Machine:
     """Simulated machine ``name`` with ``count`` GPUs (perfgate.sim.variation): its GPU UUIDs and serials
-    name it; the power, clocks, ECC and PCIe it does not model are ``"unknown"``."""
+    name it; the power, clocks, ECC, PCIe and host CPU it does not model are ``"unknown"``."""
     from perfgate.sim.variation import sim_gpu_uuid
 
     gpus = tuple(GpuFacts(uuid=sim_gpu_uuid(name, i), serial=f"sim-{name}-{i}") for i in range(max(0, count)))
