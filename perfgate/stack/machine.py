@@ -157,10 +157,12 @@ def _cpu_model(cpuinfo: str) -> str:
 
 
 def _first_line(path: Path) -> str:
+    """A sysfs file's first line, ``"unknown"`` where it is absent or empty."""
     try:
-        return (path.read_text().strip().splitlines() or [""])[0].strip() or UNKNOWN
-    except (OSError, UnicodeDecodeError):
+        text = path.read_text(errors="replace").strip()
+    except OSError:
         return UNKNOWN
+    return text.splitlines()[0].strip() if text else UNKNOWN
 
 
 def host_cpu(root: Path = Path("/")) -> HostCpu:
